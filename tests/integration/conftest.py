@@ -1,0 +1,143 @@
+"""Shared helpers of the integration tests: the interpreters, the pyunwind
+binary, starting targets, and comparing dumps with the target's own truth."""
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TARGETS = os.path.join(ROOT, "tests", "targets")
+PYUNWIND = os.environ.get("PYUNWIND", os.path.join(ROOT, "build", "pyunwind"))
+TIMEOUT = 120
+
+
+def interpreters():
+    """(label, path) of every interpreter scripts/get-pythons installed."""
+    out = subprocess.run([os.path.join(ROOT, "scripts", "get-pythons"), "--list"],
+                         capture_output=True, text=True, check=True).stdout
+    pys = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
+    only = os.environ.get("PYU_ONLY")  # e.g. "3.15.2-debian,3.13.5"
+    if only:
+        pys = [p for p in pys if p[0] in only.split(",")]
+    return pys
+
+
+def pyunwind(*args, timeout=TIMEOUT, **kw):
+    """Runs the CLI; returns the CompletedProcess (text mode)."""
+    return subprocess.run([PYUNWIND, *args], capture_output=True, text=True,
+                          timeout=timeout, **kw)
+
+
+def allow_core():
+    resource.setrlimit(resource.RLIMIT_CORE,
+                       (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+
+class Target:
+    """A target program started in its own directory, ready to be read."""
+
+    def __init__(self, python, script, workdir, args=(), expect_threads=True):
+        self.workdir = workdir
+        self.truth_path = os.path.join(workdir, "truth.json")
+        self.proc = subprocess.Popen(
+            [python, os.path.join(TARGETS, script), self.truth_path, *args],
+            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, preexec_fn=allow_core)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            self.proc.kill()
+            raise RuntimeError("target did not start: %r %s"
+                               % (line, self.proc.stderr.read()))
+        with open(self.truth_path, encoding="utf-8") as f:
+            self.truth = json.load(f)
+        if expect_threads:
+            self._wait_threads(len(self.truth["threads"]))
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def _wait_threads(self, n):
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            if len(os.listdir("/proc/%d/task" % self.pid)) == n:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("target has %d tasks, expected %d"
+                           % (len(os.listdir("/proc/%d/task" % self.pid)), n))
+
+    def gcore(self):
+        prefix = os.path.join(self.workdir, "gcore")
+        r = subprocess.run(["gcore", "-o", prefix, str(self.pid)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        path = "%s.%d" % (prefix, self.pid)
+        assert r.returncode == 0 and os.path.exists(path), r.stderr
+        return path
+
+    def abort(self):
+        """SIGABRT: the kernel writes a core (default coredump_filter)."""
+        os.kill(self.pid, signal.SIGABRT)
+        self.proc.wait(timeout=TIMEOUT)
+        for name in ("core", "core.%d" % self.pid):
+            path = os.path.join(self.workdir, name)
+            if os.path.exists(path):
+                return path
+        return None
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def kernel_cores_land_here():
+    try:
+        with open("/proc/sys/kernel/core_pattern") as f:
+            pattern = f.read().strip()
+    except OSError:
+        return False
+    return not pattern.startswith("|") and "/" not in pattern
+
+
+def frames_of(thread):
+    return [{k: f[k] for k in ("function", "name", "file", "line")}
+            for f in thread["frames"]]
+
+
+def assert_matches_truth(dump, truth):
+    """Every thread of the dump equals what the target recorded itself."""
+    got = {str(t["thread_id"]): t for t in dump["threads"]}
+    want = truth["threads"]
+    assert sorted(got) == sorted(want), (
+        "threads differ: only in dump %s, only in truth %s"
+        % (sorted(set(got) - set(want)), sorted(set(want) - set(got))))
+    for ident, w in want.items():
+        g = got[ident]
+        assert g["error"] is None, g["error"]
+        assert g["truncated"] is False
+        assert g["native_thread_id"] == w["native_id"], ident
+        assert g["main"] == (int(ident) == truth["main_ident"]), ident
+        gf, wf = frames_of(g), w["frames"]
+        if gf != wf:
+            for i, (a, b) in enumerate(zip(gf, wf)):
+                assert a == b, "thread %s frame %d: dump %r, truth %r" % (
+                    ident, i, a, b)
+            assert len(gf) == len(wf), "thread %s: %d frames, truth %d" % (
+                ident, len(gf), len(wf))
+    assert dump["python"]["version"] == truth["version"]
+
+
+def dump_json(*args):
+    r = pyunwind("dump", "--json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return str(tmp_path)

@@ -1,0 +1,223 @@
+"""Target program for the dump tests: parks threads at known places and
+writes what CPython itself says about every thread's stack.
+
+    python stacks.py TRUTH.json [--threads N] [--depth N]
+
+Once every thread (main included) is parked, a recorder thread takes
+sys._current_frames(), writes TRUTH.json (function, name, file, line of
+every frame, innermost first, plus native thread ids and which thread plays
+which role), prints "ready" on stdout and ends.  From then on no stack changes
+until the process is killed, so a dump taken live, from gcore, or from the
+core the kernel writes on SIGABRT must equal TRUTH.json exactly.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import módulo_ñ  # noqa: E402  (non-ASCII file name, CJK function name)
+
+PARK = threading.Event()      # never set: parked threads wait on it
+parked = threading.Semaphore(0)
+roles = {}                    # role -> thread ident
+stop_busy = False
+
+
+def park(role=None):
+    """Marks the calling thread as parked, then blocks in a C call."""
+    if role:
+        roles[role] = threading.get_ident()
+    parked.release()
+    time.sleep(1e6)
+
+
+# -- shapes of stacks -------------------------------------------------------
+
+def recurse(n):
+    if n == 0:
+        park("recursion")
+        return
+    recurse(n - 1)
+
+
+def numbered(i, depth):
+    if depth:
+        return numbered(i, depth - 1)
+    park()
+
+
+class Outer:
+    class Inner:
+        def method(self):
+            park("nested_class")
+
+
+def make_closure():
+    captured = 42
+
+    def closure():
+        park("closure")
+        return captured
+    return closure
+
+
+def decorator(fn):
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@decorator
+def decorated():
+    park("decorator")
+
+
+def lambda_caller():
+    f = lambda: park("lambda")  # noqa: E731
+    f()
+
+
+def comprehension():
+    # a generator expression has its own frame; a list comprehension is
+    # inlined into its caller (PEP 709)
+    return list(park("genexpr") for _ in range(1))
+
+
+def list_comprehension():
+    return [park("listcomp") for _ in range(1)]
+
+
+def exec_code():
+    code = compile("park('exec')\n", "<exec-string>", "exec")
+    exec(code, {"park": park})
+
+
+def eval_code():
+    eval(compile("park('eval')", "<eval-string>", "eval"), {"park": park})
+
+
+def generator():
+    yield 1
+    park("generator")
+    yield 2
+
+
+def drive_generator():
+    for _ in generator():
+        pass
+
+
+async def coro_inner():
+    park("coroutine")
+
+
+async def coro_outer():
+    await coro_inner()
+
+
+def drive_coroutine():
+    asyncio.run(coro_outer())
+
+
+def handle_exception():
+    try:
+        raise ValueError("parked while handling this")
+    except ValueError:
+        park("except")
+
+
+def busy():
+    global stop_busy
+    roles["busy"] = threading.get_ident()
+    parked.release()
+    n = 0
+    while not stop_busy: n += 1  # noqa: E701  (one line: a fixed location)
+
+
+def unicode_name():
+    módulo_ñ.グリーティング(park)
+
+
+def emoji_file():
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "stack_\U0001F600.py")
+    spec = importlib.util.spec_from_file_location("stack_emoji", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.emoji_file(park)
+
+
+# -- recording --------------------------------------------------------------
+
+def describe(frame):
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        out.append({"function": code.co_qualname, "name": code.co_name,
+                    "file": code.co_filename, "line": frame.f_lineno})
+        frame = frame.f_back
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("truth")
+    ap.add_argument("--threads", type=int, default=50)
+    ap.add_argument("--depth", type=int, default=1000)
+    args = ap.parse_args()
+    sys.setrecursionlimit(args.depth + 500)
+
+    shapes = [lambda: recurse(args.depth), Outer.Inner().method,
+              make_closure(), decorated, lambda_caller, comprehension,
+              list_comprehension, exec_code, eval_code, drive_generator,
+              drive_coroutine, handle_exception, busy, unicode_name,
+              emoji_file]
+    shapes += [(lambda i=i: numbered(i, i % 7)) for i in range(args.threads)]
+    threads = [threading.Thread(target=s, daemon=True) for s in shapes]
+    for t in threads:
+        t.start()
+
+    def record():
+        for _ in range(len(threads) + 1):  # every thread, and main, parked
+            parked.acquire()
+        me = threading.get_ident()
+        # parked threads are inside (or entering) their blocking call: wait
+        # until two snapshots agree so no thread is between instructions
+        prev = None
+        for _ in range(200):
+            time.sleep(0.05)
+            snap = {ident: describe(f)
+                    for ident, f in sys._current_frames().items()
+                    if ident != me}
+            if snap == prev:
+                break
+            prev = snap
+        native = {t.ident: t.native_id for t in threading.enumerate()}
+        truth = {
+            "pid": os.getpid(),
+            "version": sys.version.split()[0],
+            "main_ident": threading.main_thread().ident,
+            "roles": dict(roles),
+            "threads": {str(ident): {"native_id": native.get(ident),
+                                     "frames": frames}
+                        for ident, frames in snap.items()},
+        }
+        tmp = args.truth + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(truth, f, ensure_ascii=False, indent=1)
+        os.replace(tmp, args.truth)
+        print("ready", flush=True)
+
+    # the recorder ends before "ready": it is not part of the stacks
+    threading.Thread(target=record).start()
+    park("main")
+
+
+if __name__ == "__main__":
+    main()
