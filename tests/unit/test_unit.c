@@ -1,1 +1,330 @@
-int main(void){return 0;}
+/* Unit tests of the core's decoders and of the core-file reader.
+ *
+ *   test_unit                          run every unit test
+ *   test_unit lines FIRST HEX NUNITS   print the line of each code unit of
+ *                                      a location table (used by the
+ *                                      integration tests, which compare it
+ *                                      with CPython's own co_lines())
+ */
+#include "internal.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int failures, checks;
+
+#define CHECK(cond)                                                          \
+    do {                                                                     \
+        checks++;                                                            \
+        if (!(cond)) {                                                       \
+            failures++;                                                      \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__,           \
+                    __LINE__, #cond);                                        \
+        }                                                                    \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                       \
+    do {                                                                     \
+        long long a_ = (long long)(a), b_ = (long long)(b);                  \
+        checks++;                                                            \
+        if (a_ != b_) {                                                      \
+            failures++;                                                      \
+            fprintf(stderr, "%s:%d: %s == %lld, expected %s == %lld\n",      \
+                    __FILE__, __LINE__, #a, a_, #b, b_);                     \
+        }                                                                    \
+    } while (0)
+
+/* --------------------------------------------------------- location table */
+
+static void test_linetable(void)
+{
+    /* One entry of every form, first line 10. */
+    static const uint8_t t[] = {
+        0xE9, 0x02,             /* 13 no columns, 2 units, +1   -> 11 */
+        0xDA, 0x05, 0x07,       /* 11 one line, 3 units, +1     -> 12 */
+        0xF8,                   /* 15 no location, 1 unit       -> 0  */
+        0xF0, 0x07, 0x00, 0x01, 0x01, /* 14 long, 1 unit, -3    -> 9  */
+        0x99, 0x00,             /* 3 short form, 2 units, +0    -> 9  */
+        0xE8, 0x48, 0x03,       /* 13, 1 unit, +100 (2 chunks)  -> 109 */
+    };
+    static const int want[] = {11, 11, 12, 12, 12, 0, 9, 9, 9, 109};
+    for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK_EQ(pyu_linetable_line(t, sizeof t, 10, i), want[i]);
+    CHECK_EQ(pyu_linetable_line(t, sizeof t, 10, 10), -1); /* past the end */
+    static const uint8_t bad_start[] = {0x12, 0x80};
+    CHECK_EQ(pyu_linetable_line(bad_start, sizeof bad_start, 1, 0), -1);
+    static const uint8_t cut_varint[] = {0xE8, 0x48};  /* continues, ends */
+    CHECK_EQ(pyu_linetable_line(cut_varint, sizeof cut_varint, 1, 0), -1);
+    static const uint8_t cut_long[] = {0xF0, 0x02};     /* long form, cut */
+    CHECK_EQ(pyu_linetable_line(cut_long, sizeof cut_long, 1, 0), -1);
+    static const uint8_t cut_short[] = {0x99};          /* extra byte gone */
+    CHECK_EQ(pyu_linetable_line(cut_short, sizeof cut_short, 1, 0), -1);
+    CHECK_EQ(pyu_linetable_line(NULL, 0, 1, 0), -1);
+    /* an endless varint is rejected, not looped over */
+    uint8_t endless[64];
+    endless[0] = 0xE8;
+    memset(endless + 1, 0x7F, sizeof endless - 1);
+    CHECK_EQ(pyu_linetable_line(endless, sizeof endless, 1, 0), -1);
+}
+
+/* ----------------------------------------------------------------- strings */
+
+static void test_strings(void)
+{
+    char out[64];
+    static const uint8_t latin1[] = {'g', 'r', 0xFC, 0xDF, 'e'};
+    CHECK_EQ(pyu_ucs_to_utf8(latin1, 5, 1, out, sizeof out), 7);
+    CHECK(strcmp(out, "gr\xc3\xbc\xc3\x9f" "e") == 0);
+
+    static const uint16_t cjk[] = {0x6328, 0x62F6, '_', 0x00FC};
+    CHECK_EQ(pyu_ucs_to_utf8(cjk, 4, 2, out, sizeof out), 9);
+    CHECK(strcmp(out, "\xe6\x8c\xa8\xe6\x8b\xb6_\xc3\xbc") == 0);
+
+    static const uint32_t wide[] = {'a', 0x1F600, 0xDCFF, 0xD800, 0x110000};
+    long n = pyu_ucs_to_utf8(wide, 5, 4, out, sizeof out);
+    /* emoji; surrogateescape'd byte 0xFF; lone surrogate and an
+     * out-of-range code point become U+FFFD */
+    CHECK(n == 1 + 4 + 1 + 3 + 3);
+    CHECK(memcmp(out, "a\xf0\x9f\x98\x80\xff\xef\xbf\xbd\xef\xbf\xbd", 12) == 0);
+
+    CHECK_EQ(pyu_ucs_to_utf8(latin1, 5, 3, out, sizeof out), -1); /* kind */
+    CHECK_EQ(pyu_ucs_to_utf8(latin1, 5, 1, out, 6), -1);      /* no room */
+    CHECK_EQ(pyu_ucs_to_utf8(latin1, 0, 1, out, sizeof out), 0);
+    CHECK(out[0] == '\0');
+}
+
+/* -------------------------------------------------------------- core file */
+
+static char tmpdir[] = "/tmp/pyu-unit-XXXXXX";
+
+static void put_note(uint8_t *buf, size_t *off, uint32_t type,
+                     const void *desc, uint32_t len)
+{
+    Elf64_Nhdr nh = {5, len, type};
+    memcpy(buf + *off, &nh, sizeof nh);
+    *off += sizeof nh;
+    memcpy(buf + *off, "CORE\0\0\0", 8);
+    *off += 8;
+    memcpy(buf + *off, desc, len);
+    *off += (len + 3) & ~3u;
+}
+
+/* Writes a core: segment A [0x10000, 0x12000) with only its first page in
+ * the core (the second comes from the backing file), segment B
+ * [0x12000, 0x13000) right after it, an NT_FILE note naming the backing
+ * file for [0x10000, 0x12000), and NT_PRPSINFO with pid 4242.  Returns the
+ * core's size; cut > 0 truncates the file by that many bytes. */
+static size_t write_core(const char *path, const char *backing, size_t cut,
+                         uint16_t type)
+{
+    static uint8_t buf[3 * 4096 + 4096];
+    memset(buf, 0, sizeof buf);
+    Elf64_Ehdr eh = {0};
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_type = type;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_phoff = sizeof eh;
+    eh.e_ehsize = sizeof eh;
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    eh.e_phnum = 3;
+    memcpy(buf, &eh, sizeof eh);
+
+    /* notes at 0x200 */
+    uint8_t notes[1024];
+    size_t noff = 0;
+    uint8_t nt_file[24 + 16 + 64] = {0};
+    uint64_t f[5] = {1, 4096, 0x10000, 0x12000, 0};
+    memcpy(nt_file, f, sizeof f);
+    size_t blen = strlen(backing) + 1;
+    memcpy(nt_file + sizeof f, backing, blen);
+    put_note(notes, &noff, NT_FILE, nt_file, (uint32_t)(sizeof f + blen));
+    uint8_t psinfo[136] = {0};
+    int32_t pid = 4242;
+    memcpy(psinfo + 24, &pid, 4);
+    put_note(notes, &noff, NT_PRPSINFO, psinfo, sizeof psinfo);
+    memcpy(buf + 0x200, notes, noff);
+
+    Elf64_Phdr ph[3] = {
+        {PT_NOTE, 0, 0x200, 0, 0, noff, 0, 4},
+        {PT_LOAD, PF_R | PF_W, 0x1000, 0x10000, 0, 0x1000, 0x2000, 4096},
+        {PT_LOAD, PF_R, 0x2000, 0x12000, 0, 0x1000, 0x1000, 4096},
+    };
+    memcpy(buf + sizeof eh, ph, sizeof ph);
+    for (size_t i = 0x1000; i < 0x3000; i++)
+        buf[i] = (uint8_t)(i < 0x2000 ? 'A' : 'B');
+    size_t size = 0x3000 - cut;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || write(fd, buf, size) != (ssize_t)size) {
+        perror(path);
+        exit(2);
+    }
+    close(fd);
+    return size;
+}
+
+static void test_core_reader(void)
+{
+    char core[256], backing[256], other[256];
+    pyu_err err = {0};
+    void *ctx = NULL;
+    int pid = 0;
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        exit(2);
+    }
+    snprintf(core, sizeof core, "%s/core", tmpdir);
+    snprintf(backing, sizeof backing, "%s/lib.so", tmpdir);
+    snprintf(other, sizeof other, "%s/other", tmpdir);
+    /* the backing file: page 0 'a', page 1 'f' */
+    uint8_t page[8192];
+    memset(page, 'a', 4096);
+    memset(page + 4096, 'f', 4096);
+    int fd = open(backing, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && write(fd, page, sizeof page) == (ssize_t)sizeof page);
+    close(fd);
+
+    write_core(core, backing, 0, ET_CORE);
+    CHECK_EQ(pyu_core_create(core, NULL, NULL, &ctx, &pid, &err), 0);
+    CHECK_EQ(pid, 4242);
+    if (ctx) {
+        /* one read across: in-core page of A, left-out page of A (from the
+         * backing file), and segment B */
+        static uint8_t got[0x10];
+        uint8_t span[3];
+        pyu_range r[2] = {{0x10fff, span, 3}, {0x11ffe, got, 4}};
+        CHECK_EQ(pyu_core_ops.read(ctx, r, 2), 0);
+        CHECK(span[0] == 'A' && span[1] == 'f' && span[2] == 'f');
+        CHECK(got[0] == 'f' && got[1] == 'f' && got[2] == 'B' && got[3] == 'B');
+        pyu_range bad = {0x20000, got, 4};
+        CHECK_EQ(pyu_core_ops.read(ctx, &bad, 1), -PYU_E_FAULT);
+        pyu_range past = {0x12ffe, got, 4}; /* runs off the last segment */
+        CHECK_EQ(pyu_core_ops.read(ctx, &past, 1), -PYU_E_FAULT);
+        uint64_t have;
+        CHECK_EQ(pyu_core_truncated(ctx, &have), 0);
+        pyu_core_ops.destroy(ctx);
+        ctx = NULL;
+    }
+
+    /* --sysroot: the backing file is looked up below it */
+    snprintf(other, sizeof other, "%s/root", tmpdir);
+    char rooted[300];
+    mkdir(other, 0700);
+    snprintf(rooted, sizeof rooted, "%s%s", other, tmpdir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && printf 'zzzz' > '%s/lib.so'",
+             rooted, rooted);
+    CHECK_EQ(system(cmd), 0);
+    CHECK_EQ(pyu_core_create(core, NULL, other, &ctx, &pid, &err), 0);
+    if (ctx) {
+        uint8_t b[2];
+        pyu_range r = {0x11000, b, 2}; /* left-out page: offset 0x1000 of a
+                                          4-byte file -> unreadable */
+        CHECK_EQ(pyu_core_ops.read(ctx, &r, 1), -PYU_E_FAULT);
+        pyu_range r0 = {0x10000, b, 2}; /* in the core: unaffected */
+        CHECK_EQ(pyu_core_ops.read(ctx, &r0, 1), 0);
+        pyu_core_ops.destroy(ctx);
+        ctx = NULL;
+    }
+
+    /* a cut-off core: B's data is missing, and the size is reported */
+    write_core(core, backing, 0x800, ET_CORE);
+    CHECK_EQ(pyu_core_create(core, NULL, NULL, &ctx, &pid, &err), 0);
+    if (ctx) {
+        uint8_t b[4];
+        pyu_range r = {0x12900, b, 4};
+        CHECK_EQ(pyu_core_ops.read(ctx, &r, 1), -PYU_E_FAULT);
+        pyu_range ok = {0x12000, b, 4};
+        CHECK_EQ(pyu_core_ops.read(ctx, &ok, 1), 0);
+        uint64_t have;
+        CHECK_EQ(pyu_core_truncated(ctx, &have), 0x3000);
+        CHECK_EQ(have, 0x2800);
+        pyu_core_ops.destroy(ctx);
+        ctx = NULL;
+    }
+
+    /* not a core: an executable, an empty file, a directory, text */
+    write_core(core, backing, 0, ET_EXEC);
+    CHECK(pyu_core_create(core, NULL, NULL, &ctx, &pid, &err) ==
+          -PYU_E_BADCORE);
+    CHECK(strstr(err.msg, "not a core file") != NULL);
+    fd = open(other, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    close(fd);
+    CHECK(pyu_core_create(tmpdir, NULL, NULL, &ctx, &pid, &err) ==
+          -PYU_E_BADCORE);
+    CHECK(strstr(err.msg, "directory") != NULL);
+    snprintf(cmd, sizeof cmd, "printf 'hello\\n' > '%s/text'", tmpdir);
+    CHECK_EQ(system(cmd), 0);
+    snprintf(other, sizeof other, "%s/text", tmpdir);
+    CHECK(pyu_core_create(other, NULL, NULL, &ctx, &pid, &err) ==
+          -PYU_E_BADCORE);
+    CHECK(strstr(err.msg, "not an ELF file") != NULL);
+    snprintf(other, sizeof other, "%s/missing", tmpdir);
+    CHECK(pyu_core_create(other, NULL, NULL, &ctx, &pid, &err) < 0);
+    CHECK(strstr(err.msg, "No such file") != NULL);
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    CHECK_EQ(system(cmd), 0);
+}
+
+/* ------------------------------------------------------------ versions */
+
+static void test_versions(void)
+{
+    char v[32];
+    pyu_version_string(0x030E07F0, v, sizeof v);
+    CHECK(strcmp(v, "3.14.7") == 0);
+    pyu_version_string(0x030F00B4, v, sizeof v);
+    CHECK(strcmp(v, "3.15.0b4") == 0);
+    pyu_version_string(0x030F00C1, v, sizeof v);
+    CHECK(strcmp(v, "3.15.0rc1") == 0);
+    CHECK_EQ(pyu_offsets_layout_fields(0x030D05F0), 70);  /* 584 bytes */
+    CHECK_EQ(pyu_offsets_layout_fields(0x030E07F0), 92);  /* 760 bytes */
+    CHECK_EQ(pyu_offsets_layout_fields(0x030F02F0), 108); /* 888 bytes */
+    CHECK_EQ(pyu_offsets_layout_fields(0x030F00B4), 108);
+    CHECK_EQ(pyu_offsets_layout_fields(0x030F00B1), 0); /* 880: unknown */
+    CHECK_EQ(pyu_offsets_layout_fields(0x030E00C1), 0); /* pre-release */
+    CHECK_EQ(pyu_offsets_layout_fields(0x030C00F0), 0); /* 3.12 */
+    CHECK_EQ(pyu_offsets_layout_fields(0x031000F0), 0); /* 3.16 */
+}
+
+static int print_lines(int argc, char **argv)
+{
+    if (argc != 5)
+        return 2;
+    int first = atoi(argv[2]);
+    const char *hex = argv[3];
+    size_t len = strlen(hex) / 2;
+    uint8_t *t = malloc(len + 1);
+    for (size_t i = 0; i < len; i++) {
+        unsigned b;
+        if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+            return 2;
+        t[i] = (uint8_t)b;
+    }
+    long n = atol(argv[4]);
+    for (long i = 0; i < n; i++)
+        printf("%d\n", pyu_linetable_line(t, len, first, (uint64_t)i));
+    free(t);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "lines") == 0)
+        return print_lines(argc, argv);
+    test_linetable();
+    test_strings();
+    test_core_reader();
+    test_versions();
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures ? 1 : 0;
+}

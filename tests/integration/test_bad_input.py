@@ -1,0 +1,241 @@
+"""Bad input ends in a one-line error and a non-zero exit, never a crash or
+a hang: missing and foreign processes, old Pythons, refused permissions,
+and files that are not (whole) cores of a Python program."""
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import (PYUNWIND, Target, allow_core, interpreters,
+                      kernel_cores_land_here, pyunwind)
+
+SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
+
+
+def assert_one_line_error(r, code, *words):
+    assert r.returncode == code, (r.returncode, r.stdout[-500:], r.stderr)
+    err = r.stderr.strip()
+    assert err.startswith("pyunwind: error: "), err
+    assert "\n" not in err, err
+    for w in words:
+        assert w in err, err
+
+
+def assert_no_crash(r):
+    """Any clean outcome is fine; a signal, a sanitizer report or an
+    unreadable message is not."""
+    assert r.returncode in (0, 3, 4, 5), (r.returncode, r.stderr[-2000:])
+    assert not any(m in r.stderr for m in SANITIZER_MARKS), r.stderr[-3000:]
+    if r.returncode in (3, 4):
+        assert r.stderr.startswith("pyunwind: error: ")
+        assert r.stderr.count("\n") == 1, r.stderr
+    else:
+        assert r.stdout.startswith("Process") or r.stdout.startswith("CPython")
+
+
+# ------------------------------------------------------------ processes
+
+def test_usage_errors():
+    assert pyunwind().returncode == 2
+    assert pyunwind("dump").returncode == 2
+    assert_one_line_error(pyunwind("dump", "abc"), 2, "not a process id")
+    assert_one_line_error(pyunwind("dump", "--core", "x", "123"), 2)
+    assert pyunwind("frobnicate").returncode == 2
+    assert pyunwind("dump", "--help").returncode == 0
+
+
+def free_pid():
+    pid_max = int(open("/proc/sys/kernel/pid_max").read())
+    for pid in range(pid_max - 1, 1, -1):
+        if not os.path.exists("/proc/%d" % pid):
+            return pid
+    pytest.skip("no free pid")
+
+
+def test_no_such_process():
+    assert_one_line_error(pyunwind("dump", str(free_pid())), 3,
+                          "no process with id")
+
+
+@pytest.fixture
+def sleeper():
+    p = subprocess.Popen(["sleep", "300"])
+    time.sleep(0.1)
+    yield p
+    p.kill()
+    p.wait()
+
+
+def test_not_python(sleeper):
+    assert_one_line_error(pyunwind("dump", str(sleeper.pid)), 4,
+                          "no CPython runtime found")
+
+
+def test_python_311():
+    py = shutil.which("python3.11", path="/usr/bin")
+    if not py:
+        pytest.skip("/usr/bin/python3.11 is not installed")
+    p = subprocess.Popen([py, "-c", "import time; print('ready', flush=True); "
+                          "time.sleep(300)"], stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        assert_one_line_error(pyunwind("dump", str(p.pid)), 4, "3.11",
+                              "3.13")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_permission_denied():
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run the target and pyunwind as two users")
+    label, python = interpreters()[0]
+    p = subprocess.Popen([python, "-c", "import time; print('ready', "
+                          "flush=True); time.sleep(300)"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        r = subprocess.run([PYUNWIND, "dump", str(p.pid)], capture_output=True,
+                           text=True, timeout=60,
+                           preexec_fn=lambda: (os.setgid(65534),
+                                               os.setuid(65534)))
+        assert_one_line_error(r, 3, "permission denied", "ptrace_scope",
+                              "CAP_SYS_PTRACE")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_process_left_running(tmp_path):
+    """The dump stops the target only while reading it."""
+    label, python = interpreters()[0]
+    t = Target(python, "stacks.py", str(tmp_path), ["--threads", "3",
+                                                     "--depth", "5"])
+    try:
+        assert pyunwind("dump", str(t.pid)).returncode == 0
+        for tid in os.listdir("/proc/%d/task" % t.pid):
+            with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+            assert state in ("S", "R"), (tid, state)
+        with open("/proc/%d/status" % t.pid) as f:
+            assert "TracerPid:\t0\n" in f.read()
+    finally:
+        t.close()
+
+
+# ----------------------------------------------------------------- cores
+
+@pytest.fixture(scope="module")
+def cores():
+    """A kernel core of a Python program and of a non-Python program."""
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    d = tempfile.mkdtemp(prefix="pyu-bad-")
+    label, python = interpreters()[0]
+    t = Target(python, "stacks.py", d, ["--threads", "3", "--depth", "20"])
+    py_core = t.abort()
+    os.rename(py_core, os.path.join(d, "python.core"))
+    sub = os.path.join(d, "sleep")
+    os.mkdir(sub)
+    p = subprocess.Popen(["sleep", "300"], cwd=sub, preexec_fn=allow_core)
+    time.sleep(0.2)
+    os.kill(p.pid, signal.SIGABRT)
+    p.wait()
+    names = [n for n in os.listdir(sub) if n.startswith("core")]
+    assert names, "no core from sleep"
+    yield {"python": os.path.join(d, "python.core"), "python_exe": python,
+           "sleep": os.path.join(sub, names[0]), "dir": d}
+    shutil.rmtree(d)
+
+
+def test_core_of_python_reads(cores):
+    r = pyunwind("dump", "--core", cores["python"])
+    assert r.returncode == 0, r.stderr
+
+
+def test_empty_core(tmp_path):
+    f = tmp_path / "empty"
+    f.write_bytes(b"")
+    assert_one_line_error(pyunwind("dump", "--core", str(f)), 3, "empty")
+
+
+def test_random_core(tmp_path):
+    f = tmp_path / "random"
+    f.write_bytes(random.Random(1).randbytes(1 << 20))
+    assert_one_line_error(pyunwind("dump", "--core", str(f)), 3,
+                          "not an ELF file")
+
+
+def test_text_core(tmp_path):
+    f = tmp_path / "text"
+    f.write_text("this is not a core file\n" * 100)
+    assert_one_line_error(pyunwind("dump", "--core", str(f)), 3,
+                          "not an ELF file")
+
+
+def test_directory_core(tmp_path):
+    assert_one_line_error(pyunwind("dump", "--core", str(tmp_path)), 3,
+                          "directory")
+
+
+def test_missing_core(tmp_path):
+    assert_one_line_error(pyunwind("dump", "--core", str(tmp_path / "nope")),
+                          3, "No such file")
+
+
+def test_executable_as_core(cores):
+    assert_one_line_error(pyunwind("dump", "--core", cores["python_exe"]), 3,
+                          "not a core file")
+
+
+def test_core_of_non_python(cores):
+    assert_one_line_error(pyunwind("dump", "--core", cores["sleep"]), 4,
+                          "no CPython runtime found")
+
+
+@pytest.mark.parametrize("fraction", [0.02, 0.3, 0.6, 0.9, 0.999])
+def test_truncated_core(cores, tmp_path, fraction):
+    data = open(cores["python"], "rb").read()
+    f = tmp_path / "cut"
+    f.write_bytes(data[:int(len(data) * fraction)])
+    r = pyunwind("dump", "--core", str(f))
+    assert_no_crash(r)
+    if r.returncode in (3, 4):
+        assert "cut off" in r.stderr or "not" in r.stderr, r.stderr
+
+
+def load_segments(path):
+    """(offset, filesz) of the PT_LOAD segments of a core."""
+    out = subprocess.run(["readelf", "-lW", path], capture_output=True,
+                         text=True, check=True).stdout
+    segs = []
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0] == "LOAD" and int(f[4], 16) > 0:
+            segs.append((int(f[1], 16), int(f[4], 16)))
+    return segs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_corrupted_core(cores, tmp_path, seed):
+    """Random bytes flipped inside the segments: garbage pointers, loops,
+    absurd sizes.  Whatever comes out, it is not a crash or a hang."""
+    rng = random.Random(seed)
+    data = bytearray(open(cores["python"], "rb").read())
+    # a segment at random, then a byte in it: small segments (the
+    # interpreter's data, the heap, frame chunks) are hit as often as the
+    # large, mostly empty thread stacks
+    segs = load_segments(cores["python"])
+    for _ in range(50 + seed * 200):
+        off, size = rng.choice(segs)
+        data[off + rng.randrange(size)] = rng.randrange(256)
+    f = tmp_path / "corrupt"
+    f.write_bytes(bytes(data))
+    r = pyunwind("dump", "--core", str(f), "--no-source", timeout=60)
+    assert_no_crash(r)

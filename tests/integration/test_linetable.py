@@ -1,0 +1,49 @@
+"""The location-table decoder against CPython's own co_lines(), for code
+objects of the standard library of every interpreter."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import ROOT, interpreters
+
+PYTHONS = interpreters()
+TEST_UNIT = os.environ.get("PYU_TEST_UNIT",
+                           os.path.join(os.path.dirname(os.environ.get(
+                               "PYUNWIND", os.path.join(ROOT, "build", "pyunwind"))),
+                               "test_unit"))
+
+SNIPPET = r"""
+import json, sys, types
+import asyncio, json as j2, threading, textwrap, argparse, dataclasses
+out = []
+def walk(code):
+    units = len(code.co_code) // 2
+    lines = [0] * units
+    for start, end, line in code.co_lines():
+        for b in range(start, end, 2):
+            lines[b // 2] = line or 0
+    out.append({"first": code.co_firstlineno, "table": code.co_linetable.hex(),
+                "lines": lines, "name": code.co_qualname})
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            walk(c)
+for mod in (asyncio.base_events, threading, textwrap, argparse, dataclasses, j2.decoder):
+    with open(mod.__file__, encoding="utf-8") as f:
+        walk(compile(f.read(), mod.__file__, "exec"))
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_lines_match_co_lines(label, python):
+    codes = json.loads(subprocess.run([python, "-c", SNIPPET], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert len(codes) > 300
+    for c in codes[::3]:
+        got = subprocess.run([TEST_UNIT, "lines", str(c["first"]), c["table"],
+                              str(len(c["lines"]))],
+                             check=True, capture_output=True, text=True).stdout
+        assert [int(x) for x in got.split()] == c["lines"], c["name"]
