@@ -170,7 +170,12 @@ def main():
     ap.add_argument("truth")
     ap.add_argument("--threads", type=int, default=50)
     ap.add_argument("--depth", type=int, default=1000)
+    ap.add_argument("--load-libpython", metavar="PATH",
+                    help="map a libpython a second time, as ctypes users do")
     args = ap.parse_args()
+    if args.load_libpython:
+        import ctypes
+        ctypes.CDLL(args.load_libpython)  # its own, never initialised runtime
     sys.setrecursionlimit(args.depth + 500)
 
     shapes = [lambda: recurse(args.depth), Outer.Inner().method,
