@@ -296,6 +296,279 @@ static void test_versions(void)
     CHECK_EQ(pyu_offsets_layout_fields(0x031000F0), 0); /* 3.16 */
 }
 
+
+/* ------------------------------------------- a synthetic runtime in memory */
+
+/* A CPython 3.15 runtime laid out by hand in a buffer and served through
+ * the caller-supplied memory source: one interpreter, one thread, and frame
+ * chains that loop, run too deep, or hold things that are not code. */
+#define IMG_BASE 0x100000u
+#define IMG_SIZE 0x10000u
+#define DEEP_BASE 0x40000000u /* synthetic chain: frame k at DEEP_BASE+k*256 */
+#define RT (IMG_BASE)
+#define INTERP (IMG_BASE + 0x2000)
+#define TSTATE (IMG_BASE + 0x3000)
+#define CODE (IMG_BASE + 0x4000)
+#define CODE_TYPE (IMG_BASE + 0x5000)
+#define DICT_TYPE (IMG_BASE + 0x5400)
+#define STRS (IMG_BASE + 0x6000)
+#define LINETABLE (IMG_BASE + 0x7000)
+#define FRAMES (IMG_BASE + 0x8000)
+#define DICT_OBJ (IMG_BASE + 0x9000)
+
+typedef struct fake_mem {
+    uint8_t img[IMG_SIZE];
+    uint64_t deep_count; /* frames in the synthetic deep chain */
+    int destroyed;
+} fake_mem;
+
+static void put64(fake_mem *m, uint64_t addr, uint64_t v)
+{
+    memcpy(m->img + (addr - IMG_BASE), &v, 8);
+}
+static void put32(fake_mem *m, uint64_t addr, uint32_t v)
+{
+    memcpy(m->img + (addr - IMG_BASE), &v, 4);
+}
+
+static int fake_read(void *ctx, const pyu_range *r, size_t n)
+{
+    fake_mem *m = ctx;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t a = r[i].addr;
+        if (a >= IMG_BASE && a + r[i].len <= IMG_BASE + IMG_SIZE) {
+            memcpy(r[i].buf, m->img + (a - IMG_BASE), r[i].len);
+            continue;
+        }
+        uint64_t end = DEEP_BASE + m->deep_count * 256;
+        if (a >= DEEP_BASE && a + r[i].len <= end && r[i].len <= 256) {
+            /* frame k: code CODE, previous frame k+1 (0 for the last) */
+            uint64_t k = (a - DEEP_BASE) / 256;
+            uint8_t f[256] = {0};
+            uint64_t prev = k + 1 < m->deep_count ? a + 256 : 0;
+            uint64_t code = CODE, ip = CODE + 0xC0;
+            memcpy(f + 0x0, &code, 8);
+            memcpy(f + 0x8, &prev, 8);
+            memcpy(f + 0x38, &ip, 8);
+            memcpy(r[i].buf, f + ((a - DEEP_BASE) % 256), r[i].len);
+            continue;
+        }
+        return -PYU_E_FAULT;
+    }
+    return 0;
+}
+
+static void fake_destroy(void *ctx)
+{
+    ((fake_mem *)ctx)->destroyed = 1;
+}
+
+static const pyu_memory_ops fake_ops = {.read = fake_read,
+                                        .destroy = fake_destroy};
+
+static void put_str(fake_mem *m, uint64_t addr, const char *text)
+{
+    put64(m, addr + 0x10, strlen(text));              /* length */
+    put32(m, addr + 0x20, (1u << 2) | (1u << 5) | (1u << 6)); /* ascii */
+    memcpy(m->img + (addr - IMG_BASE) + 0x28, text, strlen(text) + 1);
+}
+
+static void put_frame(fake_mem *m, uint64_t f, uint64_t exe, uint64_t prev,
+                      uint8_t owner, unsigned unit)
+{
+    put64(m, f + 0x0, exe | 1); /* tagged stack reference */
+    put64(m, f + 0x8, prev);
+    put64(m, f + 0x38, CODE + 0xC0 + 2 * unit);
+    m->img[f + 0x4A - IMG_BASE] = owner;
+}
+
+static void build_fake(fake_mem *m)
+{
+    uint64_t v[PYU_F_COUNT];
+    memset(m, 0, sizeof *m);
+    memset(v, 0, sizeof v);
+#define SET(f, x) v[PYU_F_##f] = (x)
+    SET(rt_size, 0x1000); SET(rt_interpreters_head, 0x400);
+    SET(is_size, 0x200); SET(is_id, 0); SET(is_next, 8);
+    SET(is_threads_head, 0x10); SET(is_threads_main, 0x18); SET(is_gc, 0x20);
+    SET(is_ceval_gil, 0x40); SET(is_gil_runtime_state, 0x48);
+    SET(is_gil_locked, 0x48); SET(is_gil_holder, 0x50);
+    SET(is_gil_enabled, 0x58); SET(is_code_object_generation, 0x60);
+    SET(ts_size, 0x100); SET(ts_next, 8); SET(ts_current_frame, 0x20);
+    SET(ts_thread_id, 0x28); SET(ts_native_thread_id, 0x30);
+    SET(ts_status, 0x38); SET(ts_holds_gil, 0x3C); SET(ts_gil_requested, 0x40);
+    SET(ts_current_exception, 0x48); SET(ts_exc_state, 0x50);
+    SET(ts_base_frame, 0x80);
+    SET(fr_size, 0x50); SET(fr_previous, 8); SET(fr_executable, 0);
+    SET(fr_instr_ptr, 0x38); SET(fr_stackpointer, 0x40);
+    SET(fr_tlbc_index, 0x48); SET(fr_owner, 0x4A); SET(fr_localsplus, 0x50);
+    SET(co_size, 0x100); SET(co_filename, 0x10); SET(co_name, 0x18);
+    SET(co_qualname, 0x20); SET(co_linetable, 0x28); SET(co_firstlineno, 0x30);
+    SET(co_code_adaptive, 0xC0);
+    SET(ob_size, 0x10); SET(ob_type, 8);
+    SET(tp_size, 0x100); SET(tp_name, 0x18);
+    SET(bytes_size, 0x21); SET(bytes_ob_size, 0x10); SET(bytes_ob_sval, 0x20);
+    SET(str_size, 0x28); SET(str_state, 0x20); SET(str_length, 0x10);
+    SET(str_ascii_size, 0x28); SET(str_compact_size, 0x38);
+    SET(gc_size, 0x10); SET(gc_collecting, 0);
+#undef SET
+    size_t n;
+    const uint8_t *layout = pyu_offsets_layout(0x030F02F0, &n);
+    memcpy(m->img, "xdebugpy", 8);
+    put64(m, RT + 8, 0x030F02F0);
+    put64(m, RT + 16, 0);
+    for (size_t i = 0; i < n; i++)
+        put64(m, RT + 24 + 8 * i, v[layout[i]]);
+    put64(m, RT + 0x400, INTERP);
+    put64(m, INTERP + 0x10, TSTATE);
+    put64(m, INTERP + 0x18, TSTATE);
+    put64(m, TSTATE + 0x28, 0x7f0000001234);
+    put64(m, TSTATE + 0x30, 4321);
+    put64(m, TSTATE + 0x20, FRAMES);
+    /* base frame inside the thread state, owned by the interpreter */
+    m->img[TSTATE + 0x80 + 0x4A - IMG_BASE] = 3;
+    /* the code object, its type, its strings and its location table */
+    put64(m, CODE + 8, CODE_TYPE);
+    put64(m, CODE + 0x10, STRS);
+    put64(m, CODE + 0x18, STRS + 0x100);
+    put64(m, CODE + 0x20, STRS + 0x200);
+    put64(m, CODE + 0x28, LINETABLE);
+    put32(m, CODE + 0x30, 40);
+    put64(m, CODE_TYPE + 0x18, CODE_TYPE + 0x100);
+    memcpy(m->img + (CODE_TYPE + 0x100 - IMG_BASE), "code", 5);
+    put64(m, DICT_TYPE + 0x18, DICT_TYPE + 0x100);
+    memcpy(m->img + (DICT_TYPE + 0x100 - IMG_BASE), "dict", 5);
+    put64(m, DICT_OBJ + 8, DICT_TYPE);
+    put_str(m, STRS, "f.py");
+    put_str(m, STRS + 0x100, "fn");
+    put_str(m, STRS + 0x200, "Mod.fn");
+    put64(m, LINETABLE + 0x10, 4);
+    static const uint8_t table[] = {0xEB, 0x04, 0xEB, 0x02}; /* 13: +2, +1 */
+    memcpy(m->img + (LINETABLE + 0x20 - IMG_BASE), table, sizeof table);
+}
+
+static pyu_dump *fake_dump(fake_mem *m, pyu_session **sp)
+{
+    pyu_session *s = pyu_session_new();
+    pyu_dump *d = NULL;
+    *sp = s;
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, m, 99, RT), 0);
+    if (pyu_errcode(s) == PYU_E_OK)
+        CHECK_EQ(pyu_dump_take(s, &d), 0);
+    if (!d)
+        fprintf(stderr, "fake runtime: %s\n", pyu_errmsg(s));
+    return d;
+}
+
+static void test_fake_runtime(void)
+{
+    static fake_mem m;
+    pyu_session *s;
+    pyu_dump *d;
+
+    /* a chain: code, a shim frame, a non-code object, code, base frame */
+    build_fake(&m);
+    put_frame(&m, FRAMES, CODE, FRAMES + 0x100, 0, 0);       /* line 42 */
+    put_frame(&m, FRAMES + 0x100, CODE, FRAMES + 0x200, 4, 0); /* C stack */
+    put_frame(&m, FRAMES + 0x200, DICT_OBJ, FRAMES + 0x300, 0, 0);
+    put_frame(&m, FRAMES + 0x300, CODE, TSTATE + 0x80, 1, 5); /* line 43 */
+    put_frame(&m, TSTATE + 0x80, 0, 0xdead0000, 3, 0); /* stops here */
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->nthreads, 1);
+        CHECK_EQ(d->pid, 99);
+        CHECK(strcmp(d->version, "3.15.2") == 0);
+        const pyu_thread *t = &d->threads[0];
+        CHECK_EQ(t->native_thread_id, 4321);
+        CHECK(t->main);
+        CHECK_EQ(t->nframes, 2);
+        CHECK(!t->truncated && !t->error);
+        if (t->nframes == 2) {
+            CHECK(strcmp(t->frames[0].function, "Mod.fn") == 0);
+            CHECK(strcmp(t->frames[0].name, "fn") == 0);
+            CHECK(strcmp(t->frames[0].file, "f.py") == 0);
+            CHECK_EQ(t->frames[0].line, 42);
+            CHECK_EQ(t->frames[1].line, 43);
+        }
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+    CHECK(m.destroyed); /* the session owned the source */
+
+    /* a frame chain that loops: a visible mark, not a hang */
+    build_fake(&m);
+    put_frame(&m, FRAMES, CODE, FRAMES + 0x100, 0, 0);
+    put_frame(&m, FRAMES + 0x100, CODE, FRAMES + 0x200, 0, 0);
+    put_frame(&m, FRAMES + 0x200, CODE, FRAMES, 0, 0);
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->threads[0].truncated, 2);
+        CHECK(d->threads[0].nframes >= 3 && d->threads[0].nframes < 16);
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+
+    /* a chain deeper than the limit */
+    build_fake(&m);
+    m.deep_count = PYU_MAX_FRAMES + 100;
+    put64(&m, TSTATE + 0x20, DEEP_BASE);
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->threads[0].truncated, 1);
+        CHECK_EQ(d->threads[0].nframes, PYU_MAX_FRAMES);
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+
+    /* a frame pointing nowhere: the thread reports an error, the dump
+     * goes on */
+    build_fake(&m);
+    put_frame(&m, FRAMES, CODE, 0x7777000, 0, 0);
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->threads[0].nframes, 1);
+        CHECK(d->threads[0].error &&
+              strstr(d->threads[0].error, "0x7777000") != NULL);
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+
+    /* a thread list that loops back on itself ends too */
+    build_fake(&m);
+    put64(&m, TSTATE + 8, TSTATE);
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->nthreads, 1);
+        CHECK(d->threads_truncated);
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+
+    /* an offsets table with a field outside its struct is refused */
+    build_fake(&m);
+    size_t n;
+    const uint8_t *layout = pyu_offsets_layout(0x030F02F0, &n);
+    for (size_t i = 0; i < n; i++)
+        if (layout[i] == PYU_F_fr_previous)
+            put64(&m, RT + 24 + 8 * i, 0x5000);
+    s = pyu_session_new();
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, &m, 0, RT), -PYU_E_OFFSETS);
+    CHECK(strstr(pyu_errmsg(s), "fr_previous") != NULL);
+    pyu_session_free(s);
+
+    /* an unknown version, and no runtime at all */
+    build_fake(&m);
+    put64(&m, RT + 8, 0x031000F0);
+    s = pyu_session_new();
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, &m, 0, RT), -PYU_E_VERSION);
+    CHECK(strstr(pyu_errmsg(s), "3.16.0") != NULL);
+    pyu_session_free(s);
+    build_fake(&m);
+    s = pyu_session_new();
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, &m, 0, RT + 8), -PYU_E_NOTPY);
+    pyu_session_free(s);
+}
+
 static int print_lines(int argc, char **argv)
 {
     if (argc != 5)
@@ -325,6 +598,7 @@ int main(int argc, char **argv)
     test_strings();
     test_core_reader();
     test_versions();
+    test_fake_runtime();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -1,0 +1,261 @@
+/* pyunwind: read the Python call stacks of a CPython process from outside.
+ *
+ * The library reads memory of a target (a live process, an ELF core file, or
+ * anything a caller can read memory of, such as a debugger's inferior),
+ * locates CPython's _PyRuntime, reads the _Py_DebugOffsets table CPython 3.13
+ * and later publish at its start, and walks interpreters, threads and frames
+ * with those offsets.  It never writes to the target.
+ *
+ * Usage:
+ *     pyu_session *s = pyu_session_new();
+ *     if (pyu_open_pid(s, pid, 0) < 0) { puts(pyu_errmsg(s)); ... }
+ *     pyu_dump *d;
+ *     if (pyu_dump_take(s, &d) < 0) { ... }
+ *     pyu_dump_write_text(d, stdout, 0);
+ *     pyu_dump_free(d);
+ *     pyu_session_free(s);
+ *
+ * Conventions: functions that can fail return 0 (or a count) on success and a
+ * negative pyu_error code on failure; the session then holds a one-line
+ * message (pyu_errmsg) naming what failed and, where there is one, the
+ * remedy.  Every pointer read from the target is treated as untrusted and
+ * every walk is bounded.
+ */
+#ifndef PYUNWIND_PYUNWIND_H
+#define PYUNWIND_PYUNWIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PYU_API __attribute__((visibility("default")))
+#else
+#define PYU_API
+#endif
+
+/* ------------------------------------------------------------------ errors */
+
+/* Error codes.  Functions return the negated code (-PYU_E_READ, ...). */
+#define PYU_ERRORS(X)                                                       \
+    X(OK, "no error")                                                       \
+    X(NOMEM, "out of memory")                                               \
+    X(INVAL, "invalid argument")                                            \
+    X(NOPROC, "no such process")                                            \
+    X(PERM, "permission denied")                                            \
+    X(FAULT, "address not readable")                                        \
+    X(IO, "input/output error")                                             \
+    X(BADCORE, "not a usable core file")                                    \
+    X(NOTPY, "no CPython runtime found")                                    \
+    X(VERSION, "unsupported CPython version")                               \
+    X(OFFSETS, "invalid debug offsets table")                               \
+    X(CORRUPT, "inconsistent target memory")                                \
+    X(STATE, "operation not valid in this state")
+
+enum pyu_error {
+#define PYU_ENUM_(name, text) PYU_E_##name,
+    PYU_ERRORS(PYU_ENUM_)
+#undef PYU_ENUM_
+    PYU_E_COUNT_
+};
+
+/* Short fixed text for an error code (positive or negated). Never NULL. */
+PYU_API const char *pyu_strerror(int code);
+
+/* ---------------------------------------------------------- memory sources */
+
+/* One range to read: len bytes at target address addr into buf. */
+typedef struct pyu_range {
+    uint64_t addr;
+    void *buf;
+    size_t len;
+} pyu_range;
+
+/* One mapping of the target's address space, [start, end). */
+typedef struct pyu_mapping {
+    uint64_t start;
+    uint64_t end;
+    uint64_t offset;  /* offset in the backing file of `start` */
+    unsigned prot;    /* PYU_PROT_* bits */
+    const char *path; /* backing file as the target names it, or NULL for
+                         anonymous memory; borrowed, valid during the call */
+} pyu_mapping;
+
+#define PYU_PROT_READ 1u
+#define PYU_PROT_WRITE 2u
+#define PYU_PROT_EXEC 4u
+
+typedef int (*pyu_mapping_fn)(void *arg, const pyu_mapping *m);
+
+/* A memory source: a table of callbacks over an opaque context.
+ *
+ * read      Required.  Reads every range completely.  Returns 0 when all
+ *           ranges were read, or a negated error: -PYU_E_FAULT when some
+ *           address is not mapped or not present (a page missing from a
+ *           core), -PYU_E_NOPROC when the process is gone, -PYU_E_PERM when
+ *           access is refused, -PYU_E_IO otherwise.  Buffers of failed
+ *           ranges have unspecified contents.
+ * mappings  May be NULL (the runtime can then only be found with the
+ *           debugger-supplied hint, see pyu_open_memory).  Calls fn for each
+ *           mapping in ascending address order; stops early when fn returns
+ *           non-zero and returns that value; returns 0 or a negated error.
+ * file_path May be NULL (paths are used as they are).  Translates the path a
+ *           mapping names into a path of the same file readable here (a
+ *           sysroot, /proc/PID/root, a replacement executable).  Writes a
+ *           NUL-terminated path into out (size outlen) and returns 0, or
+ *           returns a negated error when there is none.
+ * pause     May be NULL.  Stops the target so that a read sees one consistent
+ *           state; returns 0 or a negated error.  Every successful pause is
+ *           followed by exactly one resume.
+ * resume    May be NULL when pause is.  Lets the target run again.
+ * thread_state May be NULL.  Writes the scheduler state letter of native
+ *           thread tid ('R' running, 'S' sleeping, ...) and returns 0, or
+ *           returns a negated error when unknown.
+ * destroy   May be NULL.  Frees ctx; called once, by pyu_session_free.
+ */
+typedef struct pyu_memory_ops {
+    int (*read)(void *ctx, const pyu_range *ranges, size_t nranges);
+    int (*mappings)(void *ctx, pyu_mapping_fn fn, void *arg);
+    int (*file_path)(void *ctx, const char *mapped, char *out, size_t outlen);
+    int (*pause)(void *ctx);
+    int (*resume)(void *ctx);
+    int (*thread_state)(void *ctx, uint64_t tid, char *state);
+    void (*destroy)(void *ctx);
+} pyu_memory_ops;
+
+/* ---------------------------------------------------------------- sessions */
+
+typedef struct pyu_session pyu_session;
+
+/* A new, unopened session, or NULL when out of memory. */
+PYU_API pyu_session *pyu_session_new(void);
+
+/* Frees the session and everything it owns (its memory source included).
+ * Accepts NULL and sessions whose open failed. */
+PYU_API void pyu_session_free(pyu_session *s);
+
+/* The last error of the session as one line ("" when none). Valid until the
+ * next call on the session. */
+PYU_API const char *pyu_errmsg(const pyu_session *s);
+
+/* The last error code of the session (a positive enum pyu_error). */
+PYU_API int pyu_errcode(const pyu_session *s);
+
+/* Flags for pyu_open_pid. */
+#define PYU_OPEN_NONBLOCKING 1u /* never stop the process to read it */
+
+/* Opens a live local process by pid: memory through process_vm_readv
+ * (/proc/PID/mem when the system call is refused), mappings from
+ * /proc/PID/maps.  Unless PYU_OPEN_NONBLOCKING, reads that need a consistent
+ * view (pyu_dump_take) stop the process with ptrace for their duration and
+ * let it run again afterwards.  Locates the runtime and validates its
+ * offsets.  Returns 0 or a negated error. */
+PYU_API int pyu_open_pid(pyu_session *s, int pid, unsigned flags);
+
+/* Opens an ELF core file.  exe (may be NULL) replaces the executable the
+ * core names; sysroot (may be NULL) is prefixed to every file the core
+ * names.  Pages the kernel left out of the core are read from those files.
+ * Returns 0 or a negated error. */
+PYU_API int pyu_open_core(pyu_session *s, const char *core, const char *exe,
+                          const char *sysroot);
+
+/* Opens a caller-supplied memory source.  The session takes ownership of
+ * ctx (ops->destroy is called by pyu_session_free, also when this open
+ * fails).  pid is reported in dumps (0 when unknown).  runtime_hint is the
+ * address of _PyRuntime when the caller knows it (from a symbol table), or
+ * 0 to search the mappings.  The ops table must outlive the session. */
+PYU_API int pyu_open_memory(pyu_session *s, const pyu_memory_ops *ops,
+                            void *ctx, int pid, uint64_t runtime_hint);
+
+/* The target's CPython, once opened. */
+typedef struct pyu_python_info {
+    uint64_t runtime_addr; /* address of _PyRuntime */
+    uint64_t version_hex;  /* PY_VERSION_HEX */
+    char version[32];      /* "3.14.7", "3.15.0b4" */
+    int free_threaded;
+    const char *found_in;  /* file that holds _PyRuntime, or "" (owned by
+                              the session) */
+} pyu_python_info;
+
+/* Fills *info; returns 0, or -PYU_E_STATE before a successful open. */
+PYU_API int pyu_python(const pyu_session *s, pyu_python_info *info);
+
+/* ------------------------------------------------------------------- dumps */
+
+/* Thread status bits. */
+#define PYU_STATUS_HAS_GIL 0x01u       /* holds the GIL */
+#define PYU_STATUS_GIL_REQUESTED 0x02u /* waiting for the GIL */
+#define PYU_STATUS_ON_CPU 0x04u        /* scheduled on a CPU (live only) */
+#define PYU_STATUS_GC 0x08u            /* running the garbage collector */
+#define PYU_STATUS_EXCEPTION 0x10u     /* raising or handling an exception */
+
+typedef struct pyu_frame {
+    const char *function; /* co_qualname */
+    const char *name;     /* co_name */
+    const char *file;     /* co_filename */
+    int line;             /* 1-based; 0 when the location is unknown */
+    uint64_t code_addr;   /* address of the code object */
+} pyu_frame;
+
+typedef struct pyu_thread {
+    int64_t interpreter_id;
+    uint64_t thread_id;        /* threading.get_ident() */
+    uint64_t native_thread_id; /* kernel thread id */
+    int main;                  /* the interpreter's main thread */
+    unsigned status;           /* PYU_STATUS_* */
+    pyu_frame *frames;         /* innermost first */
+    size_t nframes;
+    int truncated;    /* the walk stopped at the frame limit or a loop */
+    const char *error; /* why the walk stopped early, or NULL */
+} pyu_thread;
+
+typedef struct pyu_dump {
+    int pid;
+    char version[32];
+    int free_threaded;
+    pyu_thread *threads;
+    size_t nthreads;
+    int threads_truncated; /* more threads than the limit */
+} pyu_dump;
+
+/* Reads every thread of every interpreter.  Strings in the dump are owned
+ * by the dump.  Errors while walking one thread are recorded in that
+ * thread's `error` and do not fail the dump; failing to read the runtime or
+ * the interpreter list does.  Returns 0 or a negated error. */
+PYU_API int pyu_dump_take(pyu_session *s, pyu_dump **out);
+
+/* Frees a dump; accepts NULL. */
+PYU_API void pyu_dump_free(pyu_dump *d);
+
+/* Output flags. */
+#define PYU_TEXT_NO_SOURCE 1u /* do not print source lines */
+
+/* Writes the dump as a traceback-like text / as JSON (docs/json.md).
+ * Return 0, or -PYU_E_IO when the stream failed. */
+PYU_API int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags);
+PYU_API int pyu_dump_write_json(const pyu_dump *d, FILE *out);
+
+/* ------------------------------------------------------ decoding helpers */
+
+/* The 1-based line of code unit `index` in a CPython 3.11+ location table,
+ * starting from first_line.  Returns 0 when the instruction has no line,
+ * -1 when index is past the table or the table is malformed. */
+PYU_API int pyu_linetable_line(const uint8_t *table, size_t len,
+                               int first_line, uint64_t index);
+
+/* Converts `count` characters of `kind` bytes each (1, 2 or 4: a CPython
+ * compact string's payload) to UTF-8 in out (NUL-terminated, at most outlen
+ * bytes).  Lone surrogates U+DC80..U+DCFF become the raw byte they escape.
+ * Returns the number of bytes written (without the NUL), or -1 when kind is
+ * invalid or the text does not fit. */
+PYU_API long pyu_ucs_to_utf8(const void *data, size_t count, int kind,
+                             char *out, size_t outlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,103 @@
+/* ELF files on disk: where .PyRuntime and _PyRuntime are in a python
+ * executable or libpython.  Section headers are not mapped into a process,
+ * so they are read from the file. */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+bool pyu_elf_init(void)
+{
+    static int ok = -1;
+    if (ok < 0)
+        ok = elf_version(EV_CURRENT) != EV_NONE;
+    return ok == 1;
+}
+
+static void find_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
+                        pyu_elf_info *info)
+{
+    Elf_Data *data = elf_getdata(scn, NULL);
+    if (!data || sh->sh_entsize == 0)
+        return;
+    size_t n = sh->sh_size / sh->sh_entsize;
+    for (size_t i = 0; i < n; i++) {
+        GElf_Sym sym;
+        if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+            continue;
+        const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
+        if (name && strcmp(name, "_PyRuntime") == 0) {
+            info->has_symbol = true;
+            info->symbol_vaddr = sym.st_value;
+            return;
+        }
+    }
+}
+
+int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
+{
+    struct stat st;
+    int rc = 0;
+    Elf *elf = NULL;
+    memset(info, 0, sizeof *info);
+    if (!pyu_elf_init())
+        return pyu_err_set(err, PYU_E_IO, "libelf is unusable");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return pyu_err_set(err, PYU_E_IO, "cannot open %s: %s", path,
+                           strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        rc = pyu_err_set(err, PYU_E_IO, "%s is not a regular file", path);
+        goto out;
+    }
+    elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!elf || elf_kind(elf) != ELF_K_ELF) {
+        rc = pyu_err_set(err, PYU_E_IO, "%s is not an ELF file", path);
+        goto out;
+    }
+    size_t nph, shstrndx;
+    if (elf_getphdrnum(elf, &nph) != 0) {
+        rc = pyu_err_set(err, PYU_E_IO, "%s: %s", path, elf_errmsg(-1));
+        goto out;
+    }
+    bool have_base = false;
+    for (size_t i = 0; i < nph && !have_base; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+            uint64_t align = ph.p_align > 1 ? ph.p_align : 1;
+            if (align & (align - 1))
+                align = 4096;
+            info->base_vaddr = ph.p_vaddr & ~(align - 1);
+            have_base = true;
+        }
+    }
+    if (!have_base) {
+        rc = pyu_err_set(err, PYU_E_IO, "%s has no loadable segment", path);
+        goto out;
+    }
+    if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+        goto out; /* no section headers: nothing more to learn */
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        if (!gelf_getshdr(scn, &sh))
+            continue;
+        const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+        if (name && strcmp(name, ".PyRuntime") == 0 && sh.sh_addr) {
+            info->has_pyruntime = true;
+            info->pyruntime_vaddr = sh.sh_addr;
+        } else if (sh.sh_type == SHT_DYNSYM && !info->has_symbol) {
+            find_symbol(elf, scn, &sh, info);
+        }
+    }
+out:
+    if (elf)
+        elf_end(elf);
+    close(fd);
+    return rc;
+}

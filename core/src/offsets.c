@@ -1,0 +1,337 @@
+/* _Py_DebugOffsets: one layout per CPython minor version, normalised.
+ *
+ * CPython 3.13+ starts _PyRuntime with a table of sizes and offsets of its
+ * internal structs.  Fields were inserted between versions, so each minor
+ * version has its own order; the lists below give it.  The table comes from
+ * target memory: it is validated here once (every used field inside its
+ * struct and aligned) and used raw afterwards.
+ */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#define L(n) PYU_F_##n
+
+static const uint8_t layout_313[] = {
+    L(rt_size), L(rt_finalizing), L(rt_interpreters_head),
+    L(is_size), L(is_id), L(is_next), L(is_threads_head), L(is_gc),
+    L(is_imports_modules), L(is_sysdict), L(is_builtins), L(is_ceval_gil),
+    L(is_gil_runtime_state), L(is_gil_enabled), L(is_gil_locked),
+    L(is_gil_holder),
+    L(ts_size), L(ts_prev), L(ts_next), L(ts_interp), L(ts_current_frame),
+    L(ts_thread_id), L(ts_native_thread_id), L(ts_datastack_chunk),
+    L(ts_status),
+    L(fr_size), L(fr_previous), L(fr_executable), L(fr_instr_ptr),
+    L(fr_localsplus), L(fr_owner),
+    L(co_size), L(co_filename), L(co_name), L(co_qualname), L(co_linetable),
+    L(co_firstlineno), L(co_argcount), L(co_localsplusnames),
+    L(co_localspluskinds), L(co_code_adaptive),
+    L(ob_size), L(ob_type),
+    L(tp_size), L(tp_name), L(tp_repr), L(tp_flags),
+    L(tuple_size), L(tuple_ob_item), L(tuple_ob_size),
+    L(list_size), L(list_ob_item), L(list_ob_size),
+    L(dict_size), L(dict_ma_keys), L(dict_ma_values),
+    L(float_size), L(float_ob_fval),
+    L(long_size), L(long_lv_tag), L(long_ob_digit),
+    L(bytes_size), L(bytes_ob_size), L(bytes_ob_sval),
+    L(str_size), L(str_state), L(str_length), L(str_ascii_size),
+    L(gc_size), L(gc_collecting),
+};
+
+static const uint8_t layout_314[] = {
+    L(rt_size), L(rt_finalizing), L(rt_interpreters_head),
+    L(is_size), L(is_id), L(is_next), L(is_threads_head), L(is_threads_main),
+    L(is_gc), L(is_imports_modules), L(is_sysdict), L(is_builtins),
+    L(is_ceval_gil), L(is_gil_runtime_state), L(is_gil_enabled),
+    L(is_gil_locked), L(is_gil_holder), L(is_code_object_generation),
+    L(is_tlbc_generation),
+    L(ts_size), L(ts_prev), L(ts_next), L(ts_interp), L(ts_current_frame),
+    L(ts_thread_id), L(ts_native_thread_id), L(ts_datastack_chunk),
+    L(ts_status),
+    L(fr_size), L(fr_previous), L(fr_executable), L(fr_instr_ptr),
+    L(fr_localsplus), L(fr_owner), L(fr_stackpointer), L(fr_tlbc_index),
+    L(co_size), L(co_filename), L(co_name), L(co_qualname), L(co_linetable),
+    L(co_firstlineno), L(co_argcount), L(co_localsplusnames),
+    L(co_localspluskinds), L(co_code_adaptive), L(co_tlbc),
+    L(ob_size), L(ob_type),
+    L(tp_size), L(tp_name), L(tp_repr), L(tp_flags),
+    L(tuple_size), L(tuple_ob_item), L(tuple_ob_size),
+    L(list_size), L(list_ob_item), L(list_ob_size),
+    L(set_size), L(set_used), L(set_table), L(set_mask),
+    L(dict_size), L(dict_ma_keys), L(dict_ma_values),
+    L(float_size), L(float_ob_fval),
+    L(long_size), L(long_lv_tag), L(long_ob_digit),
+    L(bytes_size), L(bytes_ob_size), L(bytes_ob_sval),
+    L(str_size), L(str_state), L(str_length), L(str_ascii_size),
+    L(gc_size), L(gc_collecting),
+    L(gen_size), L(gen_gi_name), L(gen_gi_iframe), L(gen_gi_frame_state),
+    L(llist_next), L(llist_prev),
+    L(dbg_eval_breaker), L(dbg_remote_debugger_support),
+    L(dbg_remote_debugging_enabled), L(dbg_debugger_pending_call),
+    L(dbg_debugger_script_path), L(dbg_debugger_script_path_size),
+};
+
+/* 3.15.0b4 and later (3.15.0b1-b3 lack last_profiled_frame_seq). */
+static const uint8_t layout_315[] = {
+    L(rt_size), L(rt_finalizing), L(rt_interpreters_head),
+    L(is_size), L(is_id), L(is_next), L(is_threads_head), L(is_threads_main),
+    L(is_gc), L(is_imports_modules), L(is_sysdict), L(is_builtins),
+    L(is_ceval_gil), L(is_gil_runtime_state), L(is_gil_enabled),
+    L(is_gil_locked), L(is_gil_holder), L(is_code_object_generation),
+    L(is_tlbc_generation),
+    L(ts_size), L(ts_prev), L(ts_next), L(ts_interp), L(ts_current_frame),
+    L(ts_base_frame), L(ts_last_profiled_frame),
+    L(ts_last_profiled_frame_seq), L(ts_thread_id), L(ts_native_thread_id),
+    L(ts_datastack_chunk), L(ts_status), L(ts_holds_gil),
+    L(ts_gil_requested), L(ts_current_exception), L(ts_exc_state),
+    L(err_exc_value),
+    L(fr_size), L(fr_previous), L(fr_executable), L(fr_instr_ptr),
+    L(fr_localsplus), L(fr_owner), L(fr_stackpointer), L(fr_tlbc_index),
+    L(co_size), L(co_filename), L(co_name), L(co_qualname), L(co_linetable),
+    L(co_firstlineno), L(co_argcount), L(co_localsplusnames),
+    L(co_localspluskinds), L(co_code_adaptive), L(co_tlbc),
+    L(ob_size), L(ob_type),
+    L(tp_size), L(tp_name), L(tp_repr), L(tp_flags), L(tp_basicsize),
+    L(tp_dictoffset),
+    L(ht_size), L(ht_cached_keys),
+    L(tuple_size), L(tuple_ob_item), L(tuple_ob_size),
+    L(list_size), L(list_ob_item), L(list_ob_size),
+    L(set_size), L(set_used), L(set_table), L(set_mask),
+    L(dict_size), L(dict_ma_keys), L(dict_ma_values),
+    L(float_size), L(float_ob_fval),
+    L(long_size), L(long_lv_tag), L(long_ob_digit),
+    L(bytes_size), L(bytes_ob_size), L(bytes_ob_sval),
+    L(str_size), L(str_state), L(str_length), L(str_ascii_size),
+    L(str_compact_size),
+    L(gc_size), L(gc_collecting), L(gc_frame), L(gc_generation_stats_size),
+    L(gc_generation_stats),
+    L(gen_size), L(gen_gi_name), L(gen_gi_iframe), L(gen_gi_frame_state),
+    L(llist_next), L(llist_prev),
+    L(dbg_eval_breaker), L(dbg_remote_debugger_support),
+    L(dbg_remote_debugging_enabled), L(dbg_debugger_pending_call),
+    L(dbg_debugger_script_path), L(dbg_debugger_script_path_size),
+};
+
+_Static_assert(sizeof layout_313 == 70, "3.13 table is 584 bytes");
+_Static_assert(sizeof layout_314 == 92, "3.14 table is 760 bytes");
+_Static_assert(sizeof layout_315 == 108, "3.15 table is 888 bytes");
+_Static_assert(PYU_F_COUNT < 256, "field ids fit a byte");
+
+#define PY_MINOR(hex) ((int)(((hex) >> 16) & 0xff))
+#define PY_MAJOR(hex) ((int)(((hex) >> 24) & 0xff))
+#define PY_MICRO(hex) ((int)(((hex) >> 8) & 0xff))
+#define PY_LEVEL(hex) ((int)(((hex) >> 4) & 0xf))
+#define PY_SERIAL(hex) ((int)((hex) & 0xf))
+
+void pyu_version_string(uint64_t hex, char *out, size_t outlen)
+{
+    static const char level[] = {[0xA] = 'a', [0xB] = 'b', [0xC] = 'c'};
+    int lv = PY_LEVEL(hex);
+    if (lv == 0xF || lv < 0xA)
+        snprintf(out, outlen, "%d.%d.%d", PY_MAJOR(hex), PY_MINOR(hex),
+                 PY_MICRO(hex));
+    else
+        snprintf(out, outlen, "%d.%d.%d%s%d", PY_MAJOR(hex), PY_MINOR(hex),
+                 PY_MICRO(hex), lv == 0xC ? "rc" : (char[2]){level[lv], 0},
+                 PY_SERIAL(hex));
+}
+
+/* The layout for a version, or NULL. */
+const uint8_t *pyu_offsets_layout(uint64_t hex, size_t *n)
+{
+    int minor = PY_MINOR(hex), level = PY_LEVEL(hex);
+    if (PY_MAJOR(hex) != 3)
+        return NULL;
+    if (minor == 13 && level == 0xF) {
+        *n = sizeof layout_313;
+        return layout_313;
+    }
+    if (minor == 14 && level == 0xF) {
+        *n = sizeof layout_314;
+        return layout_314;
+    }
+    if (minor == 15 &&
+        (level == 0xF || level == 0xC ||
+         (level == 0xB && PY_SERIAL(hex) >= 4) || PY_MICRO(hex) > 0)) {
+        *n = sizeof layout_315;
+        return layout_315;
+    }
+    return NULL;
+}
+
+size_t pyu_offsets_layout_fields(uint64_t hex)
+{
+    size_t n = 0;
+    return pyu_offsets_layout(hex, &n) ? n : 0;
+}
+
+/* Field, the struct size it must lie within, its alignment; required ones
+ * are the walker's.  Optional ones are checked when present. */
+typedef struct check {
+    uint8_t field, within, align;
+    bool required;
+} check;
+
+static const check checks[] = {
+    {L(rt_interpreters_head), L(rt_size), 8, true},
+    {L(is_id), L(is_size), 8, true},
+    {L(is_next), L(is_size), 8, true},
+    {L(is_threads_head), L(is_size), 8, true},
+    {L(is_threads_main), L(is_size), 8, false},
+    {L(is_gc), L(is_size), 8, true},
+    {L(is_ceval_gil), L(is_size), 8, true},
+    {L(is_gil_runtime_state), L(is_size), 8, true},
+    {L(is_gil_locked), L(is_size), 4, true},
+    {L(is_gil_holder), L(is_size), 8, true},
+    {L(is_code_object_generation), L(is_size), 8, false},
+    {L(ts_next), L(ts_size), 8, true},
+    {L(ts_current_frame), L(ts_size), 8, true},
+    {L(ts_thread_id), L(ts_size), 8, true},
+    {L(ts_native_thread_id), L(ts_size), 8, true},
+    {L(ts_base_frame), L(ts_size), 8, false},
+    {L(ts_holds_gil), L(ts_size), 4, false},
+    {L(ts_gil_requested), L(ts_size), 4, false},
+    {L(ts_current_exception), L(ts_size), 8, false},
+    {L(ts_exc_state), L(ts_size), 8, false},
+    {L(ts_exc_info), L(ts_size), 8, false},
+    {L(fr_previous), L(fr_size), 8, true},
+    {L(fr_executable), L(fr_size), 8, true},
+    {L(fr_instr_ptr), L(fr_size), 8, true},
+    {L(fr_owner), L(fr_size), 1, true},
+    {L(fr_tlbc_index), L(fr_size), 4, false},
+    {L(co_filename), L(co_size), 8, true},
+    {L(co_name), L(co_size), 8, true},
+    {L(co_qualname), L(co_size), 8, true},
+    {L(co_linetable), L(co_size), 8, true},
+    {L(co_firstlineno), L(co_size), 4, true},
+    {L(co_code_adaptive), L(co_size), 2, true},
+    {L(co_tlbc), L(co_size), 8, false},
+    {L(ob_type), L(ob_size), 8, true},
+    {L(tp_name), L(tp_size), 8, true},
+    {L(bytes_ob_size), L(bytes_size), 8, true},
+    {L(bytes_ob_sval), L(bytes_size), 1, true},
+    {L(str_state), L(str_size), 4, true},
+    {L(str_length), L(str_size), 8, true},
+    {L(gc_collecting), L(gc_size), 4, true},
+};
+
+static const char *const field_names[] = {
+#define PYU_FIELD_NAME_(n) #n,
+    PYU_OFFSET_FIELDS(PYU_FIELD_NAME_)
+#undef PYU_FIELD_NAME_
+};
+
+/* Facts the table does not carry for 3.13 and 3.14 (PyThreadState is a
+ * public struct, identical in debug builds): where the exception being
+ * raised and the pointer to the topmost handled-exception item are. */
+static void add_known_fields(pyu_offsets *o)
+{
+    /* Measured with offsetof() against the installed headers of 3.13.5
+     * and 3.14.7 (GIL and free-threaded builds): the struct starts the
+     * same way in both versions. */
+    if (o->minor == 13 || o->minor == 14) {
+        o->v[PYU_F_ts_current_exception] = 112;
+        o->v[PYU_F_ts_exc_info] = 120;
+        o->v[PYU_F_err_exc_value] = 0; /* first member of _PyErr_StackItem */
+    }
+    if (o->minor == 14) /* `int holds_gil` follows the 4-byte _status */
+        o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status] + 4;
+}
+
+int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
+{
+    uint8_t raw[24 + 8 * 256];
+    uint64_t hex, ft;
+    size_t n = 0;
+    int rc;
+    char ver[32];
+
+    if ((rc = pyu_read(s, runtime, raw, 24, "the debug offsets header")) < 0)
+        return rc;
+    memcpy(&hex, raw + 8, 8);
+    memcpy(&ft, raw + 16, 8);
+    pyu_version_string(hex, ver, sizeof ver);
+    const uint8_t *layout = pyu_offsets_layout(hex, &n);
+    if (!layout) {
+        int minor = PY_MINOR(hex);
+        if (PY_MAJOR(hex) != 3 || minor > 30)
+            return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                               "_PyRuntime at 0x%" PRIx64
+                               " holds version 0x%" PRIx64
+                               ", which is not a CPython version",
+                               runtime, hex);
+        if (minor > 15)
+            return pyu_err_set(&s->err, PYU_E_VERSION,
+                               "CPython %s is newer than pyunwind knows; "
+                               "it reads 3.13, 3.14 and 3.15",
+                               ver);
+        if (minor < 13)
+            return pyu_err_set(&s->err, PYU_E_VERSION,
+                               "CPython %s publishes no debug offsets; "
+                               "pyunwind reads 3.13, 3.14 and 3.15",
+                               ver);
+        return pyu_err_set(&s->err, PYU_E_VERSION,
+                           "CPython %s is a pre-release whose debug offsets "
+                           "layout pyunwind does not know; it reads the "
+                           "3.13 and 3.14 releases and 3.15 from 3.15.0b4",
+                           ver);
+    }
+    if (ft > 1)
+        return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                           "debug offsets of CPython %s: free_threaded flag "
+                           "is %" PRIu64 ", not 0 or 1",
+                           ver, ft);
+    if ((rc = pyu_read(s, runtime + 24, raw + 24, 8 * n,
+                       "the debug offsets table")) < 0)
+        return rc;
+
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < PYU_F_COUNT; i++)
+        o->v[i] = PYU_ABSENT;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&o->v[layout[i]], raw + 24 + 8 * i, 8);
+    o->version_hex = hex;
+    o->minor = PY_MINOR(hex);
+    o->free_threaded = ft == 1;
+    o->tag_mask = o->minor >= 14 ? 7 : 0;
+    o->str_kind_shift = (o->minor >= 14 && o->free_threaded) ? 8 : 2;
+    if (!PYU_HAS(o, str_compact_size) && PYU_HAS(o, str_ascii_size))
+        o->v[PYU_F_str_compact_size] = o->v[PYU_F_str_ascii_size] + 16;
+    add_known_fields(o);
+
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+        const check *c = &checks[i];
+        uint64_t v = o->v[c->field], within = o->v[c->within];
+        if (v == PYU_ABSENT) {
+            if (c->required)
+                return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                                   "debug offsets of CPython %s lack %s",
+                                   ver, field_names[c->field]);
+            continue;
+        }
+        if (within == 0 || within > PYU_MAX_SECTION || v >= within ||
+            v % c->align != 0)
+            return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                               "debug offsets of CPython %s are invalid: "
+                               "%s = %" PRIu64 " (struct size %" PRIu64
+                               "); the runtime is corrupt",
+                               ver, field_names[c->field], v, within);
+    }
+    if (o->v[PYU_F_str_ascii_size] == 0 ||
+        o->v[PYU_F_str_ascii_size] > 4096 ||
+        o->v[PYU_F_str_compact_size] > 4096 ||
+        o->v[PYU_F_fr_size] > 4096 || o->v[PYU_F_co_size] > 65536 ||
+        o->v[PYU_F_ts_size] > 1u << 20)
+        return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                           "debug offsets of CPython %s are invalid: "
+                           "implausible struct sizes; the runtime is corrupt",
+                           ver);
+    if (o->free_threaded && o->minor >= 14 &&
+        (!PYU_HAS(o, fr_tlbc_index) || !PYU_HAS(o, co_tlbc)))
+        return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                           "debug offsets of free-threaded CPython %s lack "
+                           "the thread-local bytecode fields",
+                           ver);
+    return 0;
+}

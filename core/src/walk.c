@@ -1,0 +1,419 @@
+/* Walking interpreters, threads and frames into a dump. */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Frame owners: 3 is the C stack (3.13) or the interpreter (3.14+), 4 the C
+ * stack (3.14+).  Neither holds Python code. */
+#define OWNER_FIRST_SHIM 3
+
+/* Brent's cycle detector over a chain of addresses. */
+typedef struct cycle {
+    uint64_t saved;
+    size_t power, steps;
+} cycle;
+
+static bool cycle_step(cycle *c, uint64_t addr)
+{
+    if (addr == c->saved)
+        return true;
+    if (++c->steps == c->power) {
+        c->saved = addr;
+        c->power *= 2;
+        c->steps = 0;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------- dump storage */
+
+typedef struct dump_impl {
+    pyu_dump pub;
+    size_t cap_threads;
+    pyu_strtab *strings; /* copies of the session's strings, keyed by them */
+    char **errors;       /* owned thread error messages */
+    size_t nerrors;
+} dump_impl;
+
+static const char *dump_str(dump_impl *d, const char *sess_str)
+{
+    uint64_t key = (uint64_t)(uintptr_t)sess_str;
+    const char *hit = pyu_strtab_get(d->strings, key);
+    return hit ? hit
+               : pyu_strtab_put(d->strings, key, sess_str, strlen(sess_str));
+}
+
+void pyu_dump_free(pyu_dump *pub)
+{
+    dump_impl *d = (dump_impl *)pub;
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->pub.nthreads; i++)
+        free(d->pub.threads[i].frames);
+    free(d->pub.threads);
+    for (size_t i = 0; i < d->nerrors; i++)
+        free(d->errors[i]);
+    free(d->errors);
+    pyu_strtab_free(d->strings);
+    free(d);
+}
+
+static pyu_thread *add_thread(dump_impl *d)
+{
+    if (d->pub.nthreads == d->cap_threads) {
+        size_t ncap = d->cap_threads ? d->cap_threads * 2 : 16;
+        pyu_thread *t = realloc(d->pub.threads, ncap * sizeof *t);
+        if (!t)
+            return NULL;
+        d->pub.threads = t;
+        d->cap_threads = ncap;
+    }
+    pyu_thread *t = &d->pub.threads[d->pub.nthreads++];
+    memset(t, 0, sizeof *t);
+    return t;
+}
+
+static int thread_error(pyu_session *s, dump_impl *d, pyu_thread *t)
+{
+    char **e = realloc(d->errors, (d->nerrors + 1) * sizeof *e);
+    if (!e)
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    d->errors = e;
+    e[d->nerrors] = strdup(s->err.msg);
+    if (!e[d->nerrors])
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    t->error = e[d->nerrors++];
+    return 0;
+}
+
+/* --------------------------------------------------------------- frames */
+
+static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
+                       uint64_t frame, uint64_t base_frame)
+{
+    const pyu_offsets *o = &s->off;
+    size_t fsize = (size_t)PYU_OFF(o, fr_size), cap = 0;
+    uint8_t buf[4096];
+    cycle cyc = {0, 1, 0};
+    bool ft_tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index);
+
+    while (frame) {
+        if (cycle_step(&cyc, frame)) {
+            t->truncated = 2;
+            break;
+        }
+        if (t->nframes >= PYU_MAX_FRAMES) {
+            t->truncated = 1;
+            break;
+        }
+        if (pyu_read(s, frame, buf, fsize, "a frame") < 0)
+            return -1;
+        uint64_t prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
+        uint8_t owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
+        if (owner < OWNER_FIRST_SHIM) {
+            uint64_t exe = pyu_u64(buf, fsize, PYU_OFF(o, fr_executable)) &
+                           ~o->tag_mask;
+            bool is_code;
+            const pyu_code *c = pyu_code_get(s, exe, &is_code);
+            if (!c && is_code)
+                return -1;
+            if (c) {
+                uint64_t ip = pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr));
+                int32_t tlbc = ft_tlbc ? (int32_t)pyu_u32(buf, fsize,
+                                             PYU_OFF(o, fr_tlbc_index))
+                                       : 0;
+                if (t->nframes == cap) {
+                    size_t ncap = cap ? cap * 2 : 64;
+                    pyu_frame *f = realloc(t->frames, ncap * sizeof *f);
+                    if (!f)
+                        return pyu_err_set(&s->err, PYU_E_NOMEM,
+                                           "out of memory");
+                    t->frames = f;
+                    cap = ncap;
+                }
+                pyu_frame *f = &t->frames[t->nframes];
+                f->function = dump_str(d, c->qualname);
+                f->name = dump_str(d, c->name);
+                f->file = dump_str(d, c->filename);
+                if (!f->function || !f->name || !f->file)
+                    return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+                f->line = pyu_code_line(s, c, ip, tlbc);
+                f->code_addr = exe;
+                t->nframes++;
+            }
+        }
+        if (frame == base_frame)
+            break;
+        frame = prev;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------- threads */
+
+typedef struct interp_info {
+    int64_t id;
+    uint64_t next, threads_head, threads_main;
+    uint64_t gil_holder; /* thread state holding the GIL, or 0 */
+    bool gc_collecting;
+} interp_info;
+
+static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii)
+{
+    const pyu_offsets *o = &s->off;
+    uint64_t id = 0, gil = 0, tmain = 0, gen = 0;
+    int32_t collecting = 0;
+    pyu_range r[6] = {
+        {interp + PYU_OFF(o, is_id), &id, 8},
+        {interp + PYU_OFF(o, is_next), &ii->next, 8},
+        {interp + PYU_OFF(o, is_threads_head), &ii->threads_head, 8},
+        {interp + PYU_OFF(o, is_ceval_gil), &gil, 8},
+        {interp + PYU_OFF(o, is_gc) + PYU_OFF(o, gc_collecting), &collecting,
+         4},
+        {0, NULL, 0},
+    };
+    size_t n = 5;
+    if (PYU_HAS(o, is_threads_main))
+        r[n++] = (pyu_range){interp + PYU_OFF(o, is_threads_main), &tmain, 8};
+    if (pyu_readv(s, r, n, "an interpreter state") < 0)
+        return -1;
+    ii->id = (int64_t)id;
+    ii->threads_main = tmain;
+    ii->gc_collecting = collecting != 0;
+    ii->gil_holder = 0;
+    if (PYU_HAS(o, is_code_object_generation)) {
+        if (pyu_read(s, interp + PYU_OFF(o, is_code_object_generation), &gen,
+                     8, "an interpreter state") == 0 &&
+            gen != s->seen_generation) {
+            if (s->seen_generation)
+                s->code_epoch++; /* code objects were freed since */
+            s->seen_generation = gen;
+        }
+    }
+    if (gil) {
+        uint64_t gs = PYU_OFF(o, is_gil_runtime_state);
+        int32_t locked = 0, enabled = 1;
+        uint64_t holder = 0;
+        pyu_range g[3] = {
+            {gil + PYU_OFF(o, is_gil_locked) - gs, &locked, 4},
+            {gil + PYU_OFF(o, is_gil_holder) - gs, &holder, 8},
+            {gil + PYU_OFF(o, is_gil_enabled) - gs, &enabled, 4},
+        };
+        size_t ng = o->free_threaded && PYU_OFF(o, is_gil_enabled) ? 3 : 2;
+        if (PYU_OFF(o, is_gil_locked) >= gs &&
+            PYU_OFF(o, is_gil_holder) >= gs &&
+            PYU_OFF(o, is_gil_enabled) >= gs &&
+            s->ops->read(s->ctx, g, ng) == 0 && locked && enabled)
+            ii->gil_holder = holder;
+    }
+    return 0;
+}
+
+/* Is the object at addr something other than None (an exception)? */
+static bool is_exception(pyu_session *s, uint64_t obj)
+{
+    uint64_t type = 0, name_ptr = 0;
+    char name[9] = {0};
+    if (!obj)
+        return false;
+    if (pyu_read(s, obj + PYU_OFF(&s->off, ob_type), &type, 8, "an object") <
+            0 ||
+        pyu_read(s, type + PYU_OFF(&s->off, tp_name), &name_ptr, 8,
+                 "a type") < 0 ||
+        pyu_read(s, name_ptr, name, sizeof name, "a type name") < 0)
+        return false;
+    return memcmp(name, "NoneType", 9) != 0;
+}
+
+static unsigned thread_status(pyu_session *s, const interp_info *ii,
+                              uint64_t ts, const uint8_t *buf, size_t len,
+                              uint64_t native_id)
+{
+    const pyu_offsets *o = &s->off;
+    unsigned st = 0;
+    if (PYU_HAS(o, ts_holds_gil)) {
+        if (pyu_u32(buf, len, PYU_OFF(o, ts_holds_gil)))
+            st |= PYU_STATUS_HAS_GIL;
+    } else if (o->minor == 13) {
+        /* 3.13: _status.holds_gil is bit 5 of the status word */
+        if ((pyu_u32(buf, len, PYU_OFF(o, ts_status)) >> 5) & 1)
+            st |= PYU_STATUS_HAS_GIL;
+    } else if (ii->gil_holder == ts) {
+        st |= PYU_STATUS_HAS_GIL;
+    }
+    if (PYU_HAS(o, ts_gil_requested) &&
+        pyu_u32(buf, len, PYU_OFF(o, ts_gil_requested)))
+        st |= PYU_STATUS_GIL_REQUESTED;
+    if (ii->gc_collecting && (st & PYU_STATUS_HAS_GIL))
+        st |= PYU_STATUS_GC;
+    char sched;
+    if (s->ops->thread_state &&
+        s->ops->thread_state(s->ctx, native_id, &sched) == 0 && sched == 'R')
+        st |= PYU_STATUS_ON_CPU;
+    uint64_t exc = PYU_HAS(o, ts_current_exception)
+                       ? pyu_u64(buf, len, PYU_OFF(o, ts_current_exception))
+                       : 0;
+    uint64_t handled = 0;
+    if (PYU_HAS(o, ts_exc_state)) {
+        handled = pyu_u64(buf, len,
+                          PYU_OFF(o, ts_exc_state) + PYU_OFF(o, err_exc_value));
+    } else if (PYU_HAS(o, ts_exc_info)) {
+        uint64_t item = pyu_u64(buf, len, PYU_OFF(o, ts_exc_info));
+        if (item)
+            pyu_read(s, item + PYU_OFF(o, err_exc_value), &handled, 8,
+                     "an exception stack item");
+    }
+    if (is_exception(s, exc) || is_exception(s, handled))
+        st |= PYU_STATUS_EXCEPTION;
+    return st;
+}
+
+static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
+                       uint64_t ts, uint64_t *next)
+{
+    const pyu_offsets *o = &s->off;
+    size_t len = (size_t)PYU_OFF(o, ts_size);
+    uint8_t *buf = malloc(len);
+    if (!buf)
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    if (pyu_read(s, ts, buf, len, "a thread state") < 0) {
+        free(buf);
+        return -1;
+    }
+    pyu_thread *t = add_thread(d);
+    if (!t) {
+        free(buf);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
+    *next = pyu_u64(buf, len, PYU_OFF(o, ts_next));
+    t->interpreter_id = ii->id;
+    t->thread_id = pyu_u64(buf, len, PYU_OFF(o, ts_thread_id));
+    t->native_thread_id = pyu_u64(buf, len, PYU_OFF(o, ts_native_thread_id));
+    if (PYU_HAS(o, is_threads_main))
+        t->main = ii->threads_main == ts;
+    else
+        t->main = s->pid > 0 && t->native_thread_id == (uint64_t)s->pid;
+    t->status = thread_status(s, ii, ts, buf, len, t->native_thread_id);
+    uint64_t frame = pyu_u64(buf, len, PYU_OFF(o, ts_current_frame));
+    uint64_t base = PYU_HAS(o, ts_base_frame)
+                        ? ts + PYU_OFF(o, ts_base_frame)
+                        : 0;
+    free(buf);
+    if (walk_frames(s, d, t, frame, base) < 0) {
+        if (s->err.code == PYU_E_NOMEM || s->err.code == PYU_E_NOPROC)
+            return -1;
+        pyu_err_ctx(&s->err, "after %zu frames", t->nframes);
+        return thread_error(s, d, t);
+    }
+    return 0;
+}
+
+/* Orders threads oldest first (the lists are newest first) but keeps
+ * interpreters in order, main threads first within each. */
+static void order_threads(pyu_dump *d, size_t from)
+{
+    size_t n = d->nthreads - from;
+    pyu_thread *t = d->threads + from;
+    for (size_t i = 0; i < n / 2; i++) {
+        pyu_thread tmp = t[i];
+        t[i] = t[n - 1 - i];
+        t[n - 1 - i] = tmp;
+    }
+    for (size_t i = 1; i < n; i++)
+        if (t[i].main) {
+            pyu_thread m = t[i];
+            memmove(t + 1, t, i * sizeof *t);
+            t[0] = m;
+            break;
+        }
+}
+
+static int walk_all(pyu_session *s, dump_impl *d)
+{
+    const pyu_offsets *o = &s->off;
+    uint64_t interp;
+    cycle icyc = {0, 1, 0};
+    if (pyu_read(s, s->runtime + PYU_OFF(o, rt_interpreters_head), &interp,
+                 8, "the interpreter list") < 0)
+        return -1;
+    if (!interp)
+        return pyu_err_set(&s->err, PYU_E_STATE,
+                           "the runtime has no interpreter (finalised or "
+                           "not started)");
+    for (int ni = 0; interp && ni < PYU_MAX_INTERPRETERS; ni++) {
+        interp_info ii;
+        if (cycle_step(&icyc, interp))
+            break;
+        if (read_interp(s, interp, &ii) < 0)
+            return pyu_err_ctx(&s->err, "interpreter %d", ni);
+        uint64_t ts = ii.threads_head;
+        cycle tcyc = {0, 1, 0};
+        size_t first = d->pub.nthreads;
+        for (size_t nt = 0; ts; nt++) {
+            if (nt >= PYU_MAX_THREADS) {
+                d->pub.threads_truncated = 1;
+                break;
+            }
+            if (cycle_step(&tcyc, ts)) {
+                d->pub.threads_truncated = 1;
+                break;
+            }
+            uint64_t next = 0;
+            if (walk_thread(s, d, &ii, ts, &next) < 0) {
+                if (s->err.code == PYU_E_NOMEM || s->err.code == PYU_E_NOPROC)
+                    return -1;
+                /* the thread list itself is unreadable here: stop */
+                if (nt == 0 && d->pub.nthreads == first)
+                    return pyu_err_ctx(&s->err, "thread list of interpreter "
+                                                "%" PRId64, ii.id);
+                d->pub.threads_truncated = 1;
+                break;
+            }
+            ts = next;
+        }
+        order_threads(&d->pub, first);
+        interp = ii.next;
+    }
+    return 0;
+}
+
+int pyu_dump_take(pyu_session *s, pyu_dump **out)
+{
+    if (!s || !out)
+        return -PYU_E_INVAL;
+    *out = NULL;
+    if (!s->opened)
+        return pyu_err_set(&s->err, PYU_E_STATE, "the session is not open");
+    dump_impl *d = calloc(1, sizeof *d);
+    if (!d || !(d->strings = pyu_strtab_new())) {
+        free(d);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
+    d->pub.pid = s->pid;
+    snprintf(d->pub.version, sizeof d->pub.version, "%s", s->version);
+    d->pub.free_threaded = s->off.free_threaded;
+    if (!PYU_HAS(&s->off, is_code_object_generation))
+        pyu_caches_flush(s); /* no way to tell whether code was freed */
+
+    bool paused = false;
+    if (s->ops->pause) {
+        int rc = s->ops->pause(s->ctx);
+        if (rc < 0) {
+            pyu_dump_free(&d->pub);
+            return pyu_err_set(&s->err, -rc, "stopping process %d: %s",
+                               s->pid, pyu_strerror(rc));
+        }
+        paused = true;
+    }
+    int rc = walk_all(s, d);
+    if (paused && s->ops->resume)
+        s->ops->resume(s->ctx);
+    if (rc < 0) {
+        pyu_dump_free(&d->pub);
+        return rc;
+    }
+    *out = &d->pub;
+    return 0;
+}
