@@ -168,6 +168,23 @@ typedef struct pyu_code {
 
 typedef struct pyu_strtab pyu_strtab;
 
+/* Local copies of a thread's data-stack chunks, where its frames live, so
+ * that a walk reads each chunk once instead of each frame.  The buffer is
+ * the session's and is reused from walk to walk. */
+#define PYU_MAX_CHUNKS 64
+#define PYU_MAX_CHUNK_BYTES (32u << 20) /* copied per thread at most */
+
+typedef struct pyu_stackview {
+    uint8_t *buf; /* owned */
+    size_t cap, used;
+    struct {
+        uint64_t start, end; /* remote range [start, end) */
+        size_t at;           /* its copy is buf + at */
+    } chunk[PYU_MAX_CHUNKS];
+    size_t n;
+    uint64_t next; /* remote address of the next chunk to copy, or 0 */
+} pyu_stackview;
+
 struct pyu_session {
     pyu_err err;
     const pyu_memory_ops *ops;
@@ -189,6 +206,7 @@ struct pyu_session {
     uint64_t type_no[32];     /* type objects known not to be */
     unsigned type_no_next;
     pyu_strtab *strings;  /* remote str address -> decoded UTF-8 */
+    pyu_stackview stack;  /* scratch for frame walks */
 };
 
 /* Reads len bytes at addr; on failure sets the session error with the

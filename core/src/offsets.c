@@ -189,6 +189,7 @@ static const check checks[] = {
     {L(ts_current_frame), L(ts_size), 8, true},
     {L(ts_thread_id), L(ts_size), 8, true},
     {L(ts_native_thread_id), L(ts_size), 8, true},
+    {L(ts_datastack_chunk), L(ts_size), 8, true},
     {L(ts_base_frame), L(ts_size), 8, false},
     {L(ts_holds_gil), L(ts_size), 4, false},
     {L(ts_gil_requested), L(ts_size), 4, false},

@@ -26,6 +26,7 @@ void pyu_session_free(pyu_session *s)
         s->ops->destroy(s->ctx);
     pyu_caches_free(s);
     pyu_strtab_free(s->strings);
+    free(s->stack.buf);
     free(s->found_in);
     free(s);
 }

@@ -27,6 +27,92 @@ static bool cycle_step(cycle *c, uint64_t addr)
     return false;
 }
 
+/* ------------------------------------------------------ data-stack chunks */
+
+/* _PyStackChunk, unchanged since 3.11: previous, size (bytes, header
+ * included), top, then the frames' memory. */
+#define CHUNK_PREVIOUS 0
+#define CHUNK_SIZE 8
+#define CHUNK_HEADER 24
+#define CHUNK_FIRST_READ (16u << 10) /* CPython's minimum chunk size */
+
+static void stack_reset(pyu_stackview *v, uint64_t chunk)
+{
+    v->n = 0;
+    v->used = 0;
+    v->next = chunk;
+}
+
+static bool stack_reserve(pyu_stackview *v, size_t more)
+{
+    if (v->used + more <= v->cap)
+        return true;
+    size_t ncap = v->cap ? v->cap : 64u << 10;
+    while (ncap < v->used + more)
+        ncap *= 2;
+    uint8_t *nb = realloc(v->buf, ncap);
+    if (!nb)
+        return false;
+    v->buf = nb;
+    v->cap = ncap;
+    return true;
+}
+
+/* Copies the next chunk of the list; false when there is none or it cannot
+ * be read (frames are then read one by one). */
+static bool stack_copy_next(pyu_session *s, pyu_stackview *v)
+{
+    uint64_t at = v->next;
+    v->next = 0;
+    if (!at || (at & 7) || v->n >= PYU_MAX_CHUNKS)
+        return false;
+    size_t first = CHUNK_FIRST_READ;
+    if (v->used + first > PYU_MAX_CHUNK_BYTES || !stack_reserve(v, first))
+        return false;
+    pyu_range r = {at, v->buf + v->used, first};
+    if (s->ops->read(s->ctx, &r, 1) < 0) {
+        r.len = CHUNK_HEADER; /* a smaller chunk near a mapping's end */
+        if (s->ops->read(s->ctx, &r, 1) < 0)
+            return false;
+        first = CHUNK_HEADER;
+    }
+    uint8_t *c = v->buf + v->used;
+    uint64_t size = pyu_u64(c, first, CHUNK_SIZE);
+    uint64_t prev = pyu_u64(c, first, CHUNK_PREVIOUS);
+    if (size < CHUNK_HEADER || size > PYU_MAX_CHUNK_BYTES ||
+        v->used + size > PYU_MAX_CHUNK_BYTES)
+        return false;
+    if (size > first) {
+        if (!stack_reserve(v, (size_t)size))
+            return false;
+        c = v->buf + v->used;
+        pyu_range rest = {at + first, c + first, (size_t)size - first};
+        if (s->ops->read(s->ctx, &rest, 1) < 0)
+            return false;
+    }
+    v->chunk[v->n].start = at;
+    v->chunk[v->n].end = at + size;
+    v->chunk[v->n].at = v->used;
+    v->n++;
+    v->used += (size_t)size;
+    v->next = prev;
+    return true;
+}
+
+/* The local copy of len bytes at addr when they lie in a chunk, else NULL.
+ * Valid until the next call. */
+static const uint8_t *stack_find(pyu_session *s, pyu_stackview *v,
+                                 uint64_t addr, size_t len)
+{
+    for (size_t i = 0;; i++) {
+        if (i == v->n && !stack_copy_next(s, v))
+            return NULL;
+        if (addr >= v->chunk[i].start && addr < v->chunk[i].end &&
+            v->chunk[i].end - addr >= len)
+            return v->buf + v->chunk[i].at + (addr - v->chunk[i].start);
+    }
+}
+
 /* ---------------------------------------------------------- dump storage */
 
 typedef struct dump_impl {
@@ -91,7 +177,7 @@ static int thread_error(pyu_session *s, dump_impl *d, pyu_thread *t)
 /* --------------------------------------------------------------- frames */
 
 static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
-                       uint64_t frame, uint64_t base_frame)
+                       uint64_t frame, uint64_t base_frame, uint64_t chunk)
 {
     const pyu_offsets *o = &s->off;
     size_t fsize = (size_t)PYU_OFF(o, fr_size), cap = 0;
@@ -99,6 +185,7 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
     cycle cyc = {0, 1, 0};
     bool ft_tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index);
 
+    stack_reset(&s->stack, chunk);
     while (frame) {
         if (cycle_step(&cyc, frame)) {
             t->truncated = 2;
@@ -108,7 +195,10 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
             t->truncated = 1;
             break;
         }
-        if (pyu_read(s, frame, buf, fsize, "a frame") < 0)
+        const uint8_t *local = stack_find(s, &s->stack, frame, fsize);
+        if (local)
+            memcpy(buf, local, fsize);
+        else if (pyu_read(s, frame, buf, fsize, "a frame") < 0)
             return -1;
         uint64_t prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
         uint8_t owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
@@ -300,8 +390,9 @@ static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
     uint64_t base = PYU_HAS(o, ts_base_frame)
                         ? ts + PYU_OFF(o, ts_base_frame)
                         : 0;
+    uint64_t chunk = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_chunk));
     free(buf);
-    if (walk_frames(s, d, t, frame, base) < 0) {
+    if (walk_frames(s, d, t, frame, base, chunk) < 0) {
         if (s->err.code == PYU_E_NOMEM || s->err.code == PYU_E_NOPROC)
             return -1;
         pyu_err_ctx(&s->err, "after %zu frames", t->nframes);
