@@ -142,7 +142,18 @@ static int cmd_dump(int argc, char **argv)
         return ex;
     }
     pyu_dump *d = NULL;
-    rc = pyu_dump_take(s, &d);
+    /* A running process (--nonblocking, or one a debugger holds) can
+     * change under the reader: a torn read is retried a few times. */
+    for (int attempt = 0;; attempt++) {
+        rc = pyu_dump_take(s, &d);
+        bool torn = rc == -PYU_E_FAULT || rc == -PYU_E_CORRUPT;
+        for (size_t i = 0; rc == 0 && i < d->nthreads; i++)
+            torn |= d->threads[i].error != NULL;
+        if (core || !torn || attempt == 4)
+            break;
+        pyu_dump_free(d);
+        d = NULL;
+    }
     if (rc < 0) {
         int ex = fail(s, rc);
         pyu_session_free(s);

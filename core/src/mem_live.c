@@ -268,7 +268,7 @@ static int live_pause(void *ctx)
     size_t cap = c->ntasks;
     c->ntasks = 0;
     if (c->flags & PYU_OPEN_NONBLOCKING)
-        return list_tasks(c, &cap) < 0 ? -PYU_E_NOPROC : 0;
+        return 0; /* scheduler states are then read per thread, on demand */
     /* Threads may start while we stop the others: list again until a pass
      * finds none new (bounded). */
     for (int pass = 0; pass < 8; pass++) {
@@ -295,6 +295,8 @@ static int live_pause(void *ctx)
 static int live_thread_state(void *ctx, uint64_t tid, char *state)
 {
     live_ctx *c = ctx;
+    if (c->flags & PYU_OPEN_NO_CPU_STATE)
+        return -PYU_E_STATE;
     for (size_t i = 0; i < c->ntasks; i++)
         if ((uint64_t)c->tasks[i].tid == tid && c->tasks[i].state) {
             *state = c->tasks[i].state;

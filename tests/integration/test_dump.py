@@ -36,6 +36,12 @@ def test_live(target):
         assert sum("has_gil" in t["status"] for t in dump["threads"]) <= 1
 
 
+def test_live_nonblocking(target):
+    """Read while the process runs (the busy thread keeps executing)."""
+    dump = dump_json("--nonblocking", str(target.pid))
+    assert_matches_truth(dump, target.truth)
+
+
 def test_live_text(target):
     r = pyunwind("dump", str(target.pid))
     assert r.returncode == 0, r.stderr

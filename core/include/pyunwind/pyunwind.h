@@ -147,6 +147,8 @@ PYU_API int pyu_errcode(const pyu_session *s);
 
 /* Flags for pyu_open_pid. */
 #define PYU_OPEN_NONBLOCKING 1u /* never stop the process to read it */
+#define PYU_OPEN_NO_CPU_STATE 2u /* skip the on-CPU status (one /proc read
+                                    per thread; samplers do without it) */
 
 /* Opens a live local process by pid: memory through process_vm_readv
  * (/proc/PID/mem when the system call is refused), mappings from
