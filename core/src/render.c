@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ------------------------------------------------------------ source lines */
 
@@ -33,14 +34,17 @@ static const src_file *src_load(src_cache *c, const char *path)
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
     FILE *in = path[0] ? fopen(path, "rb") : NULL;
-    if (in) {
-        f->text = malloc(SRC_MAX + 1);
+    struct stat st;
+    if (in && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size <= (off_t)SRC_MAX) {
+        f->text = malloc((size_t)st.st_size + 1);
         if (f->text) {
-            f->len = fread(f->text, 1, SRC_MAX, in);
+            f->len = fread(f->text, 1, (size_t)st.st_size, in);
             f->text[f->len] = '\0';
         }
-        fclose(in);
     }
+    if (in)
+        fclose(in);
     return f;
 }
 

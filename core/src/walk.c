@@ -365,16 +365,19 @@ static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
 {
     const pyu_offsets *o = &s->off;
     size_t len = (size_t)PYU_OFF(o, ts_size);
-    uint8_t *buf = malloc(len);
+    uint8_t local[4096];
+    uint8_t *buf = len <= sizeof local ? local : malloc(len);
     if (!buf)
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     if (pyu_read(s, ts, buf, len, "a thread state") < 0) {
-        free(buf);
+        if (buf != local)
+            free(buf);
         return -1;
     }
     pyu_thread *t = add_thread(d);
     if (!t) {
-        free(buf);
+        if (buf != local)
+            free(buf);
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     *next = pyu_u64(buf, len, PYU_OFF(o, ts_next));
@@ -391,7 +394,8 @@ static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
                         ? ts + PYU_OFF(o, ts_base_frame)
                         : 0;
     uint64_t chunk = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_chunk));
-    free(buf);
+    if (buf != local)
+        free(buf);
     if (walk_frames(s, d, t, frame, base, chunk) < 0) {
         if (s->err.code == PYU_E_NOMEM || s->err.code == PYU_E_NOPROC)
             return -1;
