@@ -55,8 +55,9 @@ class Target:
                                % (line, self.proc.stderr.read()))
         with open(self.truth_path, encoding="utf-8") as f:
             self.truth = json.load(f)
-        if expect_threads:
-            self._wait_threads(len(self.truth["threads"]))
+        if expect_threads:  # the recorder threads have ended
+            self._wait_threads(len({t["native_id"] for t in
+                                    self.truth["threads"].values()}))
 
     @property
     def pid(self):
@@ -111,7 +112,8 @@ def frames_of(thread):
 
 def assert_matches_truth(dump, truth):
     """Every thread of the dump equals what the target recorded itself."""
-    got = {str(t["thread_id"]): t for t in dump["threads"]}
+    got = {"%d:%d" % (t["interpreter_id"], t["thread_id"]): t
+           for t in dump["threads"]}
     want = truth["threads"]
     assert sorted(got) == sorted(want), (
         "threads differ: only in dump %s, only in truth %s"
@@ -121,7 +123,8 @@ def assert_matches_truth(dump, truth):
         assert g["error"] is None, g["error"]
         assert g["truncated"] is False
         assert g["native_thread_id"] == w["native_id"], ident
-        assert g["main"] == (int(ident) == truth["main_ident"]), ident
+        if ident.startswith("0:"):  # main thread of the main interpreter
+            assert g["main"] == (ident == "0:%d" % truth["main_ident"]), ident
         gf, wf = frames_of(g), w["frames"]
         if gf != wf:
             for i, (a, b) in enumerate(zip(gf, wf)):

@@ -28,7 +28,8 @@ def test_live(target):
     dump = dump_json(str(target.pid))
     assert dump["pid"] == target.pid
     assert_matches_truth(dump, target.truth)
-    by_id = {str(t["thread_id"]): t for t in dump["threads"]}
+    by_id = {str(t["thread_id"]): t for t in dump["threads"]
+             if t["interpreter_id"] == 0}
     roles = target.truth["roles"]
     assert "exception" in by_id[str(roles["except"])]["status"]
     assert "exception" not in by_id[str(roles["closure"])]["status"]
@@ -87,13 +88,15 @@ def test_gcore(target):
         for t in dump["threads"]:
             frames = [{k: f[k] for k in ("function", "name", "file", "line")}
                       for f in t["frames"]]
-            truth = want[str(t["thread_id"])]["frames"]
+            truth = want["%d:%d" % (t["interpreter_id"],
+                                    t["thread_id"])]["frames"]
             if t["error"] is None:
                 assert frames == truth
                 complete += 1
             else:
                 assert frames == truth[:len(frames)], t["error"]
-        main = [t for t in dump["threads"] if t["main"]]
+        main = [t for t in dump["threads"]
+                if t["main"] and t["interpreter_id"] == 0]
         assert main and main[0]["error"] is None
     finally:
         os.unlink(core)

@@ -123,7 +123,8 @@ def test_live_status(tmp_path):
             roles = {k: str(v) for k, v in t.truth["roles"].items()}
             for attempt in range(5):  # the scheduler may have it runnable
                 dump = dump_json(str(t.pid))
-                by_id = {str(x["thread_id"]): x for x in dump["threads"]}
+                by_id = {str(x["thread_id"]): x for x in dump["threads"]
+                         if x["interpreter_id"] == 0}
                 busy = by_id[roles["busy"]]["status"]
                 ok = "on_cpu" in busy and (dump["python"]["free_threaded"]
                                            or "has_gil" in busy)

@@ -6,7 +6,9 @@ writes what CPython itself says about every thread's stack.
 Once every thread (main included) is parked, a recorder thread takes
 sys._current_frames(), writes TRUTH.json (function, name, file, line of
 every frame, innermost first, plus native thread ids and which thread plays
-which role), prints "ready" on stdout and ends.  From then on no stack changes
+which role), prints "ready" on stdout and ends.  A subinterpreter runs two
+threads of its own and records them the same way; threads are keyed
+"INTERPRETER_ID:THREAD_IDENT".  From then on no stack changes
 until the process is killed, so a dump taken live, from gcore, or from the
 core the kernel writes on SIGABRT must equal TRUTH.json exactly.
 """
@@ -153,6 +155,70 @@ def emoji_file():
     mod.emoji_file(park)
 
 
+# -- a subinterpreter -------------------------------------------------------
+
+# A thread of a subinterpreter also has a thread state in the main
+# interpreter, under the same ident, and in 3.13 sys._current_frames()
+# lists every interpreter's threads with frame objects from the caller's
+# allocator (freeing them crashes 3.13.5).  So the subinterpreter's threads
+# describe themselves, at the line of the sleep they then park in, and the
+# main interpreter is recorded before the subinterpreter starts.
+SUB_CODE = r"""
+import json, os, sys, threading, time
+parked = threading.Semaphore(0)
+truth = {}
+
+def describe(frame):
+    out = []
+    while frame is not None:
+        code = frame.f_code
+        out.append({"function": code.co_qualname, "name": code.co_name,
+                    "file": code.co_filename, "line": frame.f_lineno})
+        frame = frame.f_back
+    return out
+
+def park():
+    me = describe(sys._getframe())
+    me[0]["line"] = sys._getframe().f_lineno + 3
+    truth[str(threading.get_ident())] = {"native_id": threading.get_native_id(), "frames": me}
+    parked.release()
+    time.sleep(1e6)
+
+def sub_worker(n):
+    if n:
+        return sub_worker(n - 1)
+    park()
+
+def record():
+    parked.acquire()
+    parked.acquire()
+    with open(TRUTH + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(truth, f)
+    os.replace(TRUTH + ".tmp", TRUTH)
+
+threading.Thread(target=sub_worker, args=(3,)).start()
+threading.Thread(target=record).start()
+park()
+"""
+sub_go = threading.Event()
+
+
+def run_subinterpreter(truth_path, box):
+    """Runs SUB_CODE in a new interpreter once the main interpreter has been
+    recorded."""
+    box["ident"] = threading.get_ident()
+    parked.release()
+    sub_go.wait()
+    import _interpreters
+    interp = _interpreters.create()
+    box["id"] = interp
+    code = "TRUTH = %r\n" % truth_path + SUB_CODE
+    here = describe(sys._getframe())
+    here[0]["line"] = sys._getframe().f_lineno + 2  # the run_string call
+    box["outer"] = here
+    _interpreters.run_string(interp, code)
+
+
 # -- recording --------------------------------------------------------------
 
 def describe(frame):
@@ -170,6 +236,7 @@ def main():
     ap.add_argument("truth")
     ap.add_argument("--threads", type=int, default=50)
     ap.add_argument("--depth", type=int, default=1000)
+    ap.add_argument("--no-subinterpreter", action="store_true")
     ap.add_argument("--load-libpython", metavar="PATH",
                     help="map a libpython a second time, as ctypes users do")
     args = ap.parse_args()
@@ -185,6 +252,11 @@ def main():
               emoji_file]
     shapes += [(lambda i=i: numbered(i, i % 7)) for i in range(args.threads)]
     threads = [threading.Thread(target=s, daemon=True) for s in shapes]
+    sub = {} if args.no_subinterpreter else {"wanted": True}
+    sub_truth = args.truth + ".sub"
+    if not args.no_subinterpreter:
+        threads.append(threading.Thread(target=run_subinterpreter,
+                                        args=(sub_truth, sub), daemon=True))
     for t in threads:
         t.start()
 
@@ -203,16 +275,30 @@ def main():
             if snap == prev:
                 break
             prev = snap
+        # sys._current_frames() may list other interpreters' threads too:
+        # keep this interpreter's
         native = {t.ident: t.native_id for t in threading.enumerate()}
+        snap = {i: f for i, f in snap.items() if i in native}
+        if sub:  # now the subinterpreter: it records itself
+            sub_go.set()
+            for _ in range(600):
+                if os.path.exists(sub_truth):
+                    break
+                time.sleep(0.05)
+            snap[sub["ident"]] = sub["outer"]
         truth = {
             "pid": os.getpid(),
             "version": sys.version.split()[0],
             "main_ident": threading.main_thread().ident,
             "roles": dict(roles),
-            "threads": {str(ident): {"native_id": native.get(ident),
-                                     "frames": frames}
+            "threads": {"0:%d" % ident: {"native_id": native.get(ident),
+                                         "frames": frames}
                         for ident, frames in snap.items()},
         }
+        if sub:
+            with open(sub_truth, encoding="utf-8") as f:
+                for ident, t in json.load(f).items():
+                    truth["threads"]["%d:%s" % (sub["id"], ident)] = t
         tmp = args.truth + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(truth, f, ensure_ascii=False, indent=1)
