@@ -50,14 +50,18 @@ class Target:
             text=True, preexec_fn=allow_core)
         line = self.proc.stdout.readline()
         if line.strip() != "ready":
-            self.proc.kill()
+            self.close()
             raise RuntimeError("target did not start: %r %s"
                                % (line, self.proc.stderr.read()))
         with open(self.truth_path, encoding="utf-8") as f:
             self.truth = json.load(f)
         if expect_threads:  # the recorder threads have ended
-            self._wait_threads(len({t["native_id"] for t in
-                                    self.truth["threads"].values()}))
+            try:
+                self._wait_threads(len({t["native_id"] for t in
+                                        self.truth["threads"].values()}))
+            except Exception:
+                self.close()
+                raise
 
     @property
     def pid(self):
