@@ -1,6 +1,7 @@
 """Shared helpers of the integration tests: the interpreters, the pyunwind
 binary, starting targets, and comparing dumps with the target's own truth."""
 
+import ctypes
 import json
 import os
 import resource
@@ -34,8 +35,11 @@ def pyunwind(*args, timeout=TIMEOUT, **kw):
 
 
 def allow_core():
+    """In the child before exec: allow core files, and die with the test
+    runner (PR_SET_PDEATHSIG) so no busy target outlives it."""
     resource.setrlimit(resource.RLIMIT_CORE,
                        (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
 
 
 class Target:
