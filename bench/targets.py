@@ -1,0 +1,59 @@
+"""Benchmark targets for bench/run: a process with parked Python stacks.
+
+    python3.15 bench/targets.py deep   main thread 50 frames deep, sleeping
+    python3.15 bench/targets.py wide   4 threads 200 frames deep each, main
+                                       thread blocked too
+
+Prints "ready" (and flushes) once every thread is parked, then blocks until
+killed.  The stacks do not change afterwards, so every read of the process
+sees the same frames.
+"""
+import sys
+import threading
+import time
+
+DEEP = 50
+WIDE_THREADS = 4
+WIDE_DEPTH = 200
+
+
+def park():
+    while True:
+        time.sleep(3600)
+
+
+def recurse(n, at_bottom):
+    if n > 1:
+        return recurse(n - 1, at_bottom)
+    at_bottom()
+    park()
+
+
+def say_ready():
+    print("ready", flush=True)
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "deep":
+        # The recursion itself is DEEP frames (plus main() and <module>);
+        # "ready" is printed from the bottom, just before time.sleep.
+        recurse(DEEP, say_ready)
+    elif mode == "wide":
+        parked = threading.Semaphore(0)
+        for i in range(WIDE_THREADS):
+            threading.Thread(target=recurse, args=(WIDE_DEPTH, parked.release),
+                             name=f"wide-{i}", daemon=True).start()
+        for _ in range(WIDE_THREADS):
+            parked.acquire()
+        # Each thread releases the semaphore just before entering
+        # time.sleep; give them a moment to actually block in it.
+        time.sleep(0.2)
+        print("ready", flush=True)
+        park()
+    else:
+        sys.exit("usage: targets.py deep|wide")
+
+
+if __name__ == "__main__":
+    main()
