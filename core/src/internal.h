@@ -13,6 +13,7 @@
 /* ================================================================ limits */
 
 #define PYU_MAX_INTERPRETERS 256
+#define PYU_MAX_GENERATIONS 8   /* interpreters whose code epochs we track */
 #define PYU_MAX_THREADS 16384
 #define PYU_MAX_FRAMES 65536    /* per thread */
 #define PYU_MAX_STRING 65536    /* characters of a name or file name */
@@ -164,6 +165,9 @@ typedef struct pyu_code {
     /* one-entry memo of the last index -> line lookup */
     uint64_t memo_index;
     int memo_line;
+    /* the copies of the names made for dump number dump_serial */
+    uint64_t dump_serial;
+    const char *dump_qualname, *dump_name, *dump_filename;
 } pyu_code;
 
 typedef struct pyu_strtab pyu_strtab;
@@ -183,6 +187,8 @@ typedef struct pyu_stackview {
     } chunk[PYU_MAX_CHUNKS];
     size_t n;
     uint64_t next; /* remote address of the next chunk to copy, or 0 */
+    uint64_t first_end; /* end of the innermost frame: the first chunk is
+                           copied up to it */
 } pyu_stackview;
 
 struct pyu_session {
@@ -201,7 +207,11 @@ struct pyu_session {
     size_t ncodes_cap;
     size_t ncodes;
     uint64_t code_epoch;
-    uint64_t seen_generation; /* interp code_object_generation last seen */
+    uint64_t dump_serial; /* dumps taken so far */
+    uint64_t guess_interp, guess_tstate; /* first ones of the last dump */
+    struct {
+        uint64_t interp, gen; /* code_object_generation last seen */
+    } generations[PYU_MAX_GENERATIONS];
     uint64_t type_yes[8];     /* type objects known to be `code` */
     uint64_t type_no[32];     /* type objects known not to be */
     unsigned type_no_next;

@@ -31,8 +31,13 @@ typedef struct live_task {
     bool attached; /* seized by us */
 } live_task;
 
+#define LIVE_STAT_FDS 256 /* /proc/PID/task/TID/stat files kept open */
+
 typedef struct live_ctx {
     int pid;
+    struct {
+        int tid, fd;
+    } stat_fd[LIVE_STAT_FDS]; /* fd 0 slots are free (never a /proc fd) */
     unsigned flags;
     int mem_fd;        /* /proc/PID/mem, opened on first need */
     bool use_mem_file; /* process_vm_readv refused */
@@ -175,20 +180,56 @@ static int live_file_path(void *ctx, const char *mapped, char *out,
     return (n > 0 && (size_t)n < outlen) ? 0 : -PYU_E_INVAL;
 }
 
-static char task_state(int pid, int tid)
+static char parse_state(char *buf, ssize_t n)
 {
-    char path[96], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
     if (n <= 0)
         return 0;
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
     return (p && p[1] == ' ' && p[2]) ? p[2] : 0;
+}
+
+static int open_stat(int pid, int tid)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/stat", pid, tid);
+    return open(path, O_RDONLY | O_CLOEXEC);
+}
+
+static char task_state(int pid, int tid)
+{
+    char buf[512];
+    int fd = open_stat(pid, tid);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    return parse_state(buf, n);
+}
+
+/* The state of a thread through a stat file kept open (samplers ask every
+ * time: re-reading an open file costs far less than opening it). */
+static char task_state_cached(live_ctx *c, int tid)
+{
+    char buf[512];
+    size_t h = (size_t)tid % LIVE_STAT_FDS;
+    if (c->stat_fd[h].fd > 0 && c->stat_fd[h].tid == tid) {
+        ssize_t n = pread(c->stat_fd[h].fd, buf, sizeof buf - 1, 0);
+        if (n > 0)
+            return parse_state(buf, n);
+        close(c->stat_fd[h].fd); /* the thread ended */
+        c->stat_fd[h].fd = 0;
+        return 0;
+    }
+    int fd = open_stat(c->pid, tid);
+    if (fd <= 0)
+        return 0;
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (c->stat_fd[h].fd > 0)
+        close(c->stat_fd[h].fd);
+    c->stat_fd[h].tid = tid;
+    c->stat_fd[h].fd = fd;
+    return parse_state(buf, n);
 }
 
 /* Appends the tasks not yet listed; returns how many were new, or < 0. */
@@ -304,7 +345,7 @@ static int live_thread_state(void *ctx, uint64_t tid, char *state)
         }
     if (tid > INT_MAX)
         return -PYU_E_INVAL;
-    char st = task_state(c->pid, (int)tid);
+    char st = task_state_cached(c, (int)tid);
     if (!st)
         return -PYU_E_NOPROC;
     *state = st;
@@ -320,6 +361,9 @@ static void live_destroy(void *ctx)
         live_resume(c);
     if (c->mem_fd >= 0)
         close(c->mem_fd);
+    for (size_t i = 0; i < LIVE_STAT_FDS; i++)
+        if (c->stat_fd[i].fd > 0)
+            close(c->stat_fd[i].fd);
     free(c->tasks);
     free(c);
 }

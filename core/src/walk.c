@@ -36,11 +36,12 @@ static bool cycle_step(cycle *c, uint64_t addr)
 #define CHUNK_HEADER 24
 #define CHUNK_FIRST_READ (16u << 10) /* CPython's minimum chunk size */
 
-static void stack_reset(pyu_stackview *v, uint64_t chunk)
+static void stack_reset(pyu_stackview *v, uint64_t chunk, uint64_t used_end)
 {
     v->n = 0;
     v->used = 0;
     v->next = chunk;
+    v->first_end = used_end;
 }
 
 static bool stack_reserve(pyu_stackview *v, size_t more)
@@ -67,6 +68,14 @@ static bool stack_copy_next(pyu_session *s, pyu_stackview *v)
     if (!at || (at & 7) || v->n >= PYU_MAX_CHUNKS)
         return false;
     size_t first = CHUNK_FIRST_READ;
+    /* The current chunk is used up to its innermost frame: copy no more
+     * (shallow stacks fill a fraction of a chunk). */
+    bool partial = false;
+    if (v->n == 0 && v->first_end > at + CHUNK_HEADER &&
+        v->first_end - at < first) {
+        first = (size_t)(v->first_end - at);
+        partial = true;
+    }
     if (v->used + first > PYU_MAX_CHUNK_BYTES || !stack_reserve(v, first))
         return false;
     pyu_range r = {at, v->buf + v->used, first};
@@ -82,7 +91,9 @@ static bool stack_copy_next(pyu_session *s, pyu_stackview *v)
     if (size < CHUNK_HEADER || size > PYU_MAX_CHUNK_BYTES ||
         v->used + size > PYU_MAX_CHUNK_BYTES)
         return false;
-    if (size > first) {
+    if (partial && size >= first)
+        size = first; /* the part in use */
+    else if (size > first) {
         if (!stack_reserve(v, (size_t)size))
             return false;
         c = v->buf + v->used;
@@ -185,7 +196,7 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
     cycle cyc = {0, 1, 0};
     bool ft_tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index);
 
-    stack_reset(&s->stack, chunk);
+    stack_reset(&s->stack, chunk, frame + fsize);
     while (frame) {
         if (cycle_step(&cyc, frame)) {
             t->truncated = 2;
@@ -224,11 +235,20 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
                     cap = ncap;
                 }
                 pyu_frame *f = &t->frames[t->nframes];
-                f->function = dump_str(d, c->qualname);
-                f->name = dump_str(d, c->name);
-                f->file = dump_str(d, c->filename);
-                if (!f->function || !f->name || !f->file)
-                    return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+                pyu_code *cw = (pyu_code *)c;
+                if (cw->dump_serial != s->dump_serial) {
+                    cw->dump_qualname = dump_str(d, c->qualname);
+                    cw->dump_name = dump_str(d, c->name);
+                    cw->dump_filename = dump_str(d, c->filename);
+                    if (!cw->dump_qualname || !cw->dump_name ||
+                        !cw->dump_filename)
+                        return pyu_err_set(&s->err, PYU_E_NOMEM,
+                                           "out of memory");
+                    cw->dump_serial = s->dump_serial;
+                }
+                f->function = cw->dump_qualname;
+                f->name = cw->dump_name;
+                f->file = cw->dump_filename;
                 f->line = pyu_code_line(s, c, ip, tlbc);
                 f->code_addr = exe;
                 t->nframes++;
@@ -246,58 +266,64 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
 typedef struct interp_info {
     int64_t id;
     uint64_t next, threads_head, threads_main;
-    uint64_t gil_holder; /* thread state holding the GIL, or 0 */
     bool gc_collecting;
 } interp_info;
 
-static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii)
+/* Code objects of an interpreter were freed when its code_object_generation
+ * moved (3.14+): cached ones may have been replaced at the same address. */
+static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
+{
+    size_t free_slot = PYU_MAX_GENERATIONS;
+    for (size_t i = 0; i < PYU_MAX_GENERATIONS; i++) {
+        if (s->generations[i].interp == interp) {
+            if (s->generations[i].gen != gen) {
+                s->generations[i].gen = gen;
+                s->code_epoch++;
+            }
+            return;
+        }
+        if (!s->generations[i].interp && free_slot == PYU_MAX_GENERATIONS)
+            free_slot = i;
+    }
+    if (free_slot == PYU_MAX_GENERATIONS) { /* too many: forget them all */
+        memset(s->generations, 0, sizeof s->generations);
+        free_slot = 0;
+    }
+    s->generations[free_slot].interp = interp;
+    s->generations[free_slot].gen = gen;
+    s->code_epoch++; /* not seen before: nothing cached can be trusted */
+}
+
+/* Reads the interpreter's fields, and in the same call the `extra` ranges
+ * (speculative reads of what the walk needs next). */
+static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
+                       const pyu_range *extra, size_t nextra)
 {
     const pyu_offsets *o = &s->off;
-    uint64_t id = 0, gil = 0, tmain = 0, gen = 0;
+    uint64_t id = 0, tmain = 0, gen = 0;
     int32_t collecting = 0;
-    pyu_range r[6] = {
+    pyu_range r[8] = {
         {interp + PYU_OFF(o, is_id), &id, 8},
         {interp + PYU_OFF(o, is_next), &ii->next, 8},
         {interp + PYU_OFF(o, is_threads_head), &ii->threads_head, 8},
-        {interp + PYU_OFF(o, is_ceval_gil), &gil, 8},
         {interp + PYU_OFF(o, is_gc) + PYU_OFF(o, gc_collecting), &collecting,
          4},
-        {0, NULL, 0},
     };
-    size_t n = 5;
+    size_t n = 4;
     if (PYU_HAS(o, is_threads_main))
         r[n++] = (pyu_range){interp + PYU_OFF(o, is_threads_main), &tmain, 8};
+    if (PYU_HAS(o, is_code_object_generation))
+        r[n++] = (pyu_range){interp + PYU_OFF(o, is_code_object_generation),
+                             &gen, 8};
+    for (size_t i = 0; i < nextra && n < 8; i++)
+        r[n++] = extra[i];
     if (pyu_readv(s, r, n, "an interpreter state") < 0)
         return -1;
     ii->id = (int64_t)id;
     ii->threads_main = tmain;
     ii->gc_collecting = collecting != 0;
-    ii->gil_holder = 0;
-    if (PYU_HAS(o, is_code_object_generation)) {
-        if (pyu_read(s, interp + PYU_OFF(o, is_code_object_generation), &gen,
-                     8, "an interpreter state") == 0 &&
-            gen != s->seen_generation) {
-            if (s->seen_generation)
-                s->code_epoch++; /* code objects were freed since */
-            s->seen_generation = gen;
-        }
-    }
-    if (gil) {
-        uint64_t gs = PYU_OFF(o, is_gil_runtime_state);
-        int32_t locked = 0, enabled = 1;
-        uint64_t holder = 0;
-        pyu_range g[3] = {
-            {gil + PYU_OFF(o, is_gil_locked) - gs, &locked, 4},
-            {gil + PYU_OFF(o, is_gil_holder) - gs, &holder, 8},
-            {gil + PYU_OFF(o, is_gil_enabled) - gs, &enabled, 4},
-        };
-        size_t ng = o->free_threaded && PYU_OFF(o, is_gil_enabled) ? 3 : 2;
-        if (PYU_OFF(o, is_gil_locked) >= gs &&
-            PYU_OFF(o, is_gil_holder) >= gs &&
-            PYU_OFF(o, is_gil_enabled) >= gs &&
-            s->ops->read(s->ctx, g, ng) == 0 && locked && enabled)
-            ii->gil_holder = holder;
-    }
+    if (PYU_HAS(o, is_code_object_generation))
+        note_generation(s, interp, gen);
     return 0;
 }
 
@@ -318,20 +344,16 @@ static bool is_exception(pyu_session *s, uint64_t obj)
 }
 
 static unsigned thread_status(pyu_session *s, const interp_info *ii,
-                              uint64_t ts, const uint8_t *buf, size_t len,
+                              const uint8_t *buf, size_t len,
                               uint64_t native_id)
 {
     const pyu_offsets *o = &s->off;
     unsigned st = 0;
-    if (PYU_HAS(o, ts_holds_gil)) {
+    if (PYU_HAS(o, ts_holds_gil)) { /* 3.14+ */
         if (pyu_u32(buf, len, PYU_OFF(o, ts_holds_gil)))
             st |= PYU_STATUS_HAS_GIL;
-    } else if (o->minor == 13) {
-        /* 3.13: _status.holds_gil is bit 5 of the status word */
-        if ((pyu_u32(buf, len, PYU_OFF(o, ts_status)) >> 5) & 1)
-            st |= PYU_STATUS_HAS_GIL;
-    } else if (ii->gil_holder == ts) {
-        st |= PYU_STATUS_HAS_GIL;
+    } else if ((pyu_u32(buf, len, PYU_OFF(o, ts_status)) >> 5) & 1) {
+        st |= PYU_STATUS_HAS_GIL; /* 3.13: bit 5 of _status is holds_gil */
     }
     if (PYU_HAS(o, ts_gil_requested) &&
         pyu_u32(buf, len, PYU_OFF(o, ts_gil_requested)))
@@ -361,7 +383,7 @@ static unsigned thread_status(pyu_session *s, const interp_info *ii,
 }
 
 static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
-                       uint64_t ts, uint64_t *next)
+                       uint64_t ts, const uint8_t *have, uint64_t *next)
 {
     const pyu_offsets *o = &s->off;
     size_t len = (size_t)PYU_OFF(o, ts_size);
@@ -369,7 +391,9 @@ static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
     uint8_t *buf = len <= sizeof local ? local : malloc(len);
     if (!buf)
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
-    if (pyu_read(s, ts, buf, len, "a thread state") < 0) {
+    if (have)
+        memcpy(buf, have, len);
+    else if (pyu_read(s, ts, buf, len, "a thread state") < 0) {
         if (buf != local)
             free(buf);
         return -1;
@@ -388,7 +412,7 @@ static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
         t->main = ii->threads_main == ts;
     else
         t->main = s->pid > 0 && t->native_thread_id == (uint64_t)s->pid;
-    t->status = thread_status(s, ii, ts, buf, len, t->native_thread_id);
+    t->status = thread_status(s, ii, buf, len, t->native_thread_id);
     uint64_t frame = pyu_u64(buf, len, PYU_OFF(o, ts_current_frame));
     uint64_t base = PYU_HAS(o, ts_base_frame)
                         ? ts + PYU_OFF(o, ts_base_frame)
@@ -425,24 +449,64 @@ static void order_threads(pyu_dump *d, size_t from)
         }
 }
 
+/* The first interpreter and its first thread state, read together with the
+ * interpreter list head in one call when the previous dump's addresses still
+ * hold (they do while the process keeps its threads). */
+typedef struct prefetch {
+    uint64_t head;
+    uint8_t ts[4096];
+    bool interp_ok, ts_ok;
+} prefetch;
+
+static void speculate(pyu_session *s, prefetch *p, interp_info *ii)
+{
+    const pyu_offsets *o = &s->off;
+    size_t tslen = (size_t)PYU_OFF(o, ts_size);
+    pyu_range extra[2] = {
+        {s->runtime + PYU_OFF(o, rt_interpreters_head), &p->head, 8},
+        {s->guess_tstate, p->ts, tslen},
+    };
+    size_t n = s->guess_tstate && tslen <= sizeof p->ts ? 2 : 1;
+    p->interp_ok = p->ts_ok = false;
+    if (!s->guess_interp)
+        return;
+    pyu_err saved = s->err;
+    if (read_interp(s, s->guess_interp, ii, extra, n) < 0) {
+        s->err = saved; /* stale guesses: read the plain way */
+        return;
+    }
+    p->interp_ok = p->head == s->guess_interp;
+    p->ts_ok = p->interp_ok && n == 2 && ii->threads_head == s->guess_tstate;
+}
+
 static int walk_all(pyu_session *s, dump_impl *d)
 {
     const pyu_offsets *o = &s->off;
     uint64_t interp;
     cycle icyc = {0, 1, 0};
-    if (pyu_read(s, s->runtime + PYU_OFF(o, rt_interpreters_head), &interp,
-                 8, "the interpreter list") < 0)
+    prefetch pf;
+    interp_info first_ii;
+    speculate(s, &pf, &first_ii);
+    if (pf.interp_ok)
+        interp = pf.head;
+    else if (pyu_read(s, s->runtime + PYU_OFF(o, rt_interpreters_head),
+                      &interp, 8, "the interpreter list") < 0)
         return -1;
     if (!interp)
         return pyu_err_set(&s->err, PYU_E_STATE,
                            "the runtime has no interpreter (finalised or "
                            "not started)");
+    s->guess_interp = interp;
     for (int ni = 0; interp && ni < PYU_MAX_INTERPRETERS; ni++) {
         interp_info ii;
         if (cycle_step(&icyc, interp))
             break;
-        if (read_interp(s, interp, &ii) < 0)
+        if (ni == 0 && pf.interp_ok)
+            ii = first_ii;
+        else if (read_interp(s, interp, &ii, NULL, 0) < 0)
             return pyu_err_ctx(&s->err, "interpreter %d", ni);
+        if (ni == 0)
+            s->guess_tstate = ii.threads_head;
         uint64_t ts = ii.threads_head;
         cycle tcyc = {0, 1, 0};
         size_t first = d->pub.nthreads;
@@ -456,7 +520,9 @@ static int walk_all(pyu_session *s, dump_impl *d)
                 break;
             }
             uint64_t next = 0;
-            if (walk_thread(s, d, &ii, ts, &next) < 0) {
+            const uint8_t *have = ni == 0 && nt == 0 && pf.ts_ok ? pf.ts
+                                                                 : NULL;
+            if (walk_thread(s, d, &ii, ts, have, &next) < 0) {
                 if (s->err.code == PYU_E_NOMEM || s->err.code == PYU_E_NOPROC)
                     return -1;
                 /* the thread list itself is unreadable here: stop */
@@ -487,6 +553,7 @@ int pyu_dump_take(pyu_session *s, pyu_dump **out)
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     d->pub.pid = s->pid;
+    s->dump_serial++; /* names copied for earlier dumps are theirs */
     snprintf(d->pub.version, sizeof d->pub.version, "%s", s->version);
     d->pub.free_threaded = s->off.free_threaded;
     if (!PYU_HAS(&s->off, is_code_object_generation))
