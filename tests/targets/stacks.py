@@ -168,15 +168,6 @@ import json, os, sys, threading, time
 parked = threading.Semaphore(0)
 truth = {}
 
-def describe(frame):
-    out = []
-    while frame is not None:
-        code = frame.f_code
-        out.append({"function": code.co_qualname, "name": code.co_name,
-                    "file": code.co_filename, "line": frame.f_lineno})
-        frame = frame.f_back
-    return out
-
 def park():
     me = describe(sys._getframe())
     me[0]["line"] = sys._getframe().f_lineno + 3
@@ -212,7 +203,9 @@ def run_subinterpreter(truth_path, box):
     import _interpreters
     interp = _interpreters.create()
     box["id"] = interp
-    code = "TRUTH = %r\n" % truth_path + SUB_CODE
+    import inspect
+    code = "TRUTH = %r\n%s\n" % (truth_path, inspect.getsource(describe))
+    code += SUB_CODE
     here = describe(sys._getframe())
     here[0]["line"] = sys._getframe().f_lineno + 2  # the run_string call
     box["outer"] = here
