@@ -129,6 +129,33 @@ def test_process_left_running(tmp_path):
         t.close()
 
 
+@pytest.mark.parametrize("label,python", interpreters()[:3],
+                         ids=[p[0] for p in interpreters()[:3]])
+def test_changing_target(label, python):
+    """Stacks, code objects and threads change all the time: reads that do
+    not stop the process see torn state.  Every read ends in a dump (maybe
+    with incomplete stacks after retries) or a one-line error."""
+    from conftest import TARGETS
+    p = subprocess.Popen([python, os.path.join(TARGETS, "churn.py")],
+                         stdout=subprocess.PIPE, text=True,
+                         preexec_fn=allow_core)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        outcomes = {}
+        for i in range(40):
+            args = ["dump", "--no-source", str(p.pid)]
+            if i % 2:
+                args.insert(1, "--nonblocking")
+            r = pyunwind(*args, timeout=60)
+            assert_no_crash(r)
+            outcomes[r.returncode] = outcomes.get(r.returncode, 0) + 1
+        # stopped reads see one consistent instant
+        assert outcomes.get(0, 0) >= 20, outcomes
+    finally:
+        p.kill()
+        p.wait()
+
+
 # ----------------------------------------------------------------- cores
 
 @pytest.fixture(scope="module")
