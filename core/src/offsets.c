@@ -211,6 +211,7 @@ static const check checks[] = {
     {L(str_state), L(str_size), 4, true},
     {L(str_length), L(str_size), 8, true},
     {L(gc_collecting), L(gc_size), 4, true},
+    {L(gc_frame), L(gc_size), 8, false},
 };
 
 static const char *const field_names[] = {

@@ -187,8 +187,11 @@ static int thread_error(pyu_session *s, dump_impl *d, pyu_thread *t)
 
 /* --------------------------------------------------------------- frames */
 
+/* Walks one thread's frames into t; *saw is set when the chain passes
+ * through frame `watch` (0: none). */
 static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
-                       uint64_t frame, uint64_t base_frame, uint64_t chunk)
+                       uint64_t frame, uint64_t base_frame, uint64_t chunk,
+                       uint64_t watch, bool *saw)
 {
     const pyu_offsets *o = &s->off;
     size_t fsize = (size_t)PYU_OFF(o, fr_size), cap = 0;
@@ -202,6 +205,8 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
             t->truncated = 2;
             break;
         }
+        if (frame == watch)
+            *saw = true;
         if (t->nframes >= PYU_MAX_FRAMES) {
             t->truncated = 1;
             break;
@@ -267,6 +272,7 @@ typedef struct interp_info {
     int64_t id;
     uint64_t next, threads_head, threads_main;
     bool gc_collecting;
+    uint64_t gc_frame; /* 3.15: the frame that started the collection */
 } interp_info;
 
 /* Code objects of an interpreter were freed when its code_object_generation
@@ -302,7 +308,7 @@ static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
     const pyu_offsets *o = &s->off;
     uint64_t id = 0, tmain = 0, gen = 0;
     int32_t collecting = 0;
-    pyu_range r[8] = {
+    pyu_range r[9] = {
         {interp + PYU_OFF(o, is_id), &id, 8},
         {interp + PYU_OFF(o, is_next), &ii->next, 8},
         {interp + PYU_OFF(o, is_threads_head), &ii->threads_head, 8},
@@ -315,7 +321,11 @@ static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
     if (PYU_HAS(o, is_code_object_generation))
         r[n++] = (pyu_range){interp + PYU_OFF(o, is_code_object_generation),
                              &gen, 8};
-    for (size_t i = 0; i < nextra && n < 8; i++)
+    ii->gc_frame = 0;
+    if (PYU_HAS(o, gc_frame))
+        r[n++] = (pyu_range){interp + PYU_OFF(o, is_gc) + PYU_OFF(o, gc_frame),
+                             &ii->gc_frame, 8};
+    for (size_t i = 0; i < nextra && n < 9; i++)
         r[n++] = extra[i];
     if (pyu_readv(s, r, n, "an interpreter state") < 0)
         return -1;
@@ -358,7 +368,10 @@ static unsigned thread_status(pyu_session *s, const interp_info *ii,
     if (PYU_HAS(o, ts_gil_requested) &&
         pyu_u32(buf, len, PYU_OFF(o, ts_gil_requested)))
         st |= PYU_STATUS_GIL_REQUESTED;
-    if (ii->gc_collecting && (st & PYU_STATUS_HAS_GIL))
+    /* 3.15 names the frame that started a collection (the walk checks
+     * it); before, the collector is whoever holds the GIL */
+    if (ii->gc_collecting && !PYU_HAS(o, gc_frame) &&
+        (st & PYU_STATUS_HAS_GIL))
         st |= PYU_STATUS_GC;
     char sched;
     if (s->ops->thread_state &&
@@ -420,7 +433,12 @@ static int walk_thread(pyu_session *s, dump_impl *d, const interp_info *ii,
     uint64_t chunk = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_chunk));
     if (buf != local)
         free(buf);
-    if (walk_frames(s, d, t, frame, base, chunk) < 0) {
+    bool in_gc = false;
+    int rc = walk_frames(s, d, t, frame, base, chunk,
+                         ii->gc_collecting ? ii->gc_frame : 0, &in_gc);
+    if (in_gc)
+        t->status |= PYU_STATUS_GC;
+    if (rc < 0) {
         if (s->err.code == PYU_E_NOMEM || s->err.code == PYU_E_NOPROC)
             return -1;
         pyu_err_ctx(&s->err, "after %zu frames", t->nframes);

@@ -138,3 +138,27 @@ def test_live_status(tmp_path):
                 assert "exception" not in st, (label, role, st)
         finally:
             t.close()
+
+
+@pytest.mark.parametrize("label", sorted(PYTHONS))
+def test_gc_status(label):
+    """A thread parked in a finalizer inside gc.collect() is running the
+    collector.  CPython 3.15 records the frame that started a collection,
+    so there it must be named; before 3.15 the only hint is the GIL, which
+    a sleeping finalizer does not hold, so nothing may be named wrongly."""
+    from conftest import TARGETS
+    p = subprocess.Popen([PYTHONS[label], os.path.join(TARGETS, "gc_park.py")],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        collector = int(p.stdout.readline())
+        assert p.stdout.readline().strip() == "ready"
+        dump = dump_json(str(p.pid))
+        gc_threads = [t["thread_id"] for t in dump["threads"]
+                      if "gc" in t["status"]]
+        if dump["python"]["version"].startswith("3.15"):
+            assert gc_threads == [collector], dump["threads"]
+        else:
+            assert gc_threads in ([], [collector])
+    finally:
+        p.kill()
+        p.wait()
