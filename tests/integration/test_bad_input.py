@@ -156,6 +156,31 @@ def test_changing_target(label, python):
         p.wait()
 
 
+def test_stopped_process_stays_stopped(tmp_path):
+    """A process someone stopped (SIGSTOP) is read and left stopped; it
+    runs again on SIGCONT."""
+    label, python = interpreters()[0]
+    t = Target(python, "stacks.py", str(tmp_path), ["--threads", "2",
+                                                     "--depth", "5",
+                                                     "--no-subinterpreter"])
+    try:
+        os.kill(t.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        r = pyunwind("dump", "--json", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        states = set()
+        for tid in os.listdir("/proc/%d/task" % t.pid):
+            with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
+                states.add(f.read().rsplit(")", 1)[1].split()[0])
+        assert states == {"T"}, states
+        os.kill(t.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        with open("/proc/%d/stat" % t.pid) as f:
+            assert f.read().rsplit(")", 1)[1].split()[0] in ("S", "R")
+    finally:
+        t.close()
+
+
 # ----------------------------------------------------------------- cores
 
 @pytest.fixture(scope="module")
