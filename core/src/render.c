@@ -5,7 +5,9 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ source lines */
 
@@ -33,18 +35,26 @@ static const src_file *src_load(src_cache *c, const char *path)
     free(f->text);
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
-    FILE *in = path[0] ? fopen(path, "rb") : NULL;
+    /* the path comes from the target: never block on a FIFO or a device */
+    int fd = path[0] ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
     struct stat st;
-    if (in && fstat(fileno(in), &st) == 0 && S_ISREG(st.st_mode) &&
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         st.st_size <= (off_t)SRC_MAX) {
         f->text = malloc((size_t)st.st_size + 1);
+        size_t got = 0;
+        while (f->text && got < (size_t)st.st_size) {
+            ssize_t k = read(fd, f->text + got, (size_t)st.st_size - got);
+            if (k <= 0)
+                break;
+            got += (size_t)k;
+        }
         if (f->text) {
-            f->len = fread(f->text, 1, (size_t)st.st_size, in);
-            f->text[f->len] = '\0';
+            f->len = got;
+            f->text[got] = '\0';
         }
     }
-    if (in)
-        fclose(in);
+    if (fd >= 0)
+        close(fd);
     return f;
 }
 

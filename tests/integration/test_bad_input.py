@@ -156,6 +156,27 @@ def test_changing_target(label, python):
         p.wait()
 
 
+def test_source_path_is_a_fifo(tmp_path):
+    """File names come from the target: one naming a FIFO must not make the
+    text output wait for a writer."""
+    fifo = str(tmp_path / "code.py")
+    os.mkfifo(fifo)
+    label, python = interpreters()[0]
+    code = ("import time\nc = compile('time.sleep(300)', %r, 'exec')\n"
+            "print('ready', flush=True)\nexec(c)\n" % fifo)
+    p = subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        r = pyunwind("dump", str(p.pid), timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert 'File "%s", line 1, in <module>' % fifo in r.stdout
+    finally:
+        p.kill()
+        p.wait()
+
+
 def test_stopped_process_stays_stopped(tmp_path):
     """A process someone stopped (SIGSTOP) is read and left stopped; it
     runs again on SIGCONT."""
