@@ -416,6 +416,7 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
                         ? pyu_u64(buf, len, PYU_OFF(o, co_tlbc))
                         : 0;
     c->memo_index = UINT64_MAX;
+    c->tlbc_memo_index = 0;
     if (read_linetable(s, pyu_u64(buf, len, PYU_OFF(o, co_linetable)), c) <
         0) {
         pyu_err_ctx(&s->err, "code object %s at 0x%" PRIx64, qual, addr);
@@ -432,7 +433,10 @@ int pyu_code_line(pyu_session *s, const pyu_code *cc, uint64_t instr_ptr,
 {
     pyu_code *c = (pyu_code *)cc;
     uint64_t base = c->addr + PYU_OFF(&s->off, co_code_adaptive);
-    if (tlbc_index > 0 && c->tlbc_array) {
+    if (tlbc_index > 0 && c->tlbc_array &&
+        tlbc_index == c->tlbc_memo_index) {
+        base = c->tlbc_memo_base;
+    } else if (tlbc_index > 0 && c->tlbc_array) {
         /* thread-local copy of the bytecode: {Py_ssize_t size; entries[]} */
         int64_t size;
         uint64_t entry;
@@ -442,6 +446,8 @@ int pyu_code_line(pyu_session *s, const pyu_code *cc, uint64_t instr_ptr,
                      8, "a bytecode array entry") < 0)
             return 0;
         base = entry;
+        c->tlbc_memo_index = tlbc_index;
+        c->tlbc_memo_base = entry;
     }
     if (instr_ptr < base || (instr_ptr - base) / 2 > (uint64_t)c->linetable_len * 8 + 8)
         return 0;

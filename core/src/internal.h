@@ -162,6 +162,8 @@ typedef struct pyu_code {
     uint32_t linetable_len;
     int firstlineno;
     uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
+    int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
+    uint64_t tlbc_memo_base;
     /* one-entry memo of the last index -> line lookup */
     uint64_t memo_index;
     int memo_line;

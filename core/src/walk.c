@@ -306,9 +306,9 @@ static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
                        const pyu_range *extra, size_t nextra)
 {
     const pyu_offsets *o = &s->off;
-    uint64_t id = 0, tmain = 0, gen = 0;
+    uint64_t id = 0, tmain = 0, gen = 0, tlbc_gen = 0;
     int32_t collecting = 0;
-    pyu_range r[9] = {
+    pyu_range r[10] = {
         {interp + PYU_OFF(o, is_id), &id, 8},
         {interp + PYU_OFF(o, is_next), &ii->next, 8},
         {interp + PYU_OFF(o, is_threads_head), &ii->threads_head, 8},
@@ -321,11 +321,17 @@ static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
     if (PYU_HAS(o, is_code_object_generation))
         r[n++] = (pyu_range){interp + PYU_OFF(o, is_code_object_generation),
                              &gen, 8};
+    /* free-threaded: thread-local bytecode copies come and go too */
+    bool has_tlbc_gen = o->free_threaded && PYU_HAS(o, is_tlbc_generation) &&
+                        PYU_OFF(o, is_tlbc_generation) != 0;
+    if (has_tlbc_gen)
+        r[n++] = (pyu_range){interp + PYU_OFF(o, is_tlbc_generation),
+                             &tlbc_gen, 8};
     ii->gc_frame = 0;
     if (PYU_HAS(o, gc_frame))
         r[n++] = (pyu_range){interp + PYU_OFF(o, is_gc) + PYU_OFF(o, gc_frame),
                              &ii->gc_frame, 8};
-    for (size_t i = 0; i < nextra && n < 9; i++)
+    for (size_t i = 0; i < nextra && n < 10; i++)
         r[n++] = extra[i];
     if (pyu_readv(s, r, n, "an interpreter state") < 0)
         return -1;
@@ -333,7 +339,7 @@ static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
     ii->threads_main = tmain;
     ii->gc_collecting = collecting != 0;
     if (PYU_HAS(o, is_code_object_generation))
-        note_generation(s, interp, gen);
+        note_generation(s, interp, gen ^ (tlbc_gen * 0x9E3779B97F4A7C15ull));
     return 0;
 }
 
