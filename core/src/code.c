@@ -303,6 +303,9 @@ void pyu_caches_free(pyu_session *s)
 
 /* Is the type object at type_addr named `name`?  Results are cached for
  * the code type; other names are answered by reading. */
+/* 1 when the type object's tp_name is `name`, 0 when it is another, -1
+ * when the type is unreadable, -2 when only the name is (a core whose
+ * binaries are gone: type names live in their read-only data). */
 static int type_named(pyu_session *s, uint64_t type_addr, const char *name)
 {
     char tp_name[32];
@@ -312,8 +315,17 @@ static int type_named(pyu_session *s, uint64_t type_addr, const char *name)
         return -1;
     size_t want = strlen(name) + 1;
     if (pyu_read(s, name_ptr, tp_name, want, "a type name") < 0)
-        return -1;
+        return -2;
     return memcmp(tp_name, name, want) == 0;
+}
+
+static void remember_code_type(pyu_session *s, uint64_t type_addr)
+{
+    for (size_t i = 0; i < 8; i++)
+        if (!s->type_yes[i] || s->type_yes[i] == type_addr) {
+            s->type_yes[i] = type_addr;
+            return;
+        }
 }
 
 static int is_code_type(pyu_session *s, uint64_t type_addr)
@@ -326,13 +338,9 @@ static int is_code_type(pyu_session *s, uint64_t type_addr)
             return 0;
     int yes = type_named(s, type_addr, "code");
     if (yes < 0)
-        return -1;
+        return yes;
     if (yes) {
-        for (size_t i = 0; i < 8; i++)
-            if (!s->type_yes[i]) {
-                s->type_yes[i] = type_addr;
-                break;
-            }
+        remember_code_type(s, type_addr);
     } else {
         s->type_no[s->type_no_next++ % 32] = type_addr;
     }
@@ -380,11 +388,14 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     }
     if (pyu_read(s, addr, buf, len, "a code object") < 0)
         return NULL;
-    int yes = is_code_type(s, pyu_u64(buf, len, PYU_OFF(o, ob_type)));
-    if (yes < 0) {
+    uint64_t type = pyu_u64(buf, len, PYU_OFF(o, ob_type));
+    int yes = is_code_type(s, type);
+    if (yes == -1) {
         pyu_err_ctx(&s->err, "type of object at 0x%" PRIx64, addr);
         return NULL;
     }
+    /* yes == -2: the type's name is unreadable; the object is taken for
+     * code if its names and location table decode (checked below) */
     if (!yes) {
         *is_code = false;
         return NULL;
@@ -396,6 +407,8 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
         pyu_err_ctx(&s->err, "code object at 0x%" PRIx64, addr);
         return NULL;
     }
+    if (yes == -2)
+        remember_code_type(s, type); /* it decodes as code: trust the type */
     if (!c) {
         c = code_insert(s, addr);
         if (!c) {

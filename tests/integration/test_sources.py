@@ -109,6 +109,12 @@ def test_moved_binaries(tmp_path):
                          t.truth)
     assert_matches_truth(dump_json("--core", core, "--exe",
                                    sysroot + exe), t.truth)
+    # binaries gone altogether: the runtime is found by scanning the core's
+    # writable memory for the cookie, code objects by their contents
+    empty = str(tmp_path / "empty")
+    os.mkdir(empty)
+    assert_matches_truth(dump_json("--core", core, "--sysroot", empty),
+                         t.truth)
 
 
 def test_live_status(tmp_path):
