@@ -50,6 +50,10 @@ typedef struct core_ctx {
     char *exe_override; /* owned, or NULL */
     char *sysroot;      /* owned, or NULL */
     uint64_t entry;     /* AT_ENTRY */
+    int signal;         /* pr_cursig of the first NT_PRSTATUS: the thread
+                           that was dumping (0 for most gcore cores) */
+    uint64_t signal_tid;
+    bool have_prstatus;
     uint64_t truncated_want; /* file size the segments need, if larger */
 } core_ctx;
 
@@ -233,10 +237,21 @@ static void core_destroy(void *ctx)
     free(c);
 }
 
+static int core_fatal_signal(void *ctx, int *signo, uint64_t *tid)
+{
+    core_ctx *c = ctx;
+    if (!c->signal)
+        return -PYU_E_STATE;
+    *signo = c->signal;
+    *tid = c->signal_tid;
+    return 0;
+}
+
 const pyu_memory_ops pyu_core_ops = {
     .read = core_read,
     .mappings = core_mappings,
     .file_path = core_file_path,
+    .fatal_signal = core_fatal_signal,
     .destroy = core_destroy,
 };
 
@@ -347,10 +362,19 @@ static int parse_notes(core_ctx *c, int *pid)
                 memcpy(&p, desc + 24, 4);
                 if (p > 0)
                     *pid = p;
-            } else if (nh.n_type == NT_PRSTATUS && dlen >= 36 && *pid == 0) {
+            } else if (nh.n_type == NT_PRSTATUS && dlen >= 36 &&
+                       !c->have_prstatus) {
+                /* the kernel writes the dumping thread first */
                 int32_t p;
+                int16_t sig;
                 memcpy(&p, desc + 32, 4);
-                if (p > 0)
+                memcpy(&sig, desc + 12, 2);
+                c->have_prstatus = true;
+                if (p > 0 && sig > 0 && sig < 128) {
+                    c->signal = sig;
+                    c->signal_tid = (uint64_t)p;
+                }
+                if (p > 0 && *pid == 0)
                     *pid = p;
             } else if (nh.n_type == NT_AUXV) {
                 parse_auxv(c, desc, dlen);

@@ -3,6 +3,7 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -177,9 +178,18 @@ int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
     src_cache src = {0};
     if (d->pid > 0)
         fprintf(out, "Process %d: ", d->pid);
-    fprintf(out, "CPython %s%s, %zu thread%s\n", d->version,
+    fprintf(out, "CPython %s%s, %zu thread%s", d->version,
             d->free_threaded ? " (free-threaded)" : "", d->nthreads,
             d->nthreads == 1 ? "" : "s");
+    if (d->signal) {
+        const char *name = sigabbrev_np(d->signal);
+        if (name)
+            fprintf(out, "; killed by SIG%s (signal %d)", name, d->signal);
+        else
+            fprintf(out, "; killed by signal %d", d->signal);
+        fprintf(out, " in native thread %" PRIu64, d->signal_thread);
+    }
+    fputs("\n", out);
     for (size_t i = 0; i < d->nthreads; i++) {
         fputs("\n", out);
         print_thread(out, &d->threads[i], &src, flags);
@@ -266,7 +276,12 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
             fputs("null", out);
         fputs("}", out);
     }
-    fprintf(out, "\n], \"threads_truncated\": %s}\n",
+    fprintf(out, "\n], \"threads_truncated\": %s, \"signal\": ",
             d->threads_truncated ? "true" : "false");
+    if (d->signal)
+        fprintf(out, "{\"number\": %d, \"native_thread_id\": %" PRIu64 "}}\n",
+                d->signal, d->signal_thread);
+    else
+        fputs("null}\n", out);
     return ferror(out) ? -PYU_E_IO : 0;
 }

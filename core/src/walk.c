@@ -503,6 +503,40 @@ static void speculate(pyu_session *s, prefetch *p, interp_info *ii)
     p->ts_ok = p->interp_ok && n == 2 && ii->threads_head == s->guess_tstate;
 }
 
+/* Puts the interpreters' blocks of threads in ascending interpreter id
+ * (the runtime lists the newest interpreter first). */
+static int order_interpreters(pyu_session *s, pyu_dump *d,
+                              const size_t *starts, size_t n)
+{
+    if (n < 2)
+        return 0;
+    pyu_thread *sorted = malloc(d->nthreads * sizeof *sorted);
+    if (!sorted)
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    size_t w = 0;
+    int64_t last = INT64_MIN;
+    for (size_t round = 0; round < n; round++) {
+        /* the smallest id above the last one copied (ids are unique) */
+        size_t pick = n;
+        for (size_t i = 0; i < n; i++) {
+            int64_t id = d->threads[starts[i]].interpreter_id;
+            if (starts[i] < starts[i + 1] && id > last &&
+                (pick == n || id < d->threads[starts[pick]].interpreter_id))
+                pick = i;
+        }
+        if (pick == n)
+            break;
+        last = d->threads[starts[pick]].interpreter_id;
+        size_t len = starts[pick + 1] - starts[pick];
+        memcpy(sorted + w, d->threads + starts[pick], len * sizeof *sorted);
+        w += len;
+    }
+    if (w == d->nthreads) /* else: duplicate ids (garbage): keep as read */
+        memcpy(d->threads, sorted, w * sizeof *sorted);
+    free(sorted);
+    return 0;
+}
+
 static int walk_all(pyu_session *s, dump_impl *d)
 {
     const pyu_offsets *o = &s->off;
@@ -521,6 +555,8 @@ static int walk_all(pyu_session *s, dump_impl *d)
                            "the runtime has no interpreter (finalised or "
                            "not started)");
     s->guess_interp = interp;
+    size_t starts[PYU_MAX_INTERPRETERS + 1];
+    size_t ninterp = 0;
     for (int ni = 0; interp && ni < PYU_MAX_INTERPRETERS; ni++) {
         interp_info ii;
         if (cycle_step(&icyc, interp))
@@ -534,6 +570,7 @@ static int walk_all(pyu_session *s, dump_impl *d)
         uint64_t ts = ii.threads_head;
         cycle tcyc = {0, 1, 0};
         size_t first = d->pub.nthreads;
+        starts[ninterp++] = first;
         for (size_t nt = 0; ts; nt++) {
             if (nt >= PYU_MAX_THREADS) {
                 d->pub.threads_truncated = 1;
@@ -561,7 +598,8 @@ static int walk_all(pyu_session *s, dump_impl *d)
         order_threads(&d->pub, first);
         interp = ii.next;
     }
-    return 0;
+    starts[ninterp] = d->pub.nthreads;
+    return order_interpreters(s, &d->pub, starts, ninterp);
 }
 
 int pyu_dump_take(pyu_session *s, pyu_dump **out)
@@ -577,6 +615,10 @@ int pyu_dump_take(pyu_session *s, pyu_dump **out)
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     d->pub.pid = s->pid;
+    if (s->ops->fatal_signal &&
+        s->ops->fatal_signal(s->ctx, &d->pub.signal, &d->pub.signal_thread) <
+            0)
+        d->pub.signal = 0;
     s->dump_serial++; /* names copied for earlier dumps are theirs */
     snprintf(d->pub.version, sizeof d->pub.version, "%s", s->version);
     d->pub.free_threaded = s->off.free_threaded;

@@ -27,6 +27,7 @@ def target(request):
 def test_live(target):
     dump = dump_json(str(target.pid))
     assert dump["pid"] == target.pid
+    assert dump["signal"] is None
     assert_matches_truth(dump, target.truth)
     by_id = {str(t["thread_id"]): t for t in dump["threads"]
              if t["interpreter_id"] == 0}
@@ -78,6 +79,7 @@ def test_gcore(target):
             import json
             dump = json.loads(r.stdout)
         assert dump["pid"] == target.pid
+        assert dump["signal"] is None  # gcore: the process lived on
         if not guarded:
             assert_matches_truth(dump, target.truth)
             return
@@ -109,6 +111,11 @@ def test_kernel_core(target):
     assert core, "the kernel wrote no core file"
     dump = dump_json("--core", core)
     assert_matches_truth(dump, target.truth)
+    # NT_PRSTATUS: the signal, and the thread the kernel delivered it to
+    natives = {t["native_id"] for t in target.truth["threads"].values()}
+    assert dump["signal"]["number"] == 6
+    assert dump["signal"]["native_thread_id"] in natives
+    assert dump["threads"][0]["interpreter_id"] == 0
     # the executable given explicitly works as well
     dump = dump_json("--core", core, "--exe", target.python)
     assert_matches_truth(dump, target.truth)

@@ -115,6 +115,10 @@ typedef int (*pyu_mapping_fn)(void *arg, const pyu_mapping *m);
  * thread_state May be NULL.  Writes the scheduler state letter of native
  *           thread tid ('R' running, 'S' sleeping, ...) and returns 0, or
  *           returns a negated error when unknown.
+ * fatal_signal May be NULL.  When the target was stopped by a signal (a
+ *           core the kernel wrote), stores the signal and the kernel thread
+ *           it was delivered to and returns 0; otherwise returns
+ *           -PYU_E_STATE.
  * destroy   May be NULL.  Frees ctx; called once, by pyu_session_free.
  */
 typedef struct pyu_memory_ops {
@@ -124,6 +128,7 @@ typedef struct pyu_memory_ops {
     int (*pause)(void *ctx);
     int (*resume)(void *ctx);
     int (*thread_state)(void *ctx, uint64_t tid, char *state);
+    int (*fatal_signal)(void *ctx, int *signo, uint64_t *tid);
     void (*destroy)(void *ctx);
 } pyu_memory_ops;
 
@@ -217,6 +222,8 @@ typedef struct pyu_thread {
 
 typedef struct pyu_dump {
     int pid;
+    int signal;             /* the signal that killed it (cores), or 0 */
+    uint64_t signal_thread; /* the kernel thread that received it */
     char version[32];
     int free_threaded;
     pyu_thread *threads;
