@@ -32,13 +32,14 @@ static const char usage_text[] =
     "or core file, read from outside the process.\n"
     "\n"
     "  --json          print JSON (docs/json.md) instead of text\n"
-    "  -o FILE         write to FILE instead of standard output\n"
+    "  -o, --output FILE  write to FILE instead of standard output\n"
     "  --no-source     do not print source lines\n"
     "  --nonblocking   do not stop the process while reading it\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
     "  --exe PYTHON    the executable the core was written from, when it\n"
     "                  is not where the core says\n"
-    "  --sysroot DIR   read the files the core names below DIR\n";
+    "  --sysroot DIR   read the files the core names below DIR\n"
+    "  -h, --help      print this help\n";
 
 static int exit_for(int code)
 {
@@ -51,6 +52,7 @@ static int exit_for(int code)
     case PYU_E_IO:
     case PYU_E_FAULT:
     case PYU_E_INVAL:
+    case PYU_E_CORRUPT:
         return EXIT_TARGET;
     default:
         return EXIT_NOTPY;
@@ -96,7 +98,8 @@ static int cmd_dump(int argc, char **argv)
     int c, pid = 0;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+o:h", opts, NULL)) != -1) {
+    opterr = 0; /* our own one-line messages */
+    while ((c = getopt_long(argc, argv, ":o:h", opts, NULL)) != -1) {
         switch (c) {
         case OPT_JSON: json = true; break;
         case OPT_CORE: core = optarg; break;
@@ -106,7 +109,14 @@ static int cmd_dump(int argc, char **argv)
         case OPT_NONBLOCK: open_flags |= PYU_OPEN_NONBLOCKING; break;
         case 'o': outpath = optarg; break;
         case 'h': fputs(usage_text, stdout); return EXIT_OK;
-        default: fputs(usage_text, stderr); return EXIT_USAGE;
+        case ':':
+            fprintf(stderr, "pyunwind: error: option '%s' needs a value "
+                            "(see pyunwind dump --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
+        default:
+            fprintf(stderr, "pyunwind: error: unknown option '%s' (see "
+                            "pyunwind dump --help)\n", argv[optind - 1]);
+            return EXIT_USAGE;
         }
     }
     if (core && optind != argc) {
@@ -116,7 +126,10 @@ static int cmd_dump(int argc, char **argv)
     }
     if (!core) {
         if (optind + 1 != argc) {
-            fputs(usage_text, stderr);
+            fprintf(stderr, "pyunwind: error: %s (see pyunwind dump "
+                            "--help)\n",
+                    optind == argc ? "give a process id or --core CORE"
+                                   : "give one process id");
             return EXIT_USAGE;
         }
         if (parse_pid(argv[optind], &pid) < 0) {

@@ -382,10 +382,12 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     uint8_t buf[65536];
     size_t len = (size_t)PYU_OFF(o, co_size);
     if ((addr & 7) || addr == 0) {
-        pyu_err_set(&s->err, PYU_E_CORRUPT,
-                    "code object pointer 0x%" PRIx64 " is misaligned", addr);
+        pyu_err_set(&s->err, PYU_E_CORRUPT, "code object pointer 0x%" PRIx64
+                    " is %s", addr, addr ? "misaligned" : "NULL");
         return NULL;
     }
+    if (s->ncodes >= PYU_MAX_CODES)
+        pyu_caches_flush(s); /* a long session: start over, bounded */
     if (pyu_read(s, addr, buf, len, "a code object") < 0)
         return NULL;
     uint64_t type = pyu_u64(buf, len, PYU_OFF(o, ob_type));
@@ -400,9 +402,12 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
         *is_code = false;
         return NULL;
     }
-    const char *qual = pyu_str_read(s, pyu_u64(buf, len, PYU_OFF(o, co_qualname)));
-    const char *name = qual ? pyu_str_read(s, pyu_u64(buf, len, PYU_OFF(o, co_name))) : NULL;
-    const char *file = name ? pyu_str_read(s, pyu_u64(buf, len, PYU_OFF(o, co_filename))) : NULL;
+    uint64_t qual_at = pyu_u64(buf, len, PYU_OFF(o, co_qualname));
+    uint64_t name_at = pyu_u64(buf, len, PYU_OFF(o, co_name));
+    uint64_t file_at = pyu_u64(buf, len, PYU_OFF(o, co_filename));
+    const char *qual = pyu_str_read(s, qual_at);
+    const char *name = qual ? pyu_str_read(s, name_at) : NULL;
+    const char *file = name ? pyu_str_read(s, file_at) : NULL;
     if (!file) {
         pyu_err_ctx(&s->err, "code object at 0x%" PRIx64, addr);
         return NULL;
@@ -424,6 +429,9 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     c->qualname = qual;
     c->name = name;
     c->filename = file;
+    c->str_addr[0] = qual_at;
+    c->str_addr[1] = name_at;
+    c->str_addr[2] = file_at;
     c->firstlineno = (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_firstlineno));
     c->tlbc_array = PYU_HAS(o, co_tlbc) && o->free_threaded
                         ? pyu_u64(buf, len, PYU_OFF(o, co_tlbc))

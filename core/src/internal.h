@@ -14,6 +14,7 @@
 
 #define PYU_MAX_INTERPRETERS 256
 #define PYU_MAX_GENERATIONS 8   /* interpreters whose code epochs we track */
+#define PYU_MAX_CODES 65536     /* cached code objects before starting over */
 #define PYU_MAX_THREADS 16384
 #define PYU_MAX_FRAMES 65536    /* per thread */
 #define PYU_MAX_STRING 65536    /* characters of a name or file name */
@@ -158,6 +159,7 @@ typedef struct pyu_code {
     const char *qualname; /* interned in the session's string table */
     const char *name;
     const char *filename;
+    uint64_t str_addr[3]; /* remote addresses of qualname, name, filename */
     uint8_t *linetable;   /* owned */
     uint32_t linetable_len;
     int firstlineno;

@@ -235,6 +235,12 @@ static void add_known_fields(pyu_offsets *o)
     }
     if (o->minor == 14) /* `int holds_gil` follows the 4-byte _status */
         o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status] + 4;
+    /* 3.15 publishes exc_state (the thread's own item) but not exc_info,
+     * the top of the handled-exception stack (a running generator's item
+     * when there is one); it is the pointer right after current_exception,
+     * as in 3.13 and 3.14 */
+    if (o->minor >= 15 && PYU_HAS(o, ts_current_exception))
+        o->v[PYU_F_ts_exc_info] = o->v[PYU_F_ts_current_exception] + 8;
 }
 
 int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)

@@ -134,12 +134,13 @@ typedef struct dump_impl {
     size_t nerrors;
 } dump_impl;
 
-static const char *dump_str(dump_impl *d, const char *sess_str)
+/* The dump's copy of the text of the str object at remote address `addr`
+ * (keyed by that address: the session's own copies may be dropped and
+ * their memory reused while a dump is taken). */
+static const char *dump_str(dump_impl *d, uint64_t addr, const char *text)
 {
-    uint64_t key = (uint64_t)(uintptr_t)sess_str;
-    const char *hit = pyu_strtab_get(d->strings, key);
-    return hit ? hit
-               : pyu_strtab_put(d->strings, key, sess_str, strlen(sess_str));
+    const char *hit = pyu_strtab_get(d->strings, addr);
+    return hit ? hit : pyu_strtab_put(d->strings, addr, text, strlen(text));
 }
 
 void pyu_dump_free(pyu_dump *pub)
@@ -242,9 +243,11 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
                 pyu_frame *f = &t->frames[t->nframes];
                 pyu_code *cw = (pyu_code *)c;
                 if (cw->dump_serial != s->dump_serial) {
-                    cw->dump_qualname = dump_str(d, c->qualname);
-                    cw->dump_name = dump_str(d, c->name);
-                    cw->dump_filename = dump_str(d, c->filename);
+                    cw->dump_qualname = dump_str(d, c->str_addr[0],
+                                                 c->qualname);
+                    cw->dump_name = dump_str(d, c->str_addr[1], c->name);
+                    cw->dump_filename = dump_str(d, c->str_addr[2],
+                                                 c->filename);
                     if (!cw->dump_qualname || !cw->dump_name ||
                         !cw->dump_filename)
                         return pyu_err_set(&s->err, PYU_E_NOMEM,
@@ -276,7 +279,8 @@ typedef struct interp_info {
 } interp_info;
 
 /* Code objects of an interpreter were freed when its code_object_generation
- * moved (3.14+): cached ones may have been replaced at the same address. */
+ * moved (3.14+): cached ones, and their names, may have been replaced at
+ * the same addresses. */
 static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
 {
     size_t free_slot = PYU_MAX_GENERATIONS;
@@ -284,7 +288,7 @@ static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
         if (s->generations[i].interp == interp) {
             if (s->generations[i].gen != gen) {
                 s->generations[i].gen = gen;
-                s->code_epoch++;
+                pyu_caches_flush(s); /* names may have been freed too */
             }
             return;
         }
@@ -297,7 +301,7 @@ static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
     }
     s->generations[free_slot].interp = interp;
     s->generations[free_slot].gen = gen;
-    s->code_epoch++; /* not seen before: nothing cached can be trusted */
+    pyu_caches_flush(s); /* not seen before: nothing cached can be trusted */
 }
 
 /* Reads the interpreter's fields, and in the same call the `extra` ranges
@@ -387,14 +391,14 @@ static unsigned thread_status(pyu_session *s, const interp_info *ii,
                        ? pyu_u64(buf, len, PYU_OFF(o, ts_current_exception))
                        : 0;
     uint64_t handled = 0;
-    if (PYU_HAS(o, ts_exc_state)) {
-        handled = pyu_u64(buf, len,
-                          PYU_OFF(o, ts_exc_state) + PYU_OFF(o, err_exc_value));
-    } else if (PYU_HAS(o, ts_exc_info)) {
+    if (PYU_HAS(o, ts_exc_info)) {
         uint64_t item = pyu_u64(buf, len, PYU_OFF(o, ts_exc_info));
         if (item)
             pyu_read(s, item + PYU_OFF(o, err_exc_value), &handled, 8,
                      "an exception stack item");
+    } else if (PYU_HAS(o, ts_exc_state)) {
+        handled = pyu_u64(buf, len,
+                          PYU_OFF(o, ts_exc_state) + PYU_OFF(o, err_exc_value));
     }
     if (is_exception(s, exc) || is_exception(s, handled))
         st |= PYU_STATUS_EXCEPTION;
@@ -557,10 +561,12 @@ static int walk_all(pyu_session *s, dump_impl *d)
     s->guess_interp = interp;
     size_t starts[PYU_MAX_INTERPRETERS + 1];
     size_t ninterp = 0;
-    for (int ni = 0; interp && ni < PYU_MAX_INTERPRETERS; ni++) {
+    for (int ni = 0; interp; ni++) {
         interp_info ii;
-        if (cycle_step(&icyc, interp))
+        if (ni == PYU_MAX_INTERPRETERS || cycle_step(&icyc, interp)) {
+            d->pub.threads_truncated = 1; /* interpreters not listed */
             break;
+        }
         if (ni == 0 && pf.interp_ok)
             ii = first_ii;
         else if (read_interp(s, interp, &ii, NULL, 0) < 0)

@@ -48,6 +48,10 @@ def test_usage_errors():
     assert_one_line_error(pyunwind("dump", "--core", "x", "123"), 2)
     assert pyunwind("frobnicate").returncode == 2
     assert pyunwind("dump", "--help").returncode == 0
+    assert_one_line_error(pyunwind("dump", "--frob", "1"), 2,
+                          "unknown option '--frob'")
+    assert_one_line_error(pyunwind("dump", "-o"), 2, "needs a value")
+    assert_one_line_error(pyunwind("dump"), 2, "give a process id")
 
 
 def free_pid():
@@ -172,6 +176,31 @@ def test_source_path_is_a_fifo(tmp_path):
         r = pyunwind("dump", str(p.pid), timeout=30)
         assert r.returncode == 0, r.stderr
         assert 'File "%s", line 1, in <module>' % fifo in r.stdout
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_non_utf8_file_name_in_json():
+    """A code object's file name with bytes that are not UTF-8 (Python
+    keeps them as surrogate escapes): the JSON stays valid UTF-8 and reads
+    back as the same str; options may follow the pid."""
+    label, python = interpreters()[0]
+    name = "/tmp/caf\udce9-\udcff.py"  # latin-1 bytes of a foreign system
+    code = ("import time\nc = compile('time.sleep(300)', %r, 'exec')\n"
+            "print('ready', flush=True)\nexec(c)\n" % name)
+    p = subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.2)
+        r = subprocess.run([PYUNWIND, "dump", str(p.pid), "--json"],
+                           capture_output=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        import json
+        dump = json.loads(r.stdout.decode("utf-8"))  # strict UTF-8
+        files = [f["file"] for t in dump["threads"] for f in t["frames"]]
+        assert name in files, files
     finally:
         p.kill()
         p.wait()

@@ -33,6 +33,7 @@ def test_live(target):
              if t["interpreter_id"] == 0}
     roles = target.truth["roles"]
     assert "exception" in by_id[str(roles["except"])]["status"]
+    assert "exception" in by_id[str(roles["generator_except"])]["status"]
     assert "exception" not in by_id[str(roles["closure"])]["status"]
     if not dump["python"]["free_threaded"]:
         assert sum("has_gil" in t["status"] for t in dump["threads"]) <= 1

@@ -133,6 +133,18 @@ def handle_exception():
         park("except")
 
 
+def generator_handling_exception():
+    try:
+        raise KeyError("handled inside a generator")
+    except KeyError:
+        park("generator_except")  # the exception is the generator's own
+        yield
+
+
+def drive_generator_handling_exception():
+    next(generator_handling_exception())
+
+
 def busy():
     global stop_busy
     roles["busy"] = threading.get_ident()
@@ -241,7 +253,8 @@ def main():
     shapes = [lambda: recurse(args.depth), Outer.Inner().method,
               make_closure(), decorated, lambda_caller, comprehension,
               list_comprehension, exec_code, eval_code, drive_generator,
-              drive_coroutine, handle_exception, busy, unicode_name,
+              drive_coroutine, handle_exception,
+              drive_generator_handling_exception, busy, unicode_name,
               emoji_file]
     shapes += [(lambda i=i: numbered(i, i % 7)) for i in range(args.threads)]
     threads = [threading.Thread(target=s, daemon=True) for s in shapes]
