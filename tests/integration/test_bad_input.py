@@ -2,6 +2,7 @@
 a hang: missing and foreign processes, old Pythons, refused permissions,
 and files that are not (whole) cores of a Python program."""
 
+import contextlib
 import os
 import random
 import shutil
@@ -160,40 +161,40 @@ def test_changing_target(label, python):
         p.wait()
 
 
-def test_source_path_is_a_fifo(tmp_path):
-    """File names come from the target: one naming a FIFO must not make the
-    text output wait for a writer."""
-    fifo = str(tmp_path / "code.py")
-    os.mkfifo(fifo)
+@contextlib.contextmanager
+def sleeping_in_file(file_name):
+    """A Python process sleeping in code compiled with file_name."""
     label, python = interpreters()[0]
     code = ("import time\nc = compile('time.sleep(300)', %r, 'exec')\n"
-            "print('ready', flush=True)\nexec(c)\n" % fifo)
+            "print('ready', flush=True)\nexec(c)\n" % file_name)
     p = subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE,
                          text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
         time.sleep(0.2)
-        r = pyunwind("dump", str(p.pid), timeout=30)
-        assert r.returncode == 0, r.stderr
-        assert 'File "%s", line 1, in <module>' % fifo in r.stdout
+        yield p
     finally:
         p.kill()
         p.wait()
+
+
+def test_source_path_is_a_fifo(tmp_path):
+    """File names come from the target: one naming a FIFO must not make the
+    text output wait for a writer."""
+    fifo = str(tmp_path / "code.py")
+    os.mkfifo(fifo)
+    with sleeping_in_file(fifo) as p:
+        r = pyunwind("dump", str(p.pid), timeout=30)
+        assert r.returncode == 0, r.stderr
+        assert 'File "%s", line 1, in <module>' % fifo in r.stdout
 
 
 def test_non_utf8_file_name_in_json():
     """A code object's file name with bytes that are not UTF-8 (Python
     keeps them as surrogate escapes): the JSON stays valid UTF-8 and reads
     back as the same str; options may follow the pid."""
-    label, python = interpreters()[0]
     name = "/tmp/caf\udce9-\udcff.py"  # latin-1 bytes of a foreign system
-    code = ("import time\nc = compile('time.sleep(300)', %r, 'exec')\n"
-            "print('ready', flush=True)\nexec(c)\n" % name)
-    p = subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE,
-                         text=True)
-    try:
-        assert p.stdout.readline().strip() == "ready"
-        time.sleep(0.2)
+    with sleeping_in_file(name) as p:
         r = subprocess.run([PYUNWIND, "dump", str(p.pid), "--json"],
                            capture_output=True, timeout=60)
         assert r.returncode == 0, r.stderr
@@ -201,9 +202,6 @@ def test_non_utf8_file_name_in_json():
         dump = json.loads(r.stdout.decode("utf-8"))  # strict UTF-8
         files = [f["file"] for t in dump["threads"] for f in t["frames"]]
         assert name in files, files
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_stopped_process_stays_stopped(tmp_path):
