@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -235,6 +236,37 @@ static size_t code_slot(uint64_t addr, size_t cap)
     return (size_t)(h >> 20) & (cap - 1);
 }
 
+/* Both tables here are open-addressing arrays of elements that start with
+ * a non-zero uint64_t key (0 marks a free slot).  Doubles *slots (*cap
+ * elements of el bytes each); false when out of memory. */
+static bool table_grow(void **slots, size_t *cap, size_t el)
+{
+    size_t ncap = *cap ? *cap * 2 : 256;
+    char *nt = calloc(ncap, el);
+    if (!nt)
+        return false;
+    for (size_t k = 0; k < *cap; k++) {
+        const char *e = (const char *)*slots + k * el;
+        uint64_t key, other;
+        memcpy(&key, e, 8);
+        if (!key)
+            continue;
+        size_t i = code_slot(key, ncap);
+        for (;; i = (i + 1) & (ncap - 1)) {
+            memcpy(&other, nt + i * el, 8);
+            if (!other)
+                break;
+        }
+        memcpy(nt + i * el, e, el);
+    }
+    free(*slots);
+    *slots = nt;
+    *cap = ncap;
+    return true;
+}
+
+_Static_assert(offsetof(pyu_code, addr) == 0, "code cache key first");
+
 static pyu_code *code_lookup(pyu_session *s, uint64_t addr)
 {
     if (!s->codes)
@@ -253,23 +285,9 @@ static pyu_code *code_lookup(pyu_session *s, uint64_t addr)
 
 static pyu_code *code_insert(pyu_session *s, uint64_t addr)
 {
-    if (s->ncodes * 2 >= s->ncodes_cap) {
-        size_t ncap = s->ncodes_cap ? s->ncodes_cap * 2 : 256;
-        pyu_code *nt = calloc(ncap, sizeof *nt);
-        if (!nt)
-            return NULL;
-        for (size_t k = 0; k < s->ncodes_cap; k++) {
-            if (!s->codes[k].addr)
-                continue;
-            size_t i = code_slot(s->codes[k].addr, ncap);
-            while (nt[i].addr)
-                i = (i + 1) & (ncap - 1);
-            nt[i] = s->codes[k];
-        }
-        free(s->codes);
-        s->codes = nt;
-        s->ncodes_cap = ncap;
-    }
+    if (s->ncodes * 2 >= s->ncodes_cap &&
+        !table_grow((void **)&s->codes, &s->ncodes_cap, sizeof *s->codes))
+        return NULL;
     size_t i = code_slot(addr, s->ncodes_cap);
     while (s->codes[i].addr)
         i = (i + 1) & (s->ncodes_cap - 1);
@@ -516,7 +534,7 @@ const char *pyu_strtab_get(const pyu_strtab *t, uint64_t key)
     if (!t || !t->cap)
         return NULL;
     size_t i = code_slot(key, t->cap);
-    while (t->slots[i].text) {
+    while (t->slots[i].key) {
         if (t->slots[i].key == key)
             return t->slots[i].text;
         i = (i + 1) & (t->cap - 1);
@@ -527,27 +545,13 @@ const char *pyu_strtab_get(const pyu_strtab *t, uint64_t key)
 const char *pyu_strtab_put(pyu_strtab *t, uint64_t key, const char *text,
                            size_t len)
 {
-    if (!t)
+    if (!t || !key)
         return NULL;
-    if (t->n * 2 >= t->cap) {
-        size_t ncap = t->cap ? t->cap * 2 : 256;
-        strslot *ns = calloc(ncap, sizeof *ns);
-        if (!ns)
-            return NULL;
-        for (size_t k = 0; k < t->cap; k++) {
-            if (!t->slots[k].text)
-                continue;
-            size_t i = code_slot(t->slots[k].key, ncap);
-            while (ns[i].text)
-                i = (i + 1) & (ncap - 1);
-            ns[i] = t->slots[k];
-        }
-        free(t->slots);
-        t->slots = ns;
-        t->cap = ncap;
-    }
+    if (t->n * 2 >= t->cap &&
+        !table_grow((void **)&t->slots, &t->cap, sizeof *t->slots))
+        return NULL;
     size_t i = code_slot(key, t->cap);
-    while (t->slots[i].text) {
+    while (t->slots[i].key) {
         if (t->slots[i].key == key)
             return t->slots[i].text;
         i = (i + 1) & (t->cap - 1);

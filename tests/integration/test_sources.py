@@ -81,6 +81,7 @@ def test_second_libpython(tmp_path, host):
         if kernel_cores_land_here():
             core = t.abort()
             assert_matches_truth(dump_json("--core", core), t.truth)
+            os.unlink(core)
     finally:
         t.close()
 
@@ -115,6 +116,8 @@ def test_moved_binaries(tmp_path):
     os.mkdir(empty)
     assert_matches_truth(dump_json("--core", core, "--sysroot", empty),
                          t.truth)
+    shutil.rmtree(sysroot)  # a copy of an interpreter and a core: keep no
+    os.unlink(core)         # gigabytes behind
 
 
 def test_live_status(tmp_path):
