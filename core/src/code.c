@@ -298,11 +298,7 @@ static pyu_code *code_insert(pyu_session *s, uint64_t addr)
 
 void pyu_caches_flush(pyu_session *s)
 {
-    for (size_t i = 0; i < s->ncodes_cap; i++)
-        free(s->codes[i].linetable);
-    free(s->codes);
-    s->codes = NULL;
-    s->ncodes = s->ncodes_cap = 0;
+    pyu_caches_free(s);
     pyu_strtab_free(s->strings);
     s->strings = pyu_strtab_new();
     s->type_no_next = 0;
@@ -319,8 +315,6 @@ void pyu_caches_free(pyu_session *s)
     s->ncodes = s->ncodes_cap = 0;
 }
 
-/* Is the type object at type_addr named `name`?  Results are cached for
- * the code type; other names are answered by reading. */
 /* 1 when the type object's tp_name is `name`, 0 when it is another, -1
  * when the type is unreadable, -2 when only the name is (a core whose
  * binaries are gone: type names live in their read-only data). */
@@ -395,7 +389,7 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     const pyu_offsets *o = &s->off;
     *is_code = true;
     pyu_code *c = code_lookup(s, addr);
-    if (c && c->generation == s->code_epoch)
+    if (c && !c->stale)
         return c;
     uint8_t buf[65536];
     size_t len = (size_t)PYU_OFF(o, co_size);
@@ -443,7 +437,7 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     }
     c->linetable = NULL;
     c->linetable_len = 0;
-    c->generation = s->code_epoch;
+    c->stale = false;
     c->qualname = qual;
     c->name = name;
     c->filename = file;
@@ -461,7 +455,7 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
         pyu_err_ctx(&s->err, "code object %s at 0x%" PRIx64, qual, addr);
         free(c->linetable);
         c->linetable = NULL;
-        c->generation = UINT64_MAX; /* re-read next time */
+        c->stale = true; /* read it again next time */
         return NULL;
     }
     return c;

@@ -52,14 +52,3 @@ int pyu_err_ctx(pyu_err *e, const char *fmt, ...)
         e->code = PYU_E_IO;
     return -e->code;
 }
-
-char *pyu_xasprintf(const char *fmt, ...)
-{
-    va_list ap;
-    char *out = NULL;
-    va_start(ap, fmt);
-    if (vasprintf(&out, fmt, ap) < 0)
-        out = NULL;
-    va_end(ap);
-    return out;
-}

@@ -155,7 +155,7 @@ PYU_HIDDEN size_t pyu_offsets_layout_fields(uint64_t version_hex);
 /* A cached code object: what frames need, decoded once. */
 typedef struct pyu_code {
     uint64_t addr;       /* 0: empty slot */
-    uint64_t generation; /* cache epoch it was read in */
+    bool stale;          /* reading it failed part-way: read it again */
     const char *qualname; /* interned in the session's string table */
     const char *name;
     const char *filename;
@@ -210,7 +210,6 @@ struct pyu_session {
     pyu_code *codes;     /* open addressing, power-of-two size */
     size_t ncodes_cap;
     size_t ncodes;
-    uint64_t code_epoch;
     uint64_t dump_serial; /* dumps taken so far */
     uint64_t guess_interp, guess_tstate; /* first ones of the last dump */
     struct {
@@ -281,10 +280,5 @@ PYU_HIDDEN void pyu_strtab_free(pyu_strtab *t);
 PYU_HIDDEN const char *pyu_strtab_get(const pyu_strtab *t, uint64_t key);
 PYU_HIDDEN const char *pyu_strtab_put(pyu_strtab *t, uint64_t key,
                                       const char *text, size_t len);
-
-/* ================================================================ helpers */
-
-/* printf into a fresh heap string; NULL when out of memory. */
-PYU_HIDDEN char *pyu_xasprintf(const char *fmt, ...) PYU_PRINTF(1, 2);
 
 #endif
