@@ -1,0 +1,79 @@
+/* The commands every front end offers (the CLI, the gdb plugin, the lldb
+ * plugin): their options, their help, and running them over an opened
+ * session.  Parsing and rendering live here once, so `pyunwind dump`,
+ * gdb's `py-dump` and lldb's `py-dump` accept the same options and print
+ * the same bytes.  Front ends only decide how to open the session (a pid, a
+ * core file, or the debugger's own memory) and where the text goes. */
+#ifndef PYUNWIND_FRONTEND_COMMAND_H
+#define PYUNWIND_FRONTEND_COMMAND_H
+
+#include "pyunwind/pyunwind.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Exit codes of the CLI (docs/exit-codes.md); the plugins report the same
+ * cases as debugger errors. */
+enum pyu_cmd_exit {
+    PYU_EXIT_OK = 0,
+    PYU_EXIT_INTERNAL = 1, /* out of memory, output could not be written */
+    PYU_EXIT_USAGE = 2,    /* bad command line */
+    PYU_EXIT_TARGET = 3,   /* the process or core cannot be read */
+    PYU_EXIT_NOTPY = 4,    /* not a supported CPython */
+    PYU_EXIT_PARTIAL = 5,  /* dump written, but some stacks are incomplete */
+};
+
+/* Who parses: the CLI takes a target (PID or --core ...) on its command
+ * line; a debugger command reads the debugger's current target. */
+enum pyu_cmd_frontend { PYU_CMD_CLI, PYU_CMD_DEBUGGER };
+
+/* Options of `dump` / `py-dump`. */
+typedef struct pyu_cmd_dump {
+    bool json;            /* --json */
+    bool verbose;         /* --verbose: say where memory came from */
+    bool help;            /* -h/--help was given: print the help, do nothing */
+    unsigned text_flags;  /* PYU_TEXT_* (--no-source) */
+    const char *output;   /* -o FILE, or NULL for the front end's output */
+    uint64_t thread;      /* --thread TID (native id or ident); 0 = all */
+    /* CLI only */
+    unsigned open_flags;  /* PYU_OPEN_* (--nonblocking) */
+    int pid;
+    const char *core, *exe, *sysroot;
+} pyu_cmd_dump;
+
+/* The help text of the dump command for a front end ("py-dump" or
+ * "pyunwind dump"); a static string. */
+const char *pyu_cmd_dump_help(enum pyu_cmd_frontend fe);
+
+/* The long options `dump` accepts in a front end, NULL-terminated, each
+ * with its leading dashes (for completion). */
+const char *const *pyu_cmd_dump_options(enum pyu_cmd_frontend fe);
+
+/* Parses argv[1..argc-1] (argv[0] is the command's name; argv may be
+ * permuted).  Strings in *o point into argv.  Returns 0, or
+ * PYU_EXIT_USAGE with a one-line message (no trailing newline) in msg. */
+int pyu_cmd_dump_parse(pyu_cmd_dump *o, enum pyu_cmd_frontend fe, int argc,
+                       char **argv, char *msg, size_t msglen);
+
+/* The exit code for a negated pyu error code (from an open or a dump). */
+int pyu_cmd_exit_for(int rc);
+
+/* Takes a dump from an opened session and writes it to o->output, or to out
+ * when there is none.  `source` says in a few words how the session reads
+ * memory; with --verbose it goes to diag together with what was found.  A
+ * live session (retry_torn) retries dumps torn by a running target.
+ * Returns a PYU_EXIT_* code; for any code but OK and PARTIAL a one-line
+ * message is in msg. */
+int pyu_cmd_dump_run(pyu_session *s, const pyu_cmd_dump *o, bool retry_torn,
+                     const char *source, FILE *out, FILE *diag, char *msg,
+                     size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,252 @@
+"""pyunwind inside gdb: the `py-dump` command and a scripting API.
+
+    (gdb) source /path/to/pyunwind-gdb.py      # or `import pyunwind_gdb`
+    (gdb) py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]
+
+    python
+    import pyunwind_gdb
+    d = pyunwind_gdb.dump()          # what `py-dump --json` prints, as dicts
+    for t in d["threads"]: print(t["native_thread_id"], t["frames"][0])
+    end
+
+Everything that reads the target is pyunwind's C core (the _pyunwind
+extension module); this file only decides where the target's memory comes
+from:
+
+- a live local process (gdb's native target): read directly by pid, as
+  `pyunwind dump PID` does;
+- a core file: pyunwind's own core reader, as `pyunwind dump --core` does;
+  if that fails (a core pyunwind cannot open), gdb's memory of the core;
+- anything else, such as `target remote` to a gdbserver: gdb's memory
+  (Inferior.read_memory) and mappings (`info proc mappings`), because the
+  process may run on another machine.
+"""
+
+import json
+import os
+import re
+
+import gdb
+
+from . import _pyunwind
+
+__all__ = ["dump", "Error", "memory_source"]
+
+
+class Error(gdb.GdbError):
+    """A pyunwind failure, with a one-line message; .code is the exit code
+    `pyunwind dump` would give (docs/exit-codes.md)."""
+
+    def __init__(self, message, code=1):
+        super().__init__(message)
+        self.code = code
+
+
+_last_source = None
+
+
+def memory_source():
+    """How the last dump read the target, in a few words (or None)."""
+    return _last_source
+
+
+def _execute(command):
+    try:
+        return gdb.execute(command, to_string=True)
+    except gdb.error:
+        return ""
+
+
+def _core_file():
+    """The core file gdb has loaded, from `info target`."""
+    m = re.search(r"Local core dump file:\s*`(.*)', file type",
+                  _execute("info target"))
+    return m.group(1) if m else None
+
+
+def _runtime_hint():
+    """The address of _PyRuntime as gdb knows it (0 when it does not): the
+    .PyRuntime section of a loaded object (present in stripped builds),
+    else the _PyRuntime symbol."""
+    for line in _execute("info files").splitlines():
+        m = re.match(r"\s*(0x[0-9a-f]+) - 0x[0-9a-f]+ is \.PyRuntime\b", line)
+        if m:
+            return int(m.group(1), 16)
+    try:
+        return int(gdb.parse_and_eval("(unsigned long)&_PyRuntime"))
+    except (gdb.error, RuntimeError):
+        return 0
+
+
+_PERMS = re.compile(r"^[r-][w-][x-][ps]$")
+
+
+def _mappings():
+    """The target's mappings from `info proc mappings` (works for live,
+    core and gdbserver targets), as (start, end, offset, prot, path)."""
+    maps = []
+    for line in _execute("info proc mappings").splitlines():
+        f = line.split(None, 5)
+        if len(f) < 4 or not f[0].startswith("0x"):
+            continue
+        try:
+            start, end, offset = int(f[0], 16), int(f[1], 16), int(f[3], 16)
+        except ValueError:
+            continue
+        prot, rest = 1 | 2, f[4:]  # no permissions column: assume rw
+        if rest and _PERMS.match(rest[0]):
+            p = rest[0]
+            prot = (1 if p[0] == "r" else 0) | (2 if p[1] == "w" else 0) | \
+                   (4 if p[2] == "x" else 0)
+            rest = rest[1:]
+        path = " ".join(rest).strip() or None
+        if path and path.startswith("["):  # [heap], [stack], [vdso]
+            path = None
+        maps.append((start, end, offset, prot, path))
+    return maps
+
+
+def _fatal_signal(inferior):
+    """(signo, native thread id) of a core's fatal signal, or None."""
+    try:
+        signo = int(gdb.parse_and_eval("$_siginfo.si_signo"))
+    except (gdb.error, RuntimeError):
+        return None
+    for t in inferior.threads():
+        if t.num == 1:
+            return (signo, t.ptid[1])
+    return None
+
+
+def _open():
+    """A session for the selected inferior: (session, retry_torn, source)."""
+    inf = gdb.selected_inferior()
+    conn = inf.connection
+    kind = conn.type if conn is not None else None
+    if kind is None or inf.pid <= 0:
+        raise Error("no process: attach to a Python process (attach PID), "
+                    "run one, or load a core file (gdb PYTHON CORE)", 3)
+    if kind == "native":
+        s = _pyunwind.Session()
+        s.open_pid(inf.pid)
+        return s, True, "live process %d directly (gdb's native target)" % inf.pid
+    if kind == "core":
+        core = _core_file()
+        first_error = None
+        if core:
+            sysroot = gdb.parameter("sysroot") or ""
+            if sysroot.startswith("target:"):
+                sysroot = sysroot[len("target:"):]
+            exe = gdb.current_progspace().filename
+            s = _pyunwind.Session()
+            try:
+                s.open_core(core, exe, sysroot or None)
+                return s, False, "core file %s" % core
+            except _pyunwind.Error as e:
+                s.close()
+                first_error = e
+        source = "core file %s through gdb's memory" % (core or "?")
+        if first_error:
+            source += " (pyunwind's reader: %s)" % first_error
+        return _open_gdb_memory(inf, source, _fatal_signal(inf)), False, source
+    source = "process %d through gdb's memory (%s target)" % (inf.pid, kind)
+    return _open_gdb_memory(inf, source, None), True, source
+
+
+def _open_gdb_memory(inf, source, signal):
+    s = _pyunwind.Session()
+    s.open_memory(inf.read_memory, inf.pid, _runtime_hint(), _mappings(),
+                  signal)
+    return s
+
+
+def _run(argv):
+    """Runs py-dump with argv: (output bytes, diagnostics bytes)."""
+    global _last_source
+    try:
+        opts = _pyunwind.parse_dump(argv)
+        if opts["help"]:
+            return _pyunwind.dump_help().encode(), b""
+        session, retry, source = _open()
+        try:
+            _last_source = source
+            code, out, diag, msg = session.run_dump(argv, retry, source)
+        finally:
+            session.close()
+    except _pyunwind.Error as e:
+        raise Error(str(e), getattr(e, "code", 1)) from None
+    if code not in (0, 5):
+        raise Error(msg, code)
+    return out, diag
+
+
+def dump(thread=None):
+    """The dump of the selected inferior as Python objects: exactly what
+    `py-dump --json` prints (docs/json.md), parsed.  thread: a native
+    thread id or Python ident, to get that one thread.  Raises Error (a
+    gdb.GdbError) when the target cannot be read."""
+    argv = ["--json"]
+    if thread is not None:
+        argv += ["--thread", str(int(thread))]
+    out, _ = _run(argv)
+    return json.loads(out.decode("utf-8"))
+
+
+def _paths(word):
+    """File names starting with word, directories with a trailing slash."""
+    head, tail = os.path.split(word)
+    try:
+        names = sorted(os.listdir(os.path.expanduser(head) or "."))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        if name.startswith(tail) and (tail.startswith(".") or
+                                      not name.startswith(".")):
+            path = os.path.join(head, name)
+            out.append(path + "/" if os.path.isdir(os.path.expanduser(path))
+                       else path)
+    return out
+
+
+class PyDump(gdb.Command):
+    def __init__(self):
+        super().__init__("py-dump", gdb.COMMAND_STACK)
+
+    def invoke(self, arg, from_tty):
+        self.dont_repeat()
+        try:
+            argv = gdb.string_to_argv(arg)
+            out, diag = _run(argv)
+        except gdb.GdbError as e:
+            raise gdb.GdbError("py-dump: %s" % e) from None
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # never a traceback inside gdb
+            raise gdb.GdbError("py-dump: internal error: %s: %s"
+                               % (type(e).__name__, e)) from None
+        if diag:
+            gdb.write(diag.decode("utf-8", "backslashreplace"), gdb.STDERR)
+        if out:
+            gdb.write(out.decode("utf-8", "backslashreplace"))
+
+    def complete(self, text, word):
+        # gdb calls this twice: with word None to learn the word-break
+        # characters (a COMPLETE_* constant), then with the word after the
+        # last break character ("j" of "--j"): completions replace that.
+        tokens = text.split(" ")
+        current, before = tokens[-1], [t for t in tokens[:-1] if t]
+        if before and before[-1] in ("-o", "--output"):
+            # gdb's own filename completer gives up after "-o": list here
+            return gdb.COMPLETE_FILENAME if word is None else _paths(word)
+        if before and before[-1] == "--thread":
+            return gdb.COMPLETE_NONE
+        if word is None:
+            return []
+        cut = len(current) - len(word)
+        return [o[cut:] for o in _pyunwind.dump_options()
+                if o.startswith(current)]
+
+
+PyDump.__doc__ = _pyunwind.dump_help()
+PyDump()
