@@ -1,0 +1,380 @@
+// pyunwind inside lldb: `plugin load libpyunwind-lldb.so` adds `py-dump`.
+//
+// A thin shim over the SB API: it only decides where the target's memory
+// comes from and hands that to the C core, whose shared command layer
+// (frontend/command.h) parses the options and renders the dump, so the
+// output is byte for byte what `pyunwind dump` prints.
+//
+// - a core file (process plugin "elf-core"): pyunwind's own core reader on
+//   SBProcess::GetCoreFile(); if it cannot open the core, lldb's memory;
+// - a live process on this machine, debugged by this lldb (the tracer is
+//   this lldb or the lldb-server it started): read directly by pid;
+// - any other process, such as one behind `gdb-remote` to an lldb-server
+//   somewhere: SBProcess::ReadMemory and GetMemoryRegions, and the address
+//   of _PyRuntime from the target's module list.
+
+#include "command.h"
+#include "pyunwind/pyunwind.h"
+
+#include <lldb/API/LLDB.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <unistd.h>
+
+#define PYU_PLUGIN_EXPORT __attribute__((visibility("default")))
+
+namespace lldb {
+PYU_PLUGIN_EXPORT bool PluginInitialize(lldb::SBDebugger debugger);
+}
+
+namespace {
+
+// ------------------------------------------------ memory through the SB API
+
+struct SBMemory {
+    lldb::SBProcess process;
+    std::vector<pyu_mapping> maps;
+    std::vector<std::string> paths;
+    int signo = 0;
+    uint64_t signal_tid = 0;
+};
+
+int sb_read(void *ctx, const pyu_range *r, size_t n)
+{
+    auto *m = static_cast<SBMemory *>(ctx);
+    for (size_t i = 0; i < n; i++) {
+        lldb::SBError err;
+        size_t got = m->process.ReadMemory(r[i].addr, r[i].buf, r[i].len, err);
+        if (err.Fail() || got != r[i].len)
+            return -PYU_E_FAULT;
+    }
+    return 0;
+}
+
+int sb_mappings(void *ctx, pyu_mapping_fn fn, void *arg)
+{
+    auto *m = static_cast<SBMemory *>(ctx);
+    for (const pyu_mapping &mp : m->maps)
+        if (int rc = fn(arg, &mp))
+            return rc;
+    return 0;
+}
+
+int sb_signal(void *ctx, int *signo, uint64_t *tid)
+{
+    auto *m = static_cast<SBMemory *>(ctx);
+    *signo = m->signo;
+    *tid = m->signal_tid;
+    return 0;
+}
+
+void sb_destroy(void *ctx) { delete static_cast<SBMemory *>(ctx); }
+
+const pyu_memory_ops sb_ops = {
+    sb_read, sb_mappings, nullptr, nullptr, nullptr, nullptr, sb_signal,
+    sb_destroy,
+};
+
+// The process's memory regions (lldb gives no file offsets: the core
+// relies on the runtime address from the module list first).
+void fill_mappings(SBMemory *m)
+{
+    lldb::SBMemoryRegionInfoList list = m->process.GetMemoryRegions();
+    uint32_t n = list.GetSize();
+    m->paths.reserve(n);
+    for (uint32_t i = 0; i < n; i++) {
+        lldb::SBMemoryRegionInfo info;
+        if (!list.GetMemoryRegionAtIndex(i, info) || !info.IsMapped())
+            continue;
+        pyu_mapping mp{};
+        mp.start = info.GetRegionBase();
+        mp.end = info.GetRegionEnd();
+        mp.prot = (info.IsReadable() ? PYU_PROT_READ : 0u) |
+                  (info.IsWritable() ? PYU_PROT_WRITE : 0u) |
+                  (info.IsExecutable() ? PYU_PROT_EXEC : 0u);
+        const char *name = info.GetName();
+        m->paths.push_back(name && name[0] == '/' ? name : "");
+        m->maps.push_back(mp);
+    }
+    for (size_t i = 0; i < m->maps.size(); i++)
+        m->maps[i].path = m->paths[i].empty() ? nullptr : m->paths[i].c_str();
+}
+
+// _PyRuntime as lldb knows it: the .PyRuntime section of a module (kept in
+// stripped builds), else the _PyRuntime symbol; 0 when neither is known.
+uint64_t runtime_hint(lldb::SBTarget &target)
+{
+    for (uint32_t i = 0, n = target.GetNumModules(); i < n; i++) {
+        lldb::SBSection sec = target.GetModuleAtIndex(i).FindSection(".PyRuntime");
+        if (sec.IsValid()) {
+            lldb::addr_t a = sec.GetLoadAddress(target);
+            if (a != LLDB_INVALID_ADDRESS)
+                return a;
+        }
+    }
+    for (uint32_t i = 0, n = target.GetNumModules(); i < n; i++) {
+        lldb::SBSymbol sym = target.GetModuleAtIndex(i).FindSymbol("_PyRuntime");
+        if (sym.IsValid()) {
+            lldb::addr_t a = sym.GetStartAddress().GetLoadAddress(target);
+            if (a != LLDB_INVALID_ADDRESS)
+                return a;
+        }
+    }
+    return 0;
+}
+
+int open_sb_memory(pyu_session *s, lldb::SBTarget &target,
+                   lldb::SBProcess &process, bool with_signal)
+{
+    auto *m = new SBMemory;
+    m->process = process;
+    fill_mappings(m);
+    if (with_signal) { // a core: the thread the kernel stopped first
+        lldb::SBThread t = process.GetThreadAtIndex(0);
+        if (t.IsValid() && t.GetStopReason() == lldb::eStopReasonSignal &&
+            t.GetStopReasonDataCount() > 0) {
+            m->signo = static_cast<int>(t.GetStopReasonDataAtIndex(0));
+            m->signal_tid = t.GetThreadID();
+        }
+    }
+    int pid = static_cast<int>(process.GetProcessID());
+    return pyu_open_memory(s, &sb_ops, m, pid, runtime_hint(target));
+}
+
+// ----------------------------------------------------- where memory is
+
+long status_field(long pid, const char *field)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    long v = -1;
+    size_t len = strlen(field);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, field, len) == 0 && line[len] == ':') {
+            v = strtol(line + len + 1, nullptr, 10);
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+// Is pid a process on this machine that this lldb debugs?  lldb on Linux
+// debugs through an lldb-server it starts itself; a remote lldb-server
+// (even on loopback) was not started by us.
+bool debugged_here(long pid)
+{
+    long tracer = status_field(pid, "TracerPid");
+    if (tracer <= 0)
+        return false;
+    long me = static_cast<long>(getpid());
+    return tracer == me || status_field(tracer, "PPid") == me;
+}
+
+std::string path_of(lldb::SBFileSpec spec)
+{
+    char buf[4096];
+    if (!spec.IsValid() || spec.GetPath(buf, sizeof buf) == 0)
+        return "";
+    return buf;
+}
+
+// Opens the selected target; on failure the message is in msg.
+int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
+                std::string *source, std::string *msg, int *exitcode)
+{
+    lldb::SBTarget target = debugger.GetSelectedTarget();
+    lldb::SBProcess process = target.IsValid() ? target.GetProcess()
+                                               : lldb::SBProcess();
+    lldb::StateType state = process.IsValid() ? process.GetState()
+                                              : lldb::eStateInvalid;
+    *exitcode = PYU_EXIT_TARGET;
+    if (!process.IsValid() || state == lldb::eStateInvalid ||
+        state == lldb::eStateUnloaded || state == lldb::eStateDetached ||
+        state == lldb::eStateExited || state == lldb::eStateConnected) {
+        *msg = "no process: attach to a Python process (process attach "
+               "--pid PID), launch one, or load a core file (target create "
+               "PYTHON --core CORE)";
+        return -1;
+    }
+    if (state == lldb::eStateRunning || state == lldb::eStateStepping ||
+        state == lldb::eStateLaunching || state == lldb::eStateAttaching) {
+        *msg = "the process is running: stop it first (process interrupt)";
+        return -1;
+    }
+    pyu_session *s = pyu_session_new();
+    if (!s) {
+        *msg = "out of memory";
+        *exitcode = PYU_EXIT_INTERNAL;
+        return -1;
+    }
+    long pid = static_cast<long>(process.GetProcessID());
+    const char *plugin = process.GetPluginName();
+    int rc;
+    char buf[600];
+    if (plugin && strcmp(plugin, "elf-core") == 0) {
+        std::string core = path_of(process.GetCoreFile());
+        std::string exe = path_of(target.GetExecutable());
+        std::string first;
+        if (!core.empty()) {
+            rc = pyu_open_core(s, core.c_str(), exe.empty() ? nullptr : exe.c_str(),
+                               nullptr);
+            snprintf(buf, sizeof buf, "core file %s", core.c_str());
+            if (rc == 0) {
+                *out = s, *retry = false, *source = buf;
+                return 0;
+            }
+            first = pyu_errmsg(s);
+            pyu_session_free(s);
+            if (!(s = pyu_session_new())) {
+                *msg = "out of memory";
+                *exitcode = PYU_EXIT_INTERNAL;
+                return -1;
+            }
+        }
+        snprintf(buf, sizeof buf, "core file %s through lldb's memory%s%s%s",
+                 core.empty() ? "?" : core.c_str(),
+                 first.empty() ? "" : " (pyunwind's reader: ", first.c_str(),
+                 first.empty() ? "" : ")");
+        *retry = false;
+        rc = open_sb_memory(s, target, process, true);
+    } else if (pid > 0 && debugged_here(pid)) {
+        snprintf(buf, sizeof buf, "live process %ld directly (debugged by "
+                 "this lldb)", pid);
+        *retry = true;
+        rc = pyu_open_pid(s, static_cast<int>(pid), 0);
+    } else {
+        snprintf(buf, sizeof buf, "process %ld through lldb's memory (%s "
+                 "process)", pid, plugin ? plugin : "?");
+        *retry = true;
+        rc = open_sb_memory(s, target, process, false);
+    }
+    if (rc < 0) {
+        *msg = pyu_errmsg(s);
+        *exitcode = pyu_cmd_exit_for(rc);
+        pyu_session_free(s);
+        return -1;
+    }
+    *out = s;
+    *source = buf;
+    return 0;
+}
+
+// ------------------------------------------------------------ py-dump
+
+// Reads what a memstream collected into a string and frees it.
+std::string take(FILE *f, char *&buf, size_t &len)
+{
+    if (f)
+        fclose(f);
+    std::string s = buf ? std::string(buf, len) : std::string();
+    free(buf);
+    buf = nullptr;
+    return s;
+}
+
+class DumpCommand : public lldb::SBCommandPluginInterface {
+  public:
+    bool DoExecute(lldb::SBDebugger debugger, char **command,
+                   lldb::SBCommandReturnObject &result) override
+    {
+        std::vector<std::string> args{"py-dump"};
+        for (char **p = command; p && *p; p++)
+            args.push_back(*p);
+        std::vector<char *> argv;
+        for (std::string &a : args)
+            argv.push_back(&a[0]);
+        argv.push_back(nullptr);
+
+        pyu_cmd_dump o;
+        char msg[1024] = "";
+        int ex = pyu_cmd_dump_parse(&o, PYU_CMD_DEBUGGER,
+                                    static_cast<int>(args.size()), argv.data(),
+                                    msg, sizeof msg);
+        if (ex != PYU_EXIT_OK)
+            return fail(result, msg);
+        if (o.help) {
+            result.Printf("%s", pyu_cmd_dump_help(PYU_CMD_DEBUGGER));
+            result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+            return true;
+        }
+
+        pyu_session *s = nullptr;
+        bool retry = false;
+        std::string source, why;
+        if (open_target(debugger, &s, &retry, &source, &why, &ex) < 0)
+            return fail(result, why.c_str());
+
+        char *obuf = nullptr, *dbuf = nullptr;
+        size_t olen = 0, dlen = 0;
+        FILE *out = open_memstream(&obuf, &olen);
+        FILE *diag = open_memstream(&dbuf, &dlen);
+        if (!out || !diag) {
+            take(out, obuf, olen);
+            take(diag, dbuf, dlen);
+            pyu_session_free(s);
+            return fail(result, "out of memory");
+        }
+        ex = pyu_cmd_dump_run(s, &o, retry, source.c_str(), out, diag, msg,
+                              sizeof msg);
+        pyu_session_free(s);
+        std::string text = take(out, obuf, olen);
+        std::string notes = take(diag, dbuf, dlen);
+        if (!notes.empty())
+            result.Printf("%s", notes.c_str());
+        if (ex != PYU_EXIT_OK && ex != PYU_EXIT_PARTIAL)
+            return fail(result, msg);
+        if (!text.empty())
+            result.Printf("%s", text.c_str());
+        result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+        return true;
+    }
+
+  private:
+    static bool fail(lldb::SBCommandReturnObject &result, const char *msg)
+    {
+        std::string line = std::string("py-dump: ") + msg;
+        result.SetError(line.c_str());
+        result.SetStatus(lldb::eReturnStatusFailed);
+        return false;
+    }
+};
+
+} // namespace
+
+bool lldb::PluginInitialize(lldb::SBDebugger debugger)
+{
+    // A plugin must run in the liblldb it was built against: another major
+    // version's liblldb would be loaded next to the running one.
+    const char *running = lldb::SBDebugger::GetVersionString();
+    char want[32];
+    snprintf(want, sizeof want, "lldb version %d.", PYU_LLDB_MAJOR);
+    if (!running || !strstr(running, want)) {
+        fprintf(stderr, "pyunwind: this plugin was built for lldb %d; this "
+                "is %s: rebuild pyunwind against this lldb's liblldb\n",
+                PYU_LLDB_MAJOR, running ? running : "an unknown lldb");
+        return false;
+    }
+    lldb::SBCommandInterpreter interp = debugger.GetCommandInterpreter();
+    lldb::SBCommand cmd = interp.AddCommand(
+        "py-dump", new DumpCommand,
+        "Print the Python stack of every thread of the debugged CPython.",
+        "py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]");
+    if (!cmd.IsValid())
+        return false;
+    // lldb prints the summary and the syntax itself: the long help starts
+    // after the shared text's first two lines
+    const char *help = pyu_cmd_dump_help(PYU_CMD_DEBUGGER);
+    for (int line = 0; line < 2 && strchr(help, '\n'); line++)
+        help = strchr(help, '\n') + 1;
+    cmd.SetHelpLong(help);
+    return true;
+}
