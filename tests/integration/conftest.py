@@ -17,6 +17,11 @@ PYUNWIND = os.environ.get("PYUNWIND", os.path.join(ROOT, "build", "pyunwind"))
 TIMEOUT = 120
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "debugger: drives gdb or lldb with "
+                            "the plugins (release build only)")
+
+
 def interpreters():
     """(label, path) of every interpreter scripts/get-pythons installed."""
     out = subprocess.run([os.path.join(ROOT, "scripts", "get-pythons"), "--list"],
@@ -141,6 +146,30 @@ def assert_matches_truth(dump, truth):
             assert len(gf) == len(wf), "thread %s: %d frames, truth %d" % (
                 ident, len(gf), len(wf))
     assert dump["python"]["version"] == truth["version"]
+
+
+def has_guard_regions(pid):
+    """glibc 2.42+ guards thread stacks with MADV_GUARD_INSTALL (smaps flag
+    "gu"); gdb 13's gcore then writes zeros for whole chunks around them."""
+    with open("/proc/%d/smaps" % pid) as f:
+        return any(line.startswith("VmFlags:") and " gu" in line for line in f)
+
+
+def assert_prefix_of_truth(dump, truth):
+    """For gcore dumps of guarded targets: memory gdb could not copy reads
+    as zeros, so a thread whose frame chain crosses it must end with an
+    error after a correct prefix; the main thread is complete."""
+    want = truth["threads"]
+    for t in dump["threads"]:
+        frames = frames_of(t)
+        expect = want["%d:%d" % (t["interpreter_id"], t["thread_id"])]["frames"]
+        if t["error"] is None:
+            assert frames == expect
+        else:
+            assert frames == expect[:len(frames)], t["error"]
+    main = [t for t in dump["threads"]
+            if t["main"] and t["interpreter_id"] == 0]
+    assert main and main[0]["error"] is None
 
 
 def dump_json(*args):

@@ -6,7 +6,7 @@ writes what CPython itself says about every thread's stack.
 Once every thread (main included) is parked, a recorder thread takes
 sys._current_frames(), writes TRUTH.json (function, name, file, line of
 every frame, innermost first, plus native thread ids and which thread plays
-which role), prints "ready" on stdout and ends.  A subinterpreter runs two
+which role), prints "ready" on stdout, calls checkpoint() and ends.  A subinterpreter runs two
 threads of its own and records them the same way; threads are keyed
 "INTERPRETER_ID:THREAD_IDENT".  From then on no stack changes
 until the process is killed, so a dump taken live, from gcore, or from the
@@ -28,6 +28,12 @@ PARK = threading.Event()      # never set: parked threads wait on it
 parked = threading.Semaphore(0)
 roles = {}                    # role -> thread ident
 stop_busy = False
+
+
+def checkpoint():
+    """Called by the recorder once the truth is written: a debugger that
+    runs this program stops here with a breakpoint on getppid()."""
+    os.getppid()
 
 
 def park(role=None):
@@ -245,6 +251,8 @@ def main():
     ap.add_argument("--load-libpython", metavar="PATH",
                     help="map a libpython a second time, as ctypes users do")
     args = ap.parse_args()
+    with open(args.truth + ".pid", "w") as f:  # for shells in debuggers
+        f.write("%d\n" % os.getpid())
     if args.load_libpython:
         import ctypes
         ctypes.CDLL(args.load_libpython)  # its own, never initialised runtime
@@ -297,6 +305,8 @@ def main():
             "version": sys.version.split()[0],
             "main_ident": threading.main_thread().ident,
             "roles": dict(roles),
+            # the recorder itself, for tests that stop it in checkpoint()
+            "recorder": {"ident": me, "native_id": threading.get_native_id()},
             "threads": {"0:%d" % ident: {"native_id": native.get(ident),
                                          "frames": frames}
                         for ident, frames in snap.items()},
@@ -310,8 +320,10 @@ def main():
             json.dump(truth, f, ensure_ascii=False, indent=1)
         os.replace(tmp, args.truth)
         print("ready", flush=True)
+        checkpoint()
 
-    # the recorder ends before "ready": it is not part of the stacks
+    # the recorder is not part of the stacks: it ends after "ready" (and a
+    # stop in checkpoint())
     threading.Thread(target=record).start()
     park("main")
 

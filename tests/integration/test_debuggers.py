@@ -1,0 +1,178 @@
+"""py-dump inside the real gdb and lldb, on every interpreter that
+scripts/get-pythons lists: attached to a live process, over a remote
+connection on loopback, on a gcore core, on the kernel's core, and in a
+process run under the debugger to a breakpoint.  Each time the dump equals
+the target's own record of its stacks, and the text is byte for byte what
+`pyunwind dump` prints for the same process at the same moment."""
+
+import json
+import os
+import tempfile
+
+import pytest
+
+from conftest import (PYUNWIND, TARGETS, Target, assert_matches_truth,
+                      assert_prefix_of_truth, has_guard_regions, interpreters,
+                      kernel_cores_land_here)
+from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
+                       Server, cli_command, process_state)
+
+pytestmark = pytest.mark.debugger
+PYTHONS = interpreters()
+
+
+def available(dbg):
+    if dbg.name == "gdb":
+        return os.path.exists(GDB_SCRIPT)
+    return bool(LLDB and LLDB_SERVER and os.path.exists(LLDB_PLUGIN))
+
+
+@pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
+def dbg(request):
+    if not available(request.param):
+        pytest.fail("the %s plugin is not built (scripts/setup builds it)"
+                    % request.param.name)
+    return request.param
+
+
+@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
+def target(request):
+    label, python = request.param
+    with tempfile.TemporaryDirectory(prefix="pyu-dbg-") as d:
+        t = Target(python, "stacks.py", d)
+        t.label, t.python = label, python
+        t.cores = {}
+        yield t
+        t.close()
+
+
+def assert_no_python_error(tr):
+    """No Python traceback from the plugin and no crash of the debugger."""
+    for mark in ("Python Exception", "Error occurred in Python",
+                 "Traceback (most recent call last):\n  File \"/work"
+                 "/main/gdb-plugin", "PLEASE submit a bug report"):
+        assert mark not in tr.text, tr.text[-3000:]
+    assert tr.proc.returncode == 0, tr.text[-3000:]
+
+
+def session(dbg, setup, cli_args, tmp, extra=()):
+    """Runs py-dump in the debugger (text to a file, JSON to a file, text
+    without source to the debugger's output) and the CLI on the same target
+    from the debugger's shell; checks what every mode shares and returns
+    (JSON dump, transcript)."""
+    pre, args, post = setup
+    dbg_txt, dbg_json = tmp / "dbg.txt", tmp / "dbg.json"
+    cli_txt, cli_nosrc = tmp / "cli.txt", tmp / "cli-nosrc.txt"
+    commands = [dbg.selection(),
+                "py-dump --verbose -o %s" % dbg_txt,
+                "py-dump --json -o %s" % dbg_json,
+                dbg.shell(cli_command(cli_args, cli_txt)),
+                dbg.shell(cli_command("--no-source " + cli_args, cli_nosrc)),
+                "py-dump --no-source",
+                *extra, dbg.selection(), *post]
+    tr = dbg.run(commands, args, setup=pre)
+    assert_no_python_error(tr)
+    assert dbg_json.exists(), tr.text[-3000:]
+    # one renderer: byte-identical to the CLI
+    assert dbg_txt.read_bytes() == cli_txt.read_bytes(), tr.text[-2000:]
+    printed = tr["py-dump --no-source"]
+    assert printed is not None and printed.strip() == \
+        cli_nosrc.read_text(errors="replace").strip()
+    # the selected thread and frame are what they were
+    before, after = tr.outputs[0], tr.outputs[len(commands) - len(post) - 1]
+    assert before == after and before and "py-dump" not in before, \
+        (before, after)
+    return json.loads(dbg_json.read_text()), tr
+
+
+def test_attach(dbg, target, tmp_path):
+    api = tmp_path / "api.json"
+    extra = []
+    if dbg.name == "gdb":  # the scripting API returns the same data
+        extra = ["python import json, pyunwind_gdb; json.dump("
+                 "pyunwind_gdb.dump(), open('%s', 'w'))" % api]
+    main_native = target.truth["threads"]["0:%d" % target.truth["main_ident"]]
+    extra.append("py-dump --thread %d" % main_native["native_id"])
+    dump, tr = session(dbg, dbg.attach(target.pid), str(target.pid),
+                       tmp_path, extra)
+    assert_matches_truth(dump, target.truth)
+    assert "pyunwind: reading live process %d directly" % target.pid in tr.text
+    one = tr["py-dump --thread"]
+    assert "CPython %s" % target.truth["version"] in one and " 1 thread\n" in one
+    assert "(native %d, main thread)" % main_native["native_id"] in one
+    if dbg.name == "gdb":
+        assert json.loads(api.read_text()) == dump
+    # detached, running again: not left stopped
+    assert process_state(target.pid) in "RS", process_state(target.pid)
+
+
+def test_remote(dbg, target, tmp_path):
+    server = Server(dbg, target.pid)
+    try:
+        dump, tr = session(dbg, dbg.remote(server.port), str(target.pid),
+                           tmp_path)
+    finally:
+        server.close()
+    assert_matches_truth(dump, target.truth)
+    assert "through %s's memory" % dbg.name in tr.text, tr.text[-2000:]
+    assert process_state(target.pid) in "RS"
+
+
+def gcore_of(target):
+    if "gcore" not in target.cores:
+        target.cores["guarded"] = has_guard_regions(target.pid)
+        target.cores["gcore"] = target.gcore()
+    return target.cores["gcore"]
+
+
+def test_gcore(dbg, target, tmp_path):
+    core = gcore_of(target)
+    try:
+        dump, tr = session(dbg, dbg.core(target.python, core),
+                           "--core " + core, tmp_path)
+        assert "pyunwind: reading core file %s" % core in tr.text
+        assert dump["pid"] == target.pid and dump["signal"] is None
+        if target.cores["guarded"]:  # gdb 13 left holes in this core
+            assert_prefix_of_truth(dump, target.truth)
+        else:
+            assert_matches_truth(dump, target.truth)
+    finally:
+        if dbg is DEBUGGERS[-1]:  # the last debugger removes it (1-2 GB)
+            os.unlink(core)
+
+
+def test_kernel_core(dbg, target, tmp_path):
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    if "kernel" not in target.cores:
+        target.cores["kernel"] = target.abort()
+    core = target.cores["kernel"]
+    assert core, "the kernel wrote no core file"
+    dump, tr = session(dbg, dbg.core(target.python, core), "--core " + core,
+                       tmp_path)
+    assert "pyunwind: reading core file %s" % core in tr.text
+    assert_matches_truth(dump, target.truth)
+    assert dump["signal"]["number"] == 6
+
+
+def test_breakpoint(dbg, target, tmp_path):
+    """Run the program under the debugger; it stops in the recorder thread
+    (a breakpoint on getppid, called from checkpoint())."""
+    truth_path = tmp_path / "truth.json"
+    script = os.path.join(TARGETS, "stacks.py")
+    pid_expr = "$(cat %s.pid)" % truth_path
+    dump, tr = session(dbg, dbg.launch(target.python, [script, str(truth_path)]),
+                       pid_expr, tmp_path)
+    with open(truth_path, encoding="utf-8") as f:
+        truth = json.load(f)
+    rec = truth["recorder"]
+    stopped = [t for t in dump["threads"]
+               if t["interpreter_id"] == 0 and t["thread_id"] == rec["ident"]]
+    assert stopped and stopped[0]["native_thread_id"] == rec["native_id"]
+    assert [f["name"] for f in stopped[0]["frames"][:2]] == \
+        ["checkpoint", "record"]
+    dump["threads"] = [t for t in dump["threads"] if t is not stopped[0]]
+    assert_matches_truth(dump, truth)
+    assert "pyunwind: reading live process %d directly" % truth["pid"] in tr.text
+    assert not os.path.exists("/proc/%d" % truth["pid"]) or \
+        process_state(truth["pid"]) in "Zx"
