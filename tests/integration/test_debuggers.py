@@ -7,11 +7,15 @@ the target's own record of its stacks, and the text is byte for byte what
 
 import json
 import os
+import shutil
+import signal
+import subprocess
 import tempfile
+import time
 
 import pytest
 
-from conftest import (PYUNWIND, TARGETS, Target, assert_matches_truth,
+from conftest import (TARGETS, Target, allow_core, assert_matches_truth,
                       assert_prefix_of_truth, has_guard_regions, interpreters,
                       kernel_cores_land_here)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
@@ -176,3 +180,81 @@ def test_breakpoint(dbg, target, tmp_path):
     assert "pyunwind: reading live process %d directly" % truth["pid"] in tr.text
     assert not os.path.exists("/proc/%d" % truth["pid"]) or \
         process_state(truth["pid"]) in "Zx"
+
+
+# --------------------------------------------------------------- bad input
+
+ALIVE = {"gdb": ("print 40 + 2", "= 42"), "lldb": ("version", "lldb version")}
+
+
+def assert_debugger_error(dbg, tr, command, *words):
+    """command failed with one debugger error line naming what was wrong,
+    and the session went on: the next command worked."""
+    assert_no_python_error(tr)
+    out = tr[command]
+    assert out is not None, tr.text[-2000:]
+    lines = [line for line in out.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(dbg.error_prefix)]
+    assert len(errors) == 1, out
+    for w in words:
+        assert w in errors[0], errors[0]
+    probe, expect = ALIVE[dbg.name]
+    assert expect in tr[probe], tr.text[-2000:]
+
+
+def bad_session(dbg, setup, *words, command="py-dump"):
+    pre, args, post = setup
+    probe = ALIVE[dbg.name][0]
+    tr = dbg.run([command, probe, *post], args, setup=pre)
+    assert_debugger_error(dbg, tr, command, *words)
+
+
+def test_no_process(dbg):
+    bad_session(dbg, ([], [], []), "no process")
+
+
+def test_usage_error(dbg):
+    bad_session(dbg, ([], [], []), "unknown option '--frob'",
+                command="py-dump --frob")
+    bad_session(dbg, ([], [], []), "needs a value", command="py-dump -o")
+
+
+@pytest.fixture
+def sleeper():
+    p = subprocess.Popen(["sleep", "300"], preexec_fn=allow_core)
+    time.sleep(0.1)
+    yield p
+    p.kill()
+    p.wait()
+
+
+def test_not_python(dbg, sleeper):
+    bad_session(dbg, dbg.attach(sleeper.pid), "no CPython runtime found")
+    assert process_state(sleeper.pid) in "RS"
+
+
+def test_python_311(dbg):
+    py = shutil.which("python3.11", path="/usr/bin")
+    if not py:
+        pytest.skip("/usr/bin/python3.11 is not installed")
+    p = subprocess.Popen([py, "-c", "import time; print('ready', flush=True); "
+                          "time.sleep(300)"], stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        bad_session(dbg, dbg.attach(p.pid), "3.11", "3.13")
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_core_not_python(dbg, tmp_path):
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    p = subprocess.Popen(["sleep", "300"], cwd=tmp_path, preexec_fn=allow_core)
+    time.sleep(0.2)
+    p.send_signal(signal.SIGABRT)
+    p.wait()
+    cores = [n for n in os.listdir(tmp_path) if n.startswith("core")]
+    assert cores, "no core from sleep"
+    bad_session(dbg, dbg.core("/usr/bin/sleep", str(tmp_path / cores[0])),
+                "no CPython runtime found")
