@@ -3,6 +3,8 @@
     python3.15 bench/targets.py deep   main thread 50 frames deep, sleeping
     python3.15 bench/targets.py wide   4 threads 200 frames deep each, main
                                        thread blocked too
+    python3 bench/targets.py threads50 50 threads 20 frames deep each, main
+                                       thread blocked too (bench/gdb-run)
 
 Prints "ready" (and flushes) once every thread is parked, then blocks until
 killed.  The stacks do not change afterwards, so every read of the process
@@ -15,6 +17,7 @@ import time
 DEEP = 50
 WIDE_THREADS = 4
 WIDE_DEPTH = 200
+THREADS50 = (50, 20)
 
 
 def park():
@@ -39,12 +42,14 @@ def main():
         # The recursion itself is DEEP frames (plus main() and <module>);
         # "ready" is printed from the bottom, just before time.sleep.
         recurse(DEEP, say_ready)
-    elif mode == "wide":
+    elif mode in ("wide", "threads50"):
+        count, depth = (WIDE_THREADS, WIDE_DEPTH) if mode == "wide" \
+            else THREADS50
         parked = threading.Semaphore(0)
-        for i in range(WIDE_THREADS):
-            threading.Thread(target=recurse, args=(WIDE_DEPTH, parked.release),
-                             name=f"wide-{i}", daemon=True).start()
-        for _ in range(WIDE_THREADS):
+        for i in range(count):
+            threading.Thread(target=recurse, args=(depth, parked.release),
+                             name=f"{mode}-{i}", daemon=True).start()
+        for _ in range(count):
             parked.acquire()
         # Each thread releases the semaphore just before entering
         # time.sleep; give them a moment to actually block in it.
@@ -52,7 +57,7 @@ def main():
         print("ready", flush=True)
         park()
     else:
-        sys.exit("usage: targets.py deep|wide")
+        sys.exit("usage: targets.py deep|wide|threads50")
 
 
 if __name__ == "__main__":
