@@ -118,14 +118,21 @@ def _fatal_signal(inferior):
     return None
 
 
-def _open():
-    """A session for the selected inferior: (session, retry_torn, source)."""
+def _open(through_gdb=False):
+    """A session for the selected inferior: (session, retry_torn, source).
+    through_gdb: read gdb's memory even when pyunwind could read the
+    process or core itself."""
     inf = gdb.selected_inferior()
     conn = inf.connection
     kind = conn.type if conn is not None else None
     if kind is None or inf.pid <= 0:
         raise Error("no process: attach to a Python process (attach PID), "
                     "run one, or load a core file (gdb PYTHON CORE)", 3)
+    if through_gdb:
+        source = "process %d through gdb's memory (%s target, as asked)" % (
+            inf.pid, kind)
+        signal = _fatal_signal(inf) if kind == "core" else None
+        return _open_gdb_memory(inf, source, signal), kind != "core", source
     if kind == "native":
         s = _pyunwind.Session()
         s.open_pid(inf.pid)
@@ -160,14 +167,14 @@ def _open_gdb_memory(inf, source, signal):
     return s
 
 
-def _run(argv):
+def _run(argv, through_gdb=False):
     """Runs py-dump with argv: (output bytes, diagnostics bytes)."""
     global _last_source
     try:
         opts = _pyunwind.parse_dump(argv)
         if opts["help"]:
             return _pyunwind.dump_help().encode(), b""
-        session, retry, source = _open()
+        session, retry, source = _open(through_gdb)
         try:
             _last_source = source
             code, out, diag, msg = session.run_dump(argv, retry, source)
@@ -180,15 +187,18 @@ def _run(argv):
     return out, diag
 
 
-def dump(thread=None):
+def dump(thread=None, through_gdb=False):
     """The dump of the selected inferior as Python objects: exactly what
-    `py-dump --json` prints (docs/json.md), parsed.  thread: a native
-    thread id or Python ident, to get that one thread.  Raises Error (a
-    gdb.GdbError) when the target cannot be read."""
+    `py-dump --json` prints (docs/json.md), parsed.
+
+    thread: a native thread id or Python ident, to get that one thread.
+    through_gdb: read the target's memory through gdb (as for remote
+    targets) even when pyunwind could read the process or core file itself.
+    Raises Error (a gdb.GdbError) when the target cannot be read."""
     argv = ["--json"]
     if thread is not None:
         argv += ["--thread", str(int(thread))]
-    out, _ = _run(argv)
+    out, _ = _run(argv, through_gdb)
     return json.loads(out.decode("utf-8"))
 
 

@@ -89,12 +89,17 @@ def session(dbg, setup, cli_args, tmp, extra=()):
     return json.loads(dbg_json.read_text()), tr
 
 
+def api_dump(path, args=""):
+    """A gdb command saving pyunwind_gdb.dump(args) as JSON to path."""
+    return ("python import json, pyunwind_gdb; json.dump(pyunwind_gdb.dump("
+            "%s), open('%s', 'w'))" % (args, path))
+
+
 def test_attach(dbg, target, tmp_path):
-    api = tmp_path / "api.json"
+    api, via_gdb = tmp_path / "api.json", tmp_path / "via-gdb.json"
     extra = []
     if dbg.name == "gdb":  # the scripting API returns the same data
-        extra = ["python import json, pyunwind_gdb; json.dump("
-                 "pyunwind_gdb.dump(), open('%s', 'w'))" % api]
+        extra = [api_dump(api), api_dump(via_gdb, "through_gdb=True")]
     main_native = target.truth["threads"]["0:%d" % target.truth["main_ident"]]
     extra.append("py-dump --thread %d" % main_native["native_id"])
     dump, tr = session(dbg, dbg.attach(target.pid), str(target.pid),
@@ -106,6 +111,7 @@ def test_attach(dbg, target, tmp_path):
     assert "(native %d, main thread)" % main_native["native_id"] in one
     if dbg.name == "gdb":
         assert json.loads(api.read_text()) == dump
+        assert_matches_truth(json.loads(via_gdb.read_text()), target.truth)
     # detached, running again: not left stopped
     assert process_state(target.pid) in "RS", process_state(target.pid)
 
@@ -152,11 +158,17 @@ def test_kernel_core(dbg, target, tmp_path):
         target.cores["kernel"] = target.abort()
     core = target.cores["kernel"]
     assert core, "the kernel wrote no core file"
+    via_gdb = tmp_path / "via-gdb.json"
+    extra = [api_dump(via_gdb, "through_gdb=True")] if dbg.name == "gdb" else []
     dump, tr = session(dbg, dbg.core(target.python, core), "--core " + core,
-                       tmp_path)
+                       tmp_path, extra)
     assert "pyunwind: reading core file %s" % core in tr.text
     assert_matches_truth(dump, target.truth)
     assert dump["signal"]["number"] == 6
+    if dbg.name == "gdb":  # the core through gdb's memory: the same
+        other = json.loads(via_gdb.read_text())
+        assert_matches_truth(other, target.truth)
+        assert other["signal"] == dump["signal"]
 
 
 def test_breakpoint(dbg, target, tmp_path):
@@ -211,6 +223,17 @@ def bad_session(dbg, setup, *words, command="py-dump"):
 
 def test_no_process(dbg):
     bad_session(dbg, ([], [], []), "no process")
+
+
+def test_scripting_api_error(dbg):
+    if dbg.name != "gdb":
+        pytest.skip("the scripting API is gdb's")
+    command = ("python import pyunwind_gdb\ntry:\n    pyunwind_gdb.dump()\n"
+               "except pyunwind_gdb.Error as e:\n"
+               "    print('caught', e.code, isinstance(e, gdb.GdbError), e)")
+    tr = dbg.run([command])
+    assert_no_python_error(tr)
+    assert tr[command].startswith("caught 3 True no process"), tr.text
 
 
 def test_usage_error(dbg):

@@ -98,3 +98,24 @@ def test_kernel_core(target):
     # the executable given explicitly works as well
     dump = dump_json("--core", core, "--exe", target.python)
     assert_matches_truth(dump, target.truth)
+
+
+def test_live_one_thread(target):
+    """--thread picks one thread by native id or by Python ident."""
+    roles = target.truth["roles"]
+    ident = roles["closure"]
+    native = target.truth["threads"]["0:%d" % ident]["native_id"]
+    for key in (native, ident):
+        dump = dump_json("--thread", str(key), str(target.pid))
+        assert [t["thread_id"] for t in dump["threads"]] == [ident]
+    r = pyunwind("dump", "--thread", "1", str(target.pid))
+    assert r.returncode == 2 and "no Python thread has native id" in r.stderr
+
+
+def test_live_verbose(target):
+    r = pyunwind("dump", "--verbose", "--no-source", str(target.pid))
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == "pyunwind: reading live process %d" % target.pid
+    assert lines[1].startswith("pyunwind: CPython %s" % target.truth["version"])
+    assert "_PyRuntime at 0x" in lines[1]
