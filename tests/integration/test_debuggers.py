@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import (TARGETS, Target, allow_core, assert_matches_truth,
+from conftest import (ROOT, TARGETS, TIMEOUT, Target, allow_core, assert_matches_truth,
                       assert_prefix_of_truth, has_guard_regions, interpreters,
                       kernel_cores_land_here)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
@@ -281,3 +281,48 @@ def test_core_not_python(dbg, tmp_path):
     assert cores, "no core from sleep"
     bad_session(dbg, dbg.core("/usr/bin/sleep", str(tmp_path / cores[0])),
                 "no CPython runtime found")
+
+
+# ------------------------------------------------------------ installation
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """`cmake --install` into a fresh prefix, and a home directory whose
+    ~/.gdbinit and ~/.lldbinit hold the one line docs/gdb.md and
+    docs/lldb.md give."""
+    root = tmp_path_factory.mktemp("install")
+    prefix, home = root / "prefix", root / "home"
+    home.mkdir()
+    r = subprocess.run(["cmake", "--install", os.path.join(ROOT, "build"),
+                        "--prefix", str(prefix)], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    (home / ".gdbinit").write_text(
+        "source %s/share/pyunwind/pyunwind-gdb.py\n" % prefix)
+    (home / ".lldbinit").write_text(
+        "plugin load %s/lib/pyunwind/libpyunwind-lldb.so\n" % prefix)
+    return prefix, home
+
+
+def test_installed(dbg, installed, tmp_path):
+    prefix, home = installed
+    label, python = PYTHONS[0]
+    t = Target(python, "stacks.py", str(tmp_path),
+               ["--threads", "3", "--depth", "4", "--no-subinterpreter"])
+    out = tmp_path / "dump.json"
+    try:
+        env = dict(os.environ, HOME=str(home))
+        if dbg.name == "gdb":  # no -nx: gdb reads ~/.gdbinit
+            argv = ["gdb", "-batch", "-p", str(t.pid), "-ex",
+                    "py-dump --json -o %s" % out]
+            r = subprocess.run(argv, capture_output=True, text=True, env=env,
+                               stdin=subprocess.DEVNULL, timeout=TIMEOUT)
+        else:  # no -x: lldb reads ~/.lldbinit
+            r = subprocess.run([LLDB, "--no-use-colors", "-p", str(t.pid)],
+                               input="py-dump --json -o %s\nprocess detach\n"
+                               "quit\n" % out, capture_output=True, text=True,
+                               env=env, timeout=TIMEOUT)
+        assert out.exists(), r.stdout[-2000:] + r.stderr[-2000:]
+        assert_matches_truth(json.loads(out.read_text()), t.truth)
+    finally:
+        t.close()
