@@ -12,6 +12,7 @@
 // - any other process, such as one behind `gdb-remote` to an lldb-server
 //   somewhere: SBProcess::ReadMemory and GetMemoryRegions, and the address
 //   of _PyRuntime from the target's module list.
+// PYUNWIND_MEMORY=debugger in the environment asks for the last way always.
 
 #include "command.h"
 #include "pyunwind/pyunwind.h"
@@ -218,9 +219,16 @@ int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
     }
     long pid = static_cast<long>(process.GetProcessID());
     const char *plugin = process.GetPluginName();
+    const char *want = getenv("PYUNWIND_MEMORY");
+    bool core = plugin && strcmp(plugin, "elf-core") == 0;
     int rc;
     char buf[600];
-    if (plugin && strcmp(plugin, "elf-core") == 0) {
+    if (want && strcmp(want, "debugger") == 0) {
+        snprintf(buf, sizeof buf, "process %ld through lldb's memory (%s "
+                 "process, as PYUNWIND_MEMORY asks)", pid, plugin ? plugin : "?");
+        *retry = !core;
+        rc = open_sb_memory(s, target, process, core);
+    } else if (core) {
         std::string core = path_of(process.GetCoreFile());
         std::string exe = path_of(target.GetExecutable());
         std::string first;

@@ -20,6 +20,9 @@ from:
 - anything else, such as `target remote` to a gdbserver: gdb's memory
   (Inferior.read_memory) and mappings (`info proc mappings`), because the
   process may run on another machine.
+
+PYUNWIND_MEMORY=debugger in gdb's environment (or dump(through_gdb=True))
+asks for gdb's memory always.
 """
 
 import json
@@ -128,7 +131,7 @@ def _open(through_gdb=False):
     if kind is None or inf.pid <= 0:
         raise Error("no process: attach to a Python process (attach PID), "
                     "run one, or load a core file (gdb PYTHON CORE)", 3)
-    if through_gdb:
+    if through_gdb or os.environ.get("PYUNWIND_MEMORY") == "debugger":
         source = "process %d through gdb's memory (%s target, as asked)" % (
             inf.pid, kind)
         signal = _fatal_signal(inf) if kind == "core" else None

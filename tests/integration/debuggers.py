@@ -43,7 +43,7 @@ class Gdb:
     name = "gdb"
     error_prefix = "py-dump: "
 
-    def run(self, commands, args=(), timeout=TIMEOUT, setup=()):
+    def run(self, commands, args=(), timeout=TIMEOUT, setup=(), env=None):
         """gdb -batch: `args` are gdb's arguments (-p PID, PYTHON CORE,
         --args ...); each command's output is framed by echoed marks."""
         argv = ["gdb", "-nx", "-batch", "-ex", "set pagination off",
@@ -57,7 +57,8 @@ class Gdb:
         argv += list(args)
         p = subprocess.run(argv, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                           text=True, errors="replace", timeout=timeout)
+                           text=True, errors="replace", timeout=timeout,
+                           env=env)
         outputs = []
         for i in range(len(commands)):
             start = p.stdout.find("%s%d\n" % (MARK, i))
@@ -91,7 +92,7 @@ class Lldb:
     name = "lldb"
     error_prefix = "error: py-dump: "
 
-    def run(self, commands, args=(), timeout=TIMEOUT, setup=()):
+    def run(self, commands, args=(), timeout=TIMEOUT, setup=(), env=None):
         """lldb: the setup commands (loading, attaching, launching) as -o
         commands, which lldb runs synchronously but stops at the first
         failing one; then the commands from a pipe, which lldb reads on
@@ -104,7 +105,8 @@ class Lldb:
         rest = [*commands, "quit"]
         p = subprocess.run(argv, input="\n".join(rest) + "\n",
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                           text=True, errors="replace", timeout=timeout)
+                           text=True, errors="replace", timeout=timeout,
+                           env=env)
         script = first + rest
         starts, pos = [], 0
         for c in script:

@@ -169,6 +169,16 @@ def test_kernel_core(dbg, target, tmp_path):
         other = json.loads(via_gdb.read_text())
         assert_matches_truth(other, target.truth)
         assert other["signal"] == dump["signal"]
+    # and through the debugger's memory, as for a remote target
+    env = dict(os.environ, PYUNWIND_MEMORY="debugger")
+    pre, args, post = dbg.core(target.python, core)
+    tr = dbg.run(["py-dump --verbose --json -o %s" % via_gdb], args,
+                 setup=pre, env=env)
+    assert_no_python_error(tr)
+    assert "through %s's memory" % dbg.name in tr.text, tr.text[-2000:]
+    other = json.loads(via_gdb.read_text())
+    assert_matches_truth(other, target.truth)
+    assert other["signal"] == dump["signal"]
 
 
 def test_breakpoint(dbg, target, tmp_path):
@@ -326,3 +336,20 @@ def test_installed(dbg, installed, tmp_path):
         assert_matches_truth(json.loads(out.read_text()), t.truth)
     finally:
         t.close()
+
+
+def test_gdb_completion(tmp_path):
+    """Options complete with Tab, file names after -o."""
+    from debuggers import Gdb
+    (tmp_path / "out-file.txt").write_text("")
+    prefix = str(tmp_path / "out-f")
+    commands = ["complete py-dump --j", "complete py-dump --no",
+                "complete py-dump --json -o " + prefix, "complete py-dump --"]
+    tr = Gdb().run(commands)
+    assert_no_python_error(tr)
+    assert tr[commands[0]].split() == ["py-dump", "--json"]
+    assert tr[commands[1]].split() == ["py-dump", "--no-source"]
+    assert tr[commands[2]].split() == ["py-dump", "--json", "-o",
+                                       str(tmp_path / "out-file.txt")]
+    assert set(tr[commands[3]].split()) >= {"--json", "--output", "--thread",
+                                            "--no-source", "--verbose"}

@@ -63,6 +63,27 @@ def test_live_output_file(target, tmp_path):
     assert_matches_truth(json.loads(out.read_text()), target.truth)
 
 
+def test_live_one_thread(target):
+    """--thread picks one thread by native id or by Python ident."""
+    roles = target.truth["roles"]
+    ident = roles["closure"]
+    native = target.truth["threads"]["0:%d" % ident]["native_id"]
+    for key in (native, ident):
+        dump = dump_json("--thread", str(key), str(target.pid))
+        assert [t["thread_id"] for t in dump["threads"]] == [ident]
+    r = pyunwind("dump", "--thread", "1", str(target.pid))
+    assert r.returncode == 2 and "no Python thread has native id" in r.stderr
+
+
+def test_live_verbose(target):
+    r = pyunwind("dump", "--verbose", "--no-source", str(target.pid))
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0] == "pyunwind: reading live process %d" % target.pid
+    assert lines[1].startswith("pyunwind: CPython %s" % target.truth["version"])
+    assert "_PyRuntime at 0x" in lines[1]
+
+
 def test_gcore(target):
     guarded = has_guard_regions(target.pid)
     core = target.gcore()
@@ -99,23 +120,3 @@ def test_kernel_core(target):
     dump = dump_json("--core", core, "--exe", target.python)
     assert_matches_truth(dump, target.truth)
 
-
-def test_live_one_thread(target):
-    """--thread picks one thread by native id or by Python ident."""
-    roles = target.truth["roles"]
-    ident = roles["closure"]
-    native = target.truth["threads"]["0:%d" % ident]["native_id"]
-    for key in (native, ident):
-        dump = dump_json("--thread", str(key), str(target.pid))
-        assert [t["thread_id"] for t in dump["threads"]] == [ident]
-    r = pyunwind("dump", "--thread", "1", str(target.pid))
-    assert r.returncode == 2 and "no Python thread has native id" in r.stderr
-
-
-def test_live_verbose(target):
-    r = pyunwind("dump", "--verbose", "--no-source", str(target.pid))
-    assert r.returncode == 0, r.stderr
-    lines = r.stderr.splitlines()
-    assert lines[0] == "pyunwind: reading live process %d" % target.pid
-    assert lines[1].startswith("pyunwind: CPython %s" % target.truth["version"])
-    assert "_PyRuntime at 0x" in lines[1]
