@@ -273,6 +273,8 @@ PYU_HIDDEN int pyu_code_line(pyu_session *s, const pyu_code *c,
                              uint64_t instr_ptr, int32_t tlbc_index);
 /* Drops the code and string caches. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
+PYU_HIDDEN int pyu_frame_fill(pyu_session *s, pyu_strtab *strings,
+                              const uint8_t *buf, size_t fsize, pyu_frame *f);
 PYU_HIDDEN void pyu_caches_free(pyu_session *s);
 
 PYU_HIDDEN pyu_strtab *pyu_strtab_new(void);

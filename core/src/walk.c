@@ -134,13 +134,14 @@ typedef struct dump_impl {
     size_t nerrors;
 } dump_impl;
 
-/* The dump's copy of the text of the str object at remote address `addr`
+/* A result's copy of the text of the str object at remote address `addr`
  * (keyed by that address: the session's own copies may be dropped and
  * their memory reused while a dump is taken). */
-static const char *dump_str(dump_impl *d, uint64_t addr, const char *text)
+static const char *copy_str(pyu_strtab *strings, uint64_t addr,
+                            const char *text)
 {
-    const char *hit = pyu_strtab_get(d->strings, addr);
-    return hit ? hit : pyu_strtab_put(d->strings, addr, text, strlen(text));
+    const char *hit = pyu_strtab_get(strings, addr);
+    return hit ? hit : pyu_strtab_put(strings, addr, text, strlen(text));
 }
 
 void pyu_dump_free(pyu_dump *pub)
@@ -190,6 +191,45 @@ static int thread_error(pyu_session *s, dump_impl *d, pyu_thread *t)
 
 /* Walks one thread's frames into t; *saw is set when the chain passes
  * through frame `watch` (0: none). */
+/* Fills *f from a copy of an interpreter frame (fsize bytes).  Returns 1
+ * for a Python frame, 0 for a frame with no code (a shim or a C frame), -1
+ * on an error (message set).  Names are copied into `strings`, keyed by the
+ * remote str address; s->dump_serial says which result they belong to. */
+int pyu_frame_fill(pyu_session *s, pyu_strtab *strings, const uint8_t *buf,
+                   size_t fsize, pyu_frame *f)
+{
+    const pyu_offsets *o = &s->off;
+    uint8_t owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
+    if (owner >= OWNER_FIRST_SHIM)
+        return 0;
+    uint64_t exe = pyu_u64(buf, fsize, PYU_OFF(o, fr_executable)) &
+                   ~o->tag_mask;
+    bool is_code;
+    const pyu_code *c = pyu_code_get(s, exe, &is_code);
+    if (!c)
+        return is_code ? -1 : 0;
+    uint64_t ip = pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr));
+    bool ft_tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index);
+    int32_t tlbc = ft_tlbc ? (int32_t)pyu_u32(buf, fsize,
+                                             PYU_OFF(o, fr_tlbc_index))
+                           : 0;
+    pyu_code *cw = (pyu_code *)c;
+    if (cw->dump_serial != s->dump_serial) {
+        cw->dump_qualname = copy_str(strings, c->str_addr[0], c->qualname);
+        cw->dump_name = copy_str(strings, c->str_addr[1], c->name);
+        cw->dump_filename = copy_str(strings, c->str_addr[2], c->filename);
+        if (!cw->dump_qualname || !cw->dump_name || !cw->dump_filename)
+            return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+        cw->dump_serial = s->dump_serial;
+    }
+    f->function = cw->dump_qualname;
+    f->name = cw->dump_name;
+    f->file = cw->dump_filename;
+    f->line = pyu_code_line(s, c, ip, tlbc);
+    f->code_addr = exe;
+    return 1;
+}
+
 static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
                        uint64_t frame, uint64_t base_frame, uint64_t chunk,
                        uint64_t watch, bool *saw)
@@ -198,7 +238,6 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
     size_t fsize = (size_t)PYU_OFF(o, fr_size), cap = 0;
     uint8_t buf[4096];
     cycle cyc = {0, 1, 0};
-    bool ft_tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index);
 
     stack_reset(&s->stack, chunk, frame + fsize);
     while (frame) {
@@ -218,50 +257,19 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
         else if (pyu_read(s, frame, buf, fsize, "a frame") < 0)
             return -1;
         uint64_t prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
-        uint8_t owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
-        if (owner < OWNER_FIRST_SHIM) {
-            uint64_t exe = pyu_u64(buf, fsize, PYU_OFF(o, fr_executable)) &
-                           ~o->tag_mask;
-            bool is_code;
-            const pyu_code *c = pyu_code_get(s, exe, &is_code);
-            if (!c && is_code)
-                return -1;
-            if (c) {
-                uint64_t ip = pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr));
-                int32_t tlbc = ft_tlbc ? (int32_t)pyu_u32(buf, fsize,
-                                             PYU_OFF(o, fr_tlbc_index))
-                                       : 0;
-                if (t->nframes == cap) {
-                    size_t ncap = cap ? cap * 2 : 64;
-                    pyu_frame *f = realloc(t->frames, ncap * sizeof *f);
-                    if (!f)
-                        return pyu_err_set(&s->err, PYU_E_NOMEM,
-                                           "out of memory");
-                    t->frames = f;
-                    cap = ncap;
-                }
-                pyu_frame *f = &t->frames[t->nframes];
-                pyu_code *cw = (pyu_code *)c;
-                if (cw->dump_serial != s->dump_serial) {
-                    cw->dump_qualname = dump_str(d, c->str_addr[0],
-                                                 c->qualname);
-                    cw->dump_name = dump_str(d, c->str_addr[1], c->name);
-                    cw->dump_filename = dump_str(d, c->str_addr[2],
-                                                 c->filename);
-                    if (!cw->dump_qualname || !cw->dump_name ||
-                        !cw->dump_filename)
-                        return pyu_err_set(&s->err, PYU_E_NOMEM,
-                                           "out of memory");
-                    cw->dump_serial = s->dump_serial;
-                }
-                f->function = cw->dump_qualname;
-                f->name = cw->dump_name;
-                f->file = cw->dump_filename;
-                f->line = pyu_code_line(s, c, ip, tlbc);
-                f->code_addr = exe;
-                t->nframes++;
-            }
+        if (t->nframes == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            pyu_frame *f = realloc(t->frames, ncap * sizeof *f);
+            if (!f)
+                return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+            t->frames = f;
+            cap = ncap;
         }
+        int rc = pyu_frame_fill(s, d->strings, buf, fsize,
+                                &t->frames[t->nframes]);
+        if (rc < 0)
+            return -1;
+        t->nframes += (size_t)rc;
         if (frame == base_frame)
             break;
         frame = prev;
