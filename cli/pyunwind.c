@@ -19,15 +19,16 @@ static int fail(const char *msg, int code)
     return code;
 }
 
-static int cmd_dump(int argc, char **argv)
+static int run(enum pyu_cmd_kind kind, int argc, char **argv)
 {
-    pyu_cmd_dump o;
+    pyu_cmd_opts o;
     char msg[1024];
-    int ex = pyu_cmd_dump_parse(&o, PYU_CMD_CLI, argc, argv, msg, sizeof msg);
+    int ex = pyu_cmd_parse(&o, kind, PYU_CMD_CLI, argc, argv, msg,
+                           sizeof msg);
     if (ex != PYU_EXIT_OK)
         return fail(msg, ex);
     if (o.help) {
-        fputs(pyu_cmd_dump_help(PYU_CMD_CLI), stdout);
+        fputs(pyu_cmd_help(kind, PYU_CMD_CLI), stdout);
         return PYU_EXIT_OK;
     }
     pyu_session *s = pyu_session_new();
@@ -47,7 +48,7 @@ static int cmd_dump(int argc, char **argv)
     if (rc < 0)
         ex = fail(pyu_errmsg(s), pyu_cmd_exit_for(rc));
     else {
-        ex = pyu_cmd_dump_run(s, &o, !o.core, source, stdout, stderr, msg,
+        ex = pyu_cmd_run(s, &o, !o.core, source, stdout, stderr, msg,
                               sizeof msg);
         if (ex != PYU_EXIT_OK && ex != PYU_EXIT_PARTIAL)
             fail(msg, ex);
@@ -56,10 +57,16 @@ static int cmd_dump(int argc, char **argv)
     return ex;
 }
 
+static const char overview[] =
+    "usage: pyunwind dump [OPTIONS] PID | --core CORE   Python stacks\n"
+    "       pyunwind tasks [OPTIONS] PID | --core CORE  asyncio tasks\n"
+    "       pyunwind --version\n"
+    "`pyunwind COMMAND --help` lists a command's options.\n";
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(pyu_cmd_dump_help(PYU_CMD_CLI), stderr);
+        fputs(overview, stderr);
         return PYU_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--version") == 0) {
@@ -67,12 +74,15 @@ int main(int argc, char **argv)
         return PYU_EXIT_OK;
     }
     if (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        fputs(pyu_cmd_dump_help(PYU_CMD_CLI), stdout);
+        fputs(overview, stdout);
         return PYU_EXIT_OK;
     }
     if (strcmp(argv[1], "dump") == 0)
-        return cmd_dump(argc - 1, argv + 1);
-    fprintf(stderr, "pyunwind: error: unknown command '%s' (try: dump)\n",
+        return run(PYU_CMD_DUMP, argc - 1, argv + 1);
+    if (strcmp(argv[1], "tasks") == 0)
+        return run(PYU_CMD_TASKS, argc - 1, argv + 1);
+    fprintf(stderr, "pyunwind: error: unknown command '%s' (try: dump, "
+                    "tasks)\n",
             argv[1]);
     return PYU_EXIT_USAGE;
 }

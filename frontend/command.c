@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CLI_ONLY 1u
+#define CLI_ONLY 1u   /* options that name a target */
+#define DUMP_ONLY 2u
+#define TASKS_ONLY 4u
 
 enum {
     OPT_JSON = 256,
@@ -20,16 +22,18 @@ enum {
     OPT_NONBLOCK,
     OPT_THREAD,
     OPT_VERBOSE,
+    OPT_TREE,
 };
 
 static const struct {
     struct option opt;
     unsigned where;
-} dump_opts[] = {
+} all_opts[] = {
     {{"json", no_argument, NULL, OPT_JSON}, 0},
+    {{"tree", no_argument, NULL, OPT_TREE}, TASKS_ONLY},
     {{"output", required_argument, NULL, 'o'}, 0},
-    {{"thread", required_argument, NULL, OPT_THREAD}, 0},
-    {{"no-source", no_argument, NULL, OPT_NOSRC}, 0},
+    {{"thread", required_argument, NULL, OPT_THREAD}, DUMP_ONLY},
+    {{"no-source", no_argument, NULL, OPT_NOSRC}, DUMP_ONLY},
     {{"verbose", no_argument, NULL, OPT_VERBOSE}, 0},
     {{"help", no_argument, NULL, 'h'}, 0},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY},
@@ -37,7 +41,7 @@ static const struct {
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY},
     {{"sysroot", required_argument, NULL, OPT_SYSROOT}, CLI_ONLY},
 };
-#define NOPTS (sizeof dump_opts / sizeof dump_opts[0])
+#define NOPTS (sizeof all_opts / sizeof all_opts[0])
 
 static const char cli_help[] =
     "usage: pyunwind dump [OPTIONS] PID\n"
@@ -60,6 +64,40 @@ static const char cli_help[] =
     "  --sysroot DIR   read the files the core names below DIR\n"
     "  -h, --help      print this help\n";
 
+static const char cli_tasks_help[] =
+    "usage: pyunwind tasks [OPTIONS] PID\n"
+    "       pyunwind tasks [OPTIONS] --core CORE [--exe PYTHON] [--sysroot DIR]\n"
+    "\n"
+    "Prints the asyncio tasks of a CPython 3.14+ process or core file: each\n"
+    "task, its coroutine stack and the tasks awaiting it, as a table like\n"
+    "`python -m asyncio ps`.\n"
+    "\n"
+    "  --tree          a tree like `python -m asyncio pstree` (exit 6 when\n"
+    "                  the await graph has a cycle)\n"
+    "  --json          print JSON (docs/json.md) instead of text\n"
+    "  -o, --output FILE  write to FILE instead of standard output\n"
+    "  --verbose       say on standard error how the target was read\n"
+    "  --nonblocking   do not stop the process while reading it\n"
+    "  --core CORE     read an ELF core file instead of a live process\n"
+    "  --exe PYTHON    the executable the core was written from\n"
+    "  --sysroot DIR   read the files the core names below DIR\n"
+    "  -h, --help      print this help\n";
+
+static const char debugger_tasks_help[] =
+    "Print the asyncio tasks of the debugged CPython (3.14+).\n"
+    "usage: py-tasks [--tree] [--json] [-o FILE] [--verbose]\n"
+    "\n"
+    "Each task, its coroutine stack and the tasks awaiting it, as a table\n"
+    "like `python -m asyncio ps`, from a live process, a core file or a\n"
+    "remote target.  The output is what `pyunwind tasks` prints.\n"
+    "\n"
+    "  --tree          a tree like `python -m asyncio pstree` (an error when\n"
+    "                  the await graph has a cycle)\n"
+    "  --json          print JSON (docs/json.md) instead of text\n"
+    "  -o, --output FILE  write to FILE instead of the debugger's output\n"
+    "  --verbose       also say how the target's memory was read\n"
+    "  -h, --help      print this help\n";
+
 static const char debugger_help[] =
     "Print the Python stack of every thread of the debugged CPython.\n"
     "usage: py-dump [--json] [-o FILE] [--thread TID] [--no-source] "
@@ -78,20 +116,40 @@ static const char debugger_help[] =
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 
-const char *pyu_cmd_dump_help(enum pyu_cmd_frontend fe)
+const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe)
 {
+    if (kind == PYU_CMD_TASKS)
+        return fe == PYU_CMD_CLI ? cli_tasks_help : debugger_tasks_help;
     return fe == PYU_CMD_CLI ? cli_help : debugger_help;
 }
 
-const char *const *pyu_cmd_dump_options(enum pyu_cmd_frontend fe)
+static bool accepts(unsigned where, enum pyu_cmd_kind kind,
+                    enum pyu_cmd_frontend fe)
 {
-    static const char *const cli[] = {
-        "--json", "--output", "--thread", "--no-source", "--verbose",
-        "--help", "--nonblocking", "--core", "--exe", "--sysroot", NULL};
-    static const char *const dbg[] = {
-        "--json", "--output", "--thread", "--no-source", "--verbose",
-        "--help", NULL};
-    return fe == PYU_CMD_CLI ? cli : dbg;
+    if ((where & CLI_ONLY) && fe != PYU_CMD_CLI)
+        return false;
+    if ((where & DUMP_ONLY) && kind != PYU_CMD_DUMP)
+        return false;
+    return !(where & TASKS_ONLY) || kind == PYU_CMD_TASKS;
+}
+
+const char *const *pyu_cmd_options(enum pyu_cmd_kind kind,
+                                   enum pyu_cmd_frontend fe)
+{
+    static char names[2][2][NOPTS + 1][16];
+    static const char *lists[2][2][NOPTS + 1];
+    const char **l = lists[kind][fe];
+    if (!l[0]) {
+        size_t n = 0;
+        for (size_t i = 0; i < NOPTS; i++)
+            if (accepts(all_opts[i].where, kind, fe)) {
+                snprintf(names[kind][fe][n], 16, "--%s", all_opts[i].opt.name);
+                l[n] = names[kind][fe][n];
+                n++;
+            }
+        l[n] = NULL;
+    }
+    return l;
 }
 
 static int usage(char *msg, size_t msglen, const char *fmt, ...)
@@ -116,18 +174,22 @@ static int parse_u64(const char *arg, uint64_t *v)
     return 0;
 }
 
-int pyu_cmd_dump_parse(pyu_cmd_dump *o, enum pyu_cmd_frontend fe, int argc,
-                       char **argv, char *msg, size_t msglen)
+int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
+                  enum pyu_cmd_frontend fe, int argc, char **argv, char *msg,
+                  size_t msglen)
 {
     struct option longopts[NOPTS + 1];
     size_t n = 0;
     for (size_t i = 0; i < NOPTS; i++)
-        if (fe == PYU_CMD_CLI || !(dump_opts[i].where & CLI_ONLY))
-            longopts[n++] = dump_opts[i].opt;
+        if (accepts(all_opts[i].where, kind, fe))
+            longopts[n++] = all_opts[i].opt;
     memset(&longopts[n], 0, sizeof longopts[n]);
-    const char *name = fe == PYU_CMD_CLI ? "pyunwind dump" : "py-dump";
+    static const char *const names[2][2] = {
+        {"pyunwind dump", "py-dump"}, {"pyunwind tasks", "py-tasks"}};
+    const char *name = names[kind][fe];
 
     memset(o, 0, sizeof *o);
+    o->kind = kind;
     optind = 0; /* GNU: start over, reinitialising getopt's state */
     opterr = 0; /* our own one-line messages */
     int c;
@@ -135,6 +197,7 @@ int pyu_cmd_dump_parse(pyu_cmd_dump *o, enum pyu_cmd_frontend fe, int argc,
         switch (c) {
         case OPT_JSON: o->json = true; break;
         case OPT_VERBOSE: o->verbose = true; break;
+        case OPT_TREE: o->tree = true; break;
         case OPT_CORE: o->core = optarg; break;
         case OPT_EXE: o->exe = optarg; break;
         case OPT_SYSROOT: o->sysroot = optarg; break;
@@ -158,9 +221,9 @@ int pyu_cmd_dump_parse(pyu_cmd_dump *o, enum pyu_cmd_frontend fe, int argc,
     }
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
-            return usage(msg, msglen, "unexpected argument '%s' (py-dump "
-                         "reads the debugger's current target; see py-dump "
-                         "--help)", argv[optind]);
+            return usage(msg, msglen, "unexpected argument '%s' (%s "
+                         "reads the debugger's current target; see %s "
+                         "--help)", argv[optind], name, name);
         return PYU_EXIT_OK;
     }
     if (o->core) {
@@ -169,9 +232,9 @@ int pyu_cmd_dump_parse(pyu_cmd_dump *o, enum pyu_cmd_frontend fe, int argc,
         return PYU_EXIT_OK;
     }
     if (optind + 1 != argc)
-        return usage(msg, msglen, "%s (see pyunwind dump --help)",
+        return usage(msg, msglen, "%s (see %s --help)",
                      optind == argc ? "give a process id or --core CORE"
-                                    : "give one process id");
+                                    : "give one process id", name);
     char *end;
     errno = 0;
     long pid = strtol(argv[optind], &end, 10);
@@ -223,14 +286,70 @@ static void describe(pyu_session *s, const char *source, FILE *diag)
                 py.runtime_addr, *py.found_in ? " in " : "", py.found_in);
 }
 
-int pyu_cmd_dump_run(pyu_session *s, const pyu_cmd_dump *o, bool retry_torn,
-                     const char *source, FILE *out, FILE *diag, char *msg,
-                     size_t msglen)
+/* Opens -o FILE, or takes out. */
+static FILE *open_output(const pyu_cmd_opts *o, FILE *out, char *msg,
+                         size_t msglen)
+{
+    FILE *f = out;
+    if (o->output && !(f = fopen(o->output, "w")))
+        snprintf(msg, msglen, "cannot write %s: %s", o->output,
+                 strerror(errno));
+    return f;
+}
+
+/* Flushes and closes what open_output gave; rc is the writer's result. */
+static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
+                        char *msg, size_t msglen)
+{
+    if (fflush(f) != 0)
+        rc = -PYU_E_IO;
+    if (f != out && fclose(f) != 0)
+        rc = -PYU_E_IO;
+    if (rc < 0) {
+        snprintf(msg, msglen, "writing to %s failed",
+                 o->output ? o->output : "the output");
+        return PYU_EXIT_INTERNAL;
+    }
+    return PYU_EXIT_OK;
+}
+
+static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, FILE *out,
+                     char *msg, size_t msglen)
+{
+    pyu_tasks *t = NULL;
+    int rc = pyu_tasks_take(s, &t);
+    if (rc < 0) {
+        snprintf(msg, msglen, "%s", pyu_errmsg(s));
+        return pyu_cmd_exit_for(rc);
+    }
+    FILE *f = open_output(o, out, msg, msglen);
+    if (!f) {
+        pyu_tasks_free(t);
+        return PYU_EXIT_INTERNAL;
+    }
+    int cycle = 0;
+    rc = o->json ? pyu_tasks_write_json(t, f)
+         : o->tree ? pyu_tasks_write_tree(t, f, &cycle)
+                   : pyu_tasks_write_table(t, f);
+    int ex = close_output(o, f, out, rc, msg, msglen);
+    if (ex == PYU_EXIT_OK && cycle) {
+        snprintf(msg, msglen, "the await graph has a cycle: no tree");
+        ex = PYU_EXIT_CYCLE;
+    }
+    pyu_tasks_free(t);
+    return ex;
+}
+
+int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
+                const char *source, FILE *out, FILE *diag, char *msg,
+                size_t msglen)
 {
     pyu_dump *d = NULL;
     int rc;
     if (o->verbose && diag)
         describe(s, source, diag);
+    if (o->kind == PYU_CMD_TASKS)
+        return run_tasks(s, o, out, msg, msglen);
     /* A running process (--nonblocking, or one a debugger holds) can
      * change under the reader: a torn read is retried a few times. */
     for (int attempt = 0;; attempt++) {
@@ -268,29 +387,17 @@ int pyu_cmd_dump_run(pyu_session *s, const pyu_cmd_dump *o, bool retry_torn,
         }
     }
 
-    int ex = PYU_EXIT_OK;
-    FILE *f = out;
-    if (o->output && !(f = fopen(o->output, "w"))) {
-        snprintf(msg, msglen, "cannot write %s: %s", o->output,
-                 strerror(errno));
+    FILE *f = open_output(o, out, msg, msglen);
+    if (!f) {
         pyu_dump_free(d);
         return PYU_EXIT_INTERNAL;
     }
     rc = o->json ? pyu_dump_write_json(&view, f)
                  : pyu_dump_write_text(&view, f, o->text_flags);
-    if (fflush(f) != 0)
-        rc = -PYU_E_IO;
-    if (f != out && fclose(f) != 0)
-        rc = -PYU_E_IO;
-    if (rc < 0) {
-        snprintf(msg, msglen, "writing the dump to %s failed",
-                 o->output ? o->output : "the output");
-        ex = PYU_EXIT_INTERNAL;
-    } else {
-        for (size_t i = 0; i < view.nthreads; i++)
-            if (view.threads[i].error)
-                ex = PYU_EXIT_PARTIAL;
-    }
+    int ex = close_output(o, f, out, rc, msg, msglen);
+    for (size_t i = 0; ex == PYU_EXIT_OK && i < view.nthreads; i++)
+        if (view.threads[i].error)
+            ex = PYU_EXIT_PARTIAL;
     pyu_dump_free(d);
     return ex;
 }

@@ -26,15 +26,21 @@ enum pyu_cmd_exit {
     PYU_EXIT_TARGET = 3,   /* the process or core cannot be read */
     PYU_EXIT_NOTPY = 4,    /* not a supported CPython */
     PYU_EXIT_PARTIAL = 5,  /* dump written, but some stacks are incomplete */
+    PYU_EXIT_CYCLE = 6,    /* tasks --tree: the await graph has a cycle */
 };
+
+/* The commands. */
+enum pyu_cmd_kind { PYU_CMD_DUMP, PYU_CMD_TASKS };
 
 /* Who parses: the CLI takes a target (PID or --core ...) on its command
  * line; a debugger command reads the debugger's current target. */
 enum pyu_cmd_frontend { PYU_CMD_CLI, PYU_CMD_DEBUGGER };
 
-/* Options of `dump` / `py-dump`. */
-typedef struct pyu_cmd_dump {
+/* Options of `dump` / `py-dump` and `tasks` / `py-tasks`. */
+typedef struct pyu_cmd_opts {
+    enum pyu_cmd_kind kind;
     bool json;            /* --json */
+    bool tree;            /* --tree (tasks) */
     bool verbose;         /* --verbose: say where memory came from */
     bool help;            /* -h/--help was given: print the help, do nothing */
     unsigned text_flags;  /* PYU_TEXT_* (--no-source) */
@@ -44,34 +50,36 @@ typedef struct pyu_cmd_dump {
     unsigned open_flags;  /* PYU_OPEN_* (--nonblocking) */
     int pid;
     const char *core, *exe, *sysroot;
-} pyu_cmd_dump;
+} pyu_cmd_opts;
 
-/* The help text of the dump command for a front end ("py-dump" or
- * "pyunwind dump"); a static string. */
-const char *pyu_cmd_dump_help(enum pyu_cmd_frontend fe);
+/* The help text of a command in a front end ("py-dump", "pyunwind
+ * tasks"...); a static string. */
+const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe);
 
-/* The long options `dump` accepts in a front end, NULL-terminated, each
+/* The long options a command accepts in a front end, NULL-terminated, each
  * with its leading dashes (for completion). */
-const char *const *pyu_cmd_dump_options(enum pyu_cmd_frontend fe);
+const char *const *pyu_cmd_options(enum pyu_cmd_kind kind,
+                                   enum pyu_cmd_frontend fe);
 
 /* Parses argv[1..argc-1] (argv[0] is the command's name; argv may be
  * permuted).  Strings in *o point into argv.  Returns 0, or
  * PYU_EXIT_USAGE with a one-line message (no trailing newline) in msg. */
-int pyu_cmd_dump_parse(pyu_cmd_dump *o, enum pyu_cmd_frontend fe, int argc,
-                       char **argv, char *msg, size_t msglen);
+int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
+                  enum pyu_cmd_frontend fe, int argc, char **argv, char *msg,
+                  size_t msglen);
 
 /* The exit code for a negated pyu error code (from an open or a dump). */
 int pyu_cmd_exit_for(int rc);
 
-/* Takes a dump from an opened session and writes it to o->output, or to out
- * when there is none.  `source` says in a few words how the session reads
+/* Runs the command on an opened session: takes the dump or the task list
+ * and writes it to o->output, or to out when there is none.  `source` says in a few words how the session reads
  * memory; with --verbose it goes to diag together with what was found.  A
  * live session (retry_torn) retries dumps torn by a running target.
  * Returns a PYU_EXIT_* code; for any code but OK and PARTIAL a one-line
- * message is in msg. */
-int pyu_cmd_dump_run(pyu_session *s, const pyu_cmd_dump *o, bool retry_torn,
-                     const char *source, FILE *out, FILE *diag, char *msg,
-                     size_t msglen);
+ * message is in msg (CYCLE: the tree was written, with the cycle). */
+int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
+                const char *source, FILE *out, FILE *diag, char *msg,
+                size_t msglen);
 
 #ifdef __cplusplus
 }

@@ -10,10 +10,11 @@
  *        read(addr, size) -> bytes-like   memory of the target
  *        mappings: [(start, end, offset, prot, path or None)] or None
  *        signal: (signo, native thread id) or None
- *   Session.run_dump(argv, retry_torn, source) -> (code, out, diag, msg)
+ *   Session.run(command, argv, retry_torn, source) -> (code, out, diag, msg)
  *   Session.close()
- *   parse_dump(argv) -> dict of options, or raises Error
- *   dump_help() -> str, dump_options() -> [str]
+ *   parse(command, argv) -> dict of options, or raises Error
+ *   help(command) -> str, options(command) -> [str]
+ *        command: "dump" (py-dump) or "tasks" (py-tasks)
  *   Error: raised with a one-line message; .code is the CLI's exit code
  */
 #define PY_SSIZE_T_CLEAN
@@ -44,8 +45,19 @@ static PyObject *raise_error(int code, const char *msg)
 
 typedef struct {
     int argc;
-    char **argv; /* argv[0] = "py-dump"; strings owned here */
+    char **argv; /* argv[0] = the command; strings owned here */
 } argvec;
+
+/* "dump" or "tasks" -> the command, or -1 with TypeError set. */
+static int command_kind(const char *name)
+{
+    if (strcmp(name, "dump") == 0)
+        return PYU_CMD_DUMP;
+    if (strcmp(name, "tasks") == 0)
+        return PYU_CMD_TASKS;
+    PyErr_Format(PyExc_ValueError, "unknown command %s", name);
+    return -1;
+}
 
 static void argvec_free(argvec *a)
 {
@@ -343,22 +355,23 @@ static PyObject *take_stream(FILE *f, char **buf, size_t *len)
     return b;
 }
 
-static PyObject *Session_run_dump(Session *self, PyObject *args)
+static PyObject *Session_run(Session *self, PyObject *args)
 {
     PyObject *list;
-    int retry;
-    const char *source;
-    if (!PyArg_ParseTuple(args, "Ops", &list, &retry, &source))
+    int retry, kind;
+    const char *source, *command;
+    if (!PyArg_ParseTuple(args, "sOps", &command, &list, &retry, &source) ||
+        (kind = command_kind(command)) < 0)
         return NULL;
     if (!self->s || !self->opened)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
     argvec a;
     if (argvec_from(&a, list) < 0)
         return NULL;
-    pyu_cmd_dump o;
+    pyu_cmd_opts o;
     char msg[1024] = "";
-    int ex = pyu_cmd_dump_parse(&o, PYU_CMD_DEBUGGER, a.argc, a.argv, msg,
-                                sizeof msg);
+    int ex = pyu_cmd_parse(&o, (enum pyu_cmd_kind)kind, PYU_CMD_DEBUGGER,
+                           a.argc, a.argv, msg, sizeof msg);
     if (ex != PYU_EXIT_OK) {
         argvec_free(&a);
         return raise_error(ex, msg);
@@ -377,8 +390,7 @@ static PyObject *Session_run_dump(Session *self, PyObject *args)
         argvec_free(&a);
         return PyErr_NoMemory();
     }
-    ex = pyu_cmd_dump_run(self->s, &o, retry, source, out, diag, msg,
-                          sizeof msg);
+    ex = pyu_cmd_run(self->s, &o, retry, source, out, diag, msg, sizeof msg);
     argvec_free(&a);
     PyObject *ob = take_stream(out, &obuf, &olen);
     PyObject *db = take_stream(diag, &dbuf, &dlen);
@@ -413,8 +425,8 @@ static PyMethodDef Session_methods[] = {
     {"open_memory", (PyCFunction)Session_open_memory, METH_VARARGS,
      "open_memory(read, pid, hint, mappings=None, signal=None): memory "
      "through read(addr, size)"},
-    {"run_dump", (PyCFunction)Session_run_dump, METH_VARARGS,
-     "run_dump(argv, retry_torn, source) -> (code, out, diag, msg)"},
+    {"run", (PyCFunction)Session_run, METH_VARARGS,
+     "run(command, argv, retry_torn, source) -> (code, out, diag, msg)"},
     {"close", (PyCFunction)Session_close, METH_NOARGS, "free the session"},
     {NULL, NULL, 0, NULL},
 };
@@ -433,16 +445,22 @@ static PyTypeObject SessionType = {
 
 /* ----------------------------------------------------- module functions */
 
-static PyObject *mod_parse_dump(PyObject *mod, PyObject *list)
+static PyObject *mod_parse(PyObject *mod, PyObject *args)
 {
     (void)mod;
+    const char *command;
+    PyObject *list;
+    int kind;
+    if (!PyArg_ParseTuple(args, "sO", &command, &list) ||
+        (kind = command_kind(command)) < 0)
+        return NULL;
     argvec a;
     if (argvec_from(&a, list) < 0)
         return NULL;
-    pyu_cmd_dump o;
+    pyu_cmd_opts o;
     char msg[1024] = "";
-    int ex = pyu_cmd_dump_parse(&o, PYU_CMD_DEBUGGER, a.argc, a.argv, msg,
-                                sizeof msg);
+    int ex = pyu_cmd_parse(&o, (enum pyu_cmd_kind)kind, PYU_CMD_DEBUGGER,
+                           a.argc, a.argv, msg, sizeof msg);
     PyObject *r = NULL;
     if (ex != PYU_EXIT_OK)
         raise_error(ex, msg);
@@ -456,19 +474,27 @@ static PyObject *mod_parse_dump(PyObject *mod, PyObject *list)
     return r;
 }
 
-static PyObject *mod_dump_help(PyObject *mod, PyObject *unused)
+static PyObject *mod_help(PyObject *mod, PyObject *arg)
 {
     (void)mod;
-    (void)unused;
-    return PyUnicode_FromString(pyu_cmd_dump_help(PYU_CMD_DEBUGGER));
+    const char *command = PyUnicode_AsUTF8(arg);
+    int kind = command ? command_kind(command) : -1;
+    if (kind < 0)
+        return NULL;
+    return PyUnicode_FromString(pyu_cmd_help((enum pyu_cmd_kind)kind,
+                                             PYU_CMD_DEBUGGER));
 }
 
-static PyObject *mod_dump_options(PyObject *mod, PyObject *unused)
+static PyObject *mod_options(PyObject *mod, PyObject *arg)
 {
     (void)mod;
-    (void)unused;
+    const char *command = PyUnicode_AsUTF8(arg);
+    int kind = command ? command_kind(command) : -1;
+    if (kind < 0)
+        return NULL;
     PyObject *l = PyList_New(0);
-    for (const char *const *p = pyu_cmd_dump_options(PYU_CMD_DEBUGGER);
+    for (const char *const *p = pyu_cmd_options((enum pyu_cmd_kind)kind,
+                                                PYU_CMD_DEBUGGER);
          l && *p; p++) {
         PyObject *s = PyUnicode_FromString(*p);
         if (!s || PyList_Append(l, s) < 0) {
@@ -482,10 +508,10 @@ static PyObject *mod_dump_options(PyObject *mod, PyObject *unused)
 }
 
 static PyMethodDef module_methods[] = {
-    {"parse_dump", mod_parse_dump, METH_O,
-     "parse_dump(argv) -> dict: check py-dump's options"},
-    {"dump_help", mod_dump_help, METH_NOARGS, "help text of py-dump"},
-    {"dump_options", mod_dump_options, METH_NOARGS, "py-dump's options"},
+    {"parse", mod_parse, METH_VARARGS,
+     "parse(command, argv) -> dict: check a command's options"},
+    {"help", mod_help, METH_O, "help(command): its help text"},
+    {"options", mod_options, METH_O, "options(command): its long options"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -289,12 +289,14 @@ std::string take(FILE *f, char *&buf, size_t &len)
     return s;
 }
 
-class DumpCommand : public lldb::SBCommandPluginInterface {
+class Command : public lldb::SBCommandPluginInterface {
   public:
+    explicit Command(enum pyu_cmd_kind kind) : kind_(kind) {}
+
     bool DoExecute(lldb::SBDebugger debugger, char **command,
                    lldb::SBCommandReturnObject &result) override
     {
-        std::vector<std::string> args{"py-dump"};
+        std::vector<std::string> args{name()};
         for (char **p = command; p && *p; p++)
             args.push_back(*p);
         std::vector<char *> argv;
@@ -302,15 +304,15 @@ class DumpCommand : public lldb::SBCommandPluginInterface {
             argv.push_back(&a[0]);
         argv.push_back(nullptr);
 
-        pyu_cmd_dump o;
+        pyu_cmd_opts o;
         char msg[1024] = "";
-        int ex = pyu_cmd_dump_parse(&o, PYU_CMD_DEBUGGER,
-                                    static_cast<int>(args.size()), argv.data(),
-                                    msg, sizeof msg);
+        int ex = pyu_cmd_parse(&o, kind_, PYU_CMD_DEBUGGER,
+                               static_cast<int>(args.size()), argv.data(),
+                               msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             return fail(result, msg);
         if (o.help) {
-            result.Printf("%s", pyu_cmd_dump_help(PYU_CMD_DEBUGGER));
+            result.Printf("%s", pyu_cmd_help(kind_, PYU_CMD_DEBUGGER));
             result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
             return true;
         }
@@ -331,13 +333,15 @@ class DumpCommand : public lldb::SBCommandPluginInterface {
             pyu_session_free(s);
             return fail(result, "out of memory");
         }
-        ex = pyu_cmd_dump_run(s, &o, retry, source.c_str(), out, diag, msg,
-                              sizeof msg);
+        ex = pyu_cmd_run(s, &o, retry, source.c_str(), out, diag, msg,
+                         sizeof msg);
         pyu_session_free(s);
         std::string text = take(out, obuf, olen);
         std::string notes = take(diag, dbuf, dlen);
         if (!notes.empty())
             result.Printf("%s", notes.c_str());
+        if (ex == PYU_EXIT_CYCLE && !text.empty()) /* the cycle, then why */
+            result.Printf("%s", text.c_str());
         if (ex != PYU_EXIT_OK && ex != PYU_EXIT_PARTIAL)
             return fail(result, msg);
         if (!text.empty())
@@ -346,10 +350,17 @@ class DumpCommand : public lldb::SBCommandPluginInterface {
         return true;
     }
 
-  private:
-    static bool fail(lldb::SBCommandReturnObject &result, const char *msg)
+    const char *name() const
     {
-        std::string line = std::string("py-dump: ") + msg;
+        return kind_ == PYU_CMD_TASKS ? "py-tasks" : "py-dump";
+    }
+
+  private:
+    enum pyu_cmd_kind kind_;
+
+    bool fail(lldb::SBCommandReturnObject &result, const char *msg) const
+    {
+        std::string line = std::string(name()) + ": " + msg;
         result.SetError(line.c_str());
         result.SetStatus(lldb::eReturnStatusFailed);
         return false;
@@ -372,17 +383,29 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
         return false;
     }
     lldb::SBCommandInterpreter interp = debugger.GetCommandInterpreter();
-    lldb::SBCommand cmd = interp.AddCommand(
-        "py-dump", new DumpCommand,
-        "Print the Python stack of every thread of the debugged CPython.",
-        "py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]");
-    if (!cmd.IsValid())
-        return false;
-    // lldb prints the summary and the syntax itself: the long help starts
-    // after the shared text's first two lines
-    const char *help = pyu_cmd_dump_help(PYU_CMD_DEBUGGER);
-    for (int line = 0; line < 2 && strchr(help, '\n'); line++)
-        help = strchr(help, '\n') + 1;
-    cmd.SetHelpLong(help);
+    static const struct {
+        enum pyu_cmd_kind kind;
+        const char *summary, *syntax;
+    } commands[] = {
+        {PYU_CMD_DUMP,
+         "Print the Python stack of every thread of the debugged CPython.",
+         "py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]"},
+        {PYU_CMD_TASKS,
+         "Print the asyncio tasks of the debugged CPython (3.14+).",
+         "py-tasks [--tree] [--json] [-o FILE] [--verbose]"},
+    };
+    for (const auto &c : commands) {
+        auto *impl = new Command(c.kind);
+        lldb::SBCommand cmd =
+            interp.AddCommand(impl->name(), impl, c.summary, c.syntax);
+        if (!cmd.IsValid())
+            return false;
+        // lldb prints the summary and the syntax itself: the long help
+        // starts after the shared text's first two lines
+        const char *help = pyu_cmd_help(c.kind, PYU_CMD_DEBUGGER);
+        for (int line = 0; line < 2 && strchr(help, '\n'); line++)
+            help = strchr(help, '\n') + 1;
+        cmd.SetHelpLong(help);
+    }
     return true;
 }

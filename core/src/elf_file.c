@@ -91,6 +91,10 @@ int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
         if (name && strcmp(name, ".PyRuntime") == 0 && sh.sh_addr) {
             info->has_pyruntime = true;
             info->pyruntime_vaddr = sh.sh_addr;
+        } else if (name && strcmp(name, ".AsyncioDebug") == 0 && sh.sh_addr) {
+            info->has_asyncio = true;
+            info->asyncio_vaddr = sh.sh_addr;
+            info->asyncio_size = sh.sh_size;
         } else if (sh.sh_type == SHT_DYNSYM && !info->has_symbol) {
             find_symbol(elf, scn, &sh, info);
         }

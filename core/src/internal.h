@@ -65,6 +65,8 @@ typedef struct pyu_elf_info {
     bool has_symbol;         /* a _PyRuntime dynamic symbol */
     uint64_t symbol_vaddr;
     uint64_t base_vaddr;     /* first PT_LOAD p_vaddr, rounded down */
+    bool has_asyncio;        /* an .AsyncioDebug section (3.14+) */
+    uint64_t asyncio_vaddr, asyncio_size;
 } pyu_elf_info;
 
 /* Reads the section headers and dynamic symbols of the ELF file at path.
@@ -220,6 +222,8 @@ struct pyu_session {
     unsigned type_no_next;
     pyu_strtab *strings;  /* remote str address -> decoded UTF-8 */
     pyu_stackview stack;  /* scratch for frame walks */
+    uint64_t aio_addr;    /* .AsyncioDebug, once found and validated */
+    uint64_t aio[13];     /* its contents */
 };
 
 /* Reads len bytes at addr; on failure sets the session error with the
@@ -229,6 +233,25 @@ PYU_HIDDEN int pyu_read(pyu_session *s, uint64_t addr, void *buf, size_t len,
 /* Several ranges in one call of the back end. */
 PYU_HIDDEN int pyu_readv(pyu_session *s, const pyu_range *r, size_t n,
                          const char *what);
+
+/* Brent's cycle detector over a chain of addresses: start with
+ * cycle c = {0, 1, 0}; cycle_step says whether addr was seen before. */
+typedef struct cycle {
+    uint64_t saved;
+    size_t power, steps;
+} cycle;
+
+static inline bool cycle_step(cycle *c, uint64_t addr)
+{
+    if (addr == c->saved)
+        return true;
+    if (++c->steps == c->power) {
+        c->saved = addr;
+        c->power *= 2;
+        c->steps = 0;
+    }
+    return false;
+}
 
 /* Little-endian field access into a local copy of a remote struct; offsets
  * past `len` yield 0 (the table validation makes that impossible for
@@ -273,6 +296,10 @@ PYU_HIDDEN int pyu_code_line(pyu_session *s, const pyu_code *c,
                              uint64_t instr_ptr, int32_t tlbc_index);
 /* Drops the code and string caches. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
+/* JSON pieces shared by the renderers: a string (always valid UTF-8; other
+ * bytes as \udcXX), a frame object. */
+PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
+PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
 PYU_HIDDEN int pyu_frame_fill(pyu_session *s, pyu_strtab *strings,
                               const uint8_t *buf, size_t fsize, pyu_frame *f);
 PYU_HIDDEN void pyu_caches_free(pyu_session *s);

@@ -227,7 +227,7 @@ static size_t utf8_len(const unsigned char *p)
 /* A JSON string.  Bytes that are not UTF-8 (file names Python keeps with
  * surrogateescape) become \udcXX escapes, which Python's json module turns
  * back into the same str. */
-static void json_str(FILE *out, const char *s)
+void pyu_json_str(FILE *out, const char *s)
 {
     fputc('"', out);
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
@@ -268,10 +268,24 @@ static void json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
+void pyu_json_frame(FILE *out, const pyu_frame *f)
+{
+    fputs("{\"function\": ", out);
+    pyu_json_str(out, f->function);
+    fputs(", \"name\": ", out);
+    pyu_json_str(out, f->name);
+    fputs(", \"file\": ", out);
+    pyu_json_str(out, f->file);
+    if (f->line > 0)
+        fprintf(out, ", \"line\": %d}", f->line);
+    else
+        fputs(", \"line\": null}", out);
+}
+
 int pyu_dump_write_json(const pyu_dump *d, FILE *out)
 {
     fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", d->pid);
-    json_str(out, d->version);
+    pyu_json_str(out, d->version);
     fprintf(out, ", \"free_threaded\": %s}, \"threads\": [",
             d->free_threaded ? "true" : "false");
     for (size_t i = 0; i < d->nthreads; i++) {
@@ -290,23 +304,14 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
             }
         fputs("], \"frames\": [", out);
         for (size_t k = 0; k < t->nframes; k++) {
-            const pyu_frame *f = &t->frames[k];
-            fputs(k ? ",\n    {\"function\": " : "\n    {\"function\": ", out);
-            json_str(out, f->function);
-            fputs(", \"name\": ", out);
-            json_str(out, f->name);
-            fputs(", \"file\": ", out);
-            json_str(out, f->file);
-            if (f->line > 0)
-                fprintf(out, ", \"line\": %d}", f->line);
-            else
-                fputs(", \"line\": null}", out);
+            fputs(k ? ",\n    " : "\n    ", out);
+            pyu_json_frame(out, &t->frames[k]);
         }
         fprintf(out, "], \"truncated\": %s, \"error\": ",
                 t->truncated ? (t->truncated == 2 ? "\"loop\"" : "\"depth\"")
                              : "false");
         if (t->error)
-            json_str(out, t->error);
+            pyu_json_str(out, t->error);
         else
             fputs("null", out);
         fputs("}", out);

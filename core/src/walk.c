@@ -9,24 +9,6 @@
  * stack (3.14+).  Neither holds Python code. */
 #define OWNER_FIRST_SHIM 3
 
-/* Brent's cycle detector over a chain of addresses. */
-typedef struct cycle {
-    uint64_t saved;
-    size_t power, steps;
-} cycle;
-
-static bool cycle_step(cycle *c, uint64_t addr)
-{
-    if (addr == c->saved)
-        return true;
-    if (++c->steps == c->power) {
-        c->saved = addr;
-        c->power *= 2;
-        c->steps = 0;
-    }
-    return false;
-}
-
 /* ------------------------------------------------------ data-stack chunks */
 
 /* _PyStackChunk, unchanged since 3.11: previous, size (bytes, header

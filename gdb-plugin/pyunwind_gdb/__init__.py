@@ -1,7 +1,9 @@
-"""pyunwind inside gdb: the `py-dump` command and a scripting API.
+"""pyunwind inside gdb: the `py-dump` and `py-tasks` commands and a
+scripting API.
 
     (gdb) source /path/to/pyunwind-gdb.py      # or `import pyunwind_gdb`
     (gdb) py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]
+    (gdb) py-tasks [--tree] [--json] [-o FILE] [--verbose]
 
     python
     import pyunwind_gdb
@@ -33,7 +35,7 @@ import gdb
 
 from . import _pyunwind
 
-__all__ = ["dump", "Error", "memory_source"]
+__all__ = ["dump", "tasks", "Error", "memory_source"]
 
 
 class Error(gdb.GdbError):
@@ -170,21 +172,24 @@ def _open_gdb_memory(inf, source, signal):
     return s
 
 
-def _run(argv, through_gdb=False):
-    """Runs py-dump with argv: (output bytes, diagnostics bytes)."""
+def _run(command, argv, through_gdb=False):
+    """Runs py-dump ("dump") or py-tasks ("tasks") with argv: (output bytes,
+    diagnostics bytes)."""
     global _last_source
     try:
-        opts = _pyunwind.parse_dump(argv)
+        opts = _pyunwind.parse(command, argv)
         if opts["help"]:
-            return _pyunwind.dump_help().encode(), b""
+            return _pyunwind.help(command).encode(), b""
         session, retry, source = _open(through_gdb)
         try:
             _last_source = source
-            code, out, diag, msg = session.run_dump(argv, retry, source)
+            code, out, diag, msg = session.run(command, argv, retry, source)
         finally:
             session.close()
     except _pyunwind.Error as e:
         raise Error(str(e), getattr(e, "code", 1)) from None
+    if code == 6:  # py-tasks --tree: the cycle is printed, then the error
+        gdb.write(out.decode("utf-8", "backslashreplace"))
     if code not in (0, 5):
         raise Error(msg, code)
     return out, diag
@@ -201,7 +206,14 @@ def dump(thread=None, through_gdb=False):
     argv = ["--json"]
     if thread is not None:
         argv += ["--thread", str(int(thread))]
-    out, _ = _run(argv, through_gdb)
+    out, _ = _run("dump", argv, through_gdb)
+    return json.loads(out.decode("utf-8"))
+
+
+def tasks(through_gdb=False):
+    """The asyncio tasks of the selected inferior as Python objects: what
+    `py-tasks --json` prints (docs/json.md), parsed.  Raises Error."""
+    out, _ = _run("tasks", ["--json"], through_gdb)
     return json.loads(out.decode("utf-8"))
 
 
@@ -222,22 +234,26 @@ def _paths(word):
     return out
 
 
-class PyDump(gdb.Command):
+class _Command(gdb.Command):
+    """A pyunwind command; `command` is its name in the C layer."""
+    command = None
+
     def __init__(self):
-        super().__init__("py-dump", gdb.COMMAND_STACK)
+        super().__init__("py-" + self.command, gdb.COMMAND_STACK)
 
     def invoke(self, arg, from_tty):
         self.dont_repeat()
+        name = "py-" + self.command
         try:
             argv = gdb.string_to_argv(arg)
-            out, diag = _run(argv)
+            out, diag = _run(self.command, argv)
         except gdb.GdbError as e:
-            raise gdb.GdbError("py-dump: %s" % e) from None
+            raise gdb.GdbError("%s: %s" % (name, e)) from None
         except KeyboardInterrupt:
             raise
         except Exception as e:  # never a traceback inside gdb
-            raise gdb.GdbError("py-dump: internal error: %s: %s"
-                               % (type(e).__name__, e)) from None
+            raise gdb.GdbError("%s: internal error: %s: %s"
+                               % (name, type(e).__name__, e)) from None
         if diag:
             gdb.write(diag.decode("utf-8", "backslashreplace"), gdb.STDERR)
         if out:
@@ -257,9 +273,19 @@ class PyDump(gdb.Command):
         if word is None:
             return []
         cut = len(current) - len(word)
-        return [o[cut:] for o in _pyunwind.dump_options()
+        return [o[cut:] for o in _pyunwind.options(self.command)
                 if o.startswith(current)]
 
 
-PyDump.__doc__ = _pyunwind.dump_help()
+class PyDump(_Command):
+    command = "dump"
+
+
+class PyTasks(_Command):
+    command = "tasks"
+
+
+PyDump.__doc__ = _pyunwind.help("dump")
+PyTasks.__doc__ = _pyunwind.help("tasks")
 PyDump()
+PyTasks()

@@ -248,6 +248,58 @@ PYU_API void pyu_dump_free(pyu_dump *d);
 PYU_API int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags);
 PYU_API int pyu_dump_write_json(const pyu_dump *d, FILE *out);
 
+/* ------------------------------------------------------- asyncio tasks */
+
+/* One asyncio task (CPython 3.14+). */
+typedef struct pyu_task {
+    uint64_t id;               /* address of the task object */
+    const char *name;          /* its name; an int name reads "Task-N" */
+    int64_t interpreter_id;
+    uint64_t thread_id;        /* ident of the thread whose task list holds
+                                  it; 0 when the interpreter's (tasks left
+                                  by threads that ended) */
+    uint64_t native_thread_id; /* that thread's kernel id, or 0 */
+    int running;               /* its thread's current task */
+    pyu_frame *stack;          /* its coroutine chain, innermost first */
+    size_t nstack;
+    uint64_t *awaited_by;      /* ids of the tasks awaiting it */
+    size_t nawaited_by;
+    const char *error;         /* why the task could not be read fully */
+} pyu_task;
+
+typedef struct pyu_tasks {
+    int pid;
+    int signal;                /* as in pyu_dump */
+    uint64_t signal_thread;
+    char version[32];
+    int free_threaded;
+    pyu_task *tasks;           /* by interpreter, thread list order */
+    size_t ntasks;
+    int truncated;             /* more tasks than the limit, or a list
+                                  that loops or cannot be read to its end */
+} pyu_tasks;
+
+/* Reads every asyncio task of every interpreter: each thread's task list
+ * and the interpreter's list, using the .AsyncioDebug section of the
+ * _asyncio module (or of the interpreter when it is built in).  Fails with
+ * PYU_E_VERSION before CPython 3.14.  A process that never loaded _asyncio
+ * has no tasks.  Returns 0 or a negated error. */
+PYU_API int pyu_tasks_take(pyu_session *s, pyu_tasks **out);
+
+/* Frees a task list; accepts NULL. */
+PYU_API void pyu_tasks_free(pyu_tasks *t);
+
+/* The task with that id, or NULL. */
+PYU_API const pyu_task *pyu_tasks_find(const pyu_tasks *t, uint64_t id);
+
+/* Writes the tasks as a table like `python -m asyncio ps`, as a tree like
+ * `python -m asyncio pstree`, or as JSON (docs/json.md).  The tree writer
+ * sets *cycle (when not NULL) to 1 and prints the cycle instead of a tree
+ * when the await graph has one.  Return 0 or -PYU_E_IO. */
+PYU_API int pyu_tasks_write_table(const pyu_tasks *t, FILE *out);
+PYU_API int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *cycle);
+PYU_API int pyu_tasks_write_json(const pyu_tasks *t, FILE *out);
+
 /* ------------------------------------------------------ decoding helpers */
 
 /* The 1-based line of code unit `index` in a CPython 3.11+ location table,
