@@ -376,7 +376,8 @@ static int read_task(pyu_session *s, tasks_impl *t, pyu_task *task,
                      const uint8_t *buf, size_t size)
 {
     const uint64_t *a = s->aio;
-    task->name = task_name(s, t, pyu_u64(buf, size, a[A_TASK_NAME]));
+    task->name = task_name(s, t, pyu_u64(buf, size, a[A_TASK_NAME]) &
+                                     ~s->off.tag_mask);
     if (!task->name)
         return -1;
     if (coro_chain(s, t, task, pyu_u64(buf, size, a[A_TASK_CORO])) < 0)
@@ -474,6 +475,8 @@ static int walk_interpreters(pyu_session *s, tasks_impl *t)
             };
             if (pyu_readv(s, tr, 5, "a thread state") < 0)
                 return -1;
+            if (!loop) /* no event loop runs: no task is running */
+                who.running = 0;
             if (walk_list(s, t, ts + a[A_TS_TASKS_HEAD], &who) < 0)
                 return pyu_err_ctx(&s->err, "tasks of thread %" PRIu64,
                                    who.native_id);

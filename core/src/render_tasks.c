@@ -209,11 +209,11 @@ static void print_label(FILE *out, const node *n)
     if (n->task) {
         fputs("(T) ", out);
         fputs(n->task->name, out);
-    } else if (n->frame->line > 0) {
-        fprintf(out, "%s %s:%d", n->frame->function, n->frame->file,
+    } else if (n->frame->line > 0) { /* pstree's blank coroutine mark */
+        fprintf(out, " %s %s:%d", n->frame->function, n->frame->file,
                 n->frame->line);
     } else {
-        fprintf(out, "%s %s", n->frame->function, n->frame->file);
+        fprintf(out, " %s %s", n->frame->function, n->frame->file);
     }
     fputc('\n', out);
 }

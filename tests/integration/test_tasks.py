@@ -1,0 +1,221 @@
+"""pyunwind tasks against the real peer: the rows CPython's own `asyncio
+ps` builds (asyncio.tools.build_task_table over _remote_debugging, run by
+the same interpreter on the same process) equal pyunwind's table rows, live
+and from gcore and kernel cores of the process taken right after the peer
+read it.  Every interpreter of scripts/get-pythons from 3.14 on; 3.13 gets
+a one-line error."""
+
+import collections
+import json
+import os
+import re
+import subprocess
+import tempfile
+
+import pytest
+
+from conftest import (TIMEOUT, Target, interpreters,
+                      kernel_cores_land_here, pyunwind)
+
+PYTHONS = interpreters()
+ASYNC = [p for p in PYTHONS if not re.match(r"3\.13", p[0])]
+OLD = [p for p in PYTHONS if re.match(r"3\.13", p[0])]
+
+# The peer, inside the target's own interpreter.  3.14's
+# RemoteUnwinder.get_all_awaited_by starts its thread walk at the main
+# thread and so sees only the main thread's tasks and the interpreter's;
+# 3.15 walks every thread.
+PEER = """
+import json, sys, asyncio.tools as tools, _remote_debugging as rd
+rows = tools.build_task_table(
+    rd.RemoteUnwinder(int(sys.argv[1]), all_threads=True).get_all_awaited_by())
+print(json.dumps(rows))
+"""
+
+
+def peer_rows(python, pid):
+    r = subprocess.run([python, "-c", PEER, str(pid)], capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def line(row):
+    """A row as `python -m asyncio ps` prints it."""
+    return ("%-10s %-20s %-20s %-50s %-50s %-15s %-15s" % tuple(
+        str(c) for c in row))
+
+
+def our_lines(*args):
+    r = pyunwind("tasks", *args)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("tid        task id") and lines[1] == "-" * 180
+    return lines[2:]
+
+
+def assert_rows(ours, peer, truth, main_tid, version):
+    """Our table equals the peer's rows; where the 3.14 peer cannot look
+    (threads other than the main one), the task names equal what the
+    target recorded for that thread's loop."""
+    ours_c = collections.Counter(ours)
+    peer_c = collections.Counter(line(r) for r in peer)
+    if version.startswith("3.14"):
+        seen = {str(main_tid), "0"}
+        mine = collections.Counter(
+            l for l in ours if l.split(" ", 1)[0] in seen)
+        assert mine == peer_c, (sorted(mine - peer_c), sorted(peer_c - mine))
+    else:
+        assert ours_c == peer_c, (sorted(ours_c - peer_c),
+                                  sorted(peer_c - ours_c))
+    names = collections.defaultdict(set)
+    for l in ours:
+        names[l.split(" ", 1)[0]].add(l[32:52].rstrip())
+    for tid, want in truth["tasks_by_thread"].items():
+        assert names[tid] == set(want), (tid, names[tid], want)
+
+
+@pytest.fixture(scope="module", params=ASYNC, ids=[p[0] for p in ASYNC])
+def target(request):
+    label, python = request.param
+    with tempfile.TemporaryDirectory(prefix="pyu-tasks-") as d:
+        t = Target(python, "tasks.py", d, expect_threads=False)
+        t.label, t.python = label, python
+        t.version = label.split("-")[0].rstrip("t")
+        yield t
+        t.close()
+
+
+def test_live_table(target):
+    peer = peer_rows(target.python, target.pid)
+    assert len(peer) >= 13
+    assert_rows(our_lines(str(target.pid)), peer, target.truth, target.pid,
+                target.version)
+
+
+def test_live_json(target):
+    r = pyunwind("tasks", "--json", str(target.pid))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    tasks = {t["id"]: t for t in doc["tasks"]}
+    assert doc["python"]["version"].startswith(target.version)
+    # the JSON says what the table says
+    for l in our_lines(str(target.pid)):
+        tid, tid_hex, name = l[:10].rstrip(), l[11:31].rstrip(), l[32:52].rstrip()
+        t = tasks[int(tid_hex, 16)]
+        assert t["name"] == name and str(t["native_thread_id"]) == tid
+    for t in doc["tasks"]:
+        assert t["error"] is None and not t["running"]  # all are waiting
+        assert t["stack"], t
+        for a in t["awaited_by"]:
+            assert a["stack"] == tasks[a["id"]]["stack"]
+    by_name = {t["name"]: t for t in doc["tasks"]}
+    assert [f["function"] for f in by_name["tg-first"]["stack"]] == \
+        ["leaf", "child"]
+    assert by_name["tg-first"]["stack"][0]["file"].endswith("tasks.py")
+    assert [a["id"] for a in by_name["tg-first"]["awaited_by"]] == \
+        [by_name["task-group"]["id"]]
+    assert by_name["orphan"]["thread_id"] == 0  # its thread ended
+
+
+def tree_paths(text):
+    """The root-to-node label paths of a pstree-like tree."""
+    paths, stack = collections.Counter(), []
+    for l in text.splitlines():
+        m = re.match(r"^((?:    |│   )*)(?:└── |├── )(.*)$", l)
+        assert m, l
+        depth = len(m.group(1)) // 4
+        stack[depth:] = [m.group(2)]
+        paths["/".join(stack)] += 1
+    return paths
+
+
+def test_live_tree(target):
+    r = pyunwind("tasks", "--tree", str(target.pid))
+    assert r.returncode == 0, r.stderr
+    ours = tree_paths(r.stdout)
+    peer = subprocess.run([target.python, "-m", "asyncio", "pstree",
+                           str(target.pid)], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert peer.returncode == 0, peer.stderr
+    theirs = tree_paths(peer.stdout)
+    # pstree's unwinder reads the main thread only; every path it prints
+    # is ours, and ours adds the other threads' trees
+    assert not theirs - ours, sorted(theirs - ours)
+    assert any(p.endswith("(T) eager-child") for p in ours)
+
+
+def check_core(target, core):
+    peer = target.peer_before_core
+    assert_rows(our_lines("--core", core), peer, target.truth, target.pid,
+                target.version)
+
+
+def test_gcore(target):
+    target.peer_before_core = peer_rows(target.python, target.pid)
+    core = target.gcore()
+    try:
+        check_core(target, core)
+    finally:
+        os.unlink(core)
+
+
+def test_kernel_core(target):
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    target.peer_before_core = peer_rows(target.python, target.pid)
+    core = target.abort()
+    assert core, "the kernel wrote no core file"
+    check_core(target, core)
+
+
+@pytest.mark.parametrize("label,python", ASYNC[-1:], ids=[ASYNC[-1][0]]
+                         if ASYNC else [])
+def test_many_tasks(label, python, tmp_path):
+    t = Target(python, "tasks.py", str(tmp_path), ["--many", "10000"],
+               expect_threads=False)
+    try:
+        peer = peer_rows(python, t.pid)
+        ours = our_lines(str(t.pid))
+        assert len(ours) > 10000
+        assert_rows(ours, peer, t.truth, t.pid, label.split("-")[0])
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", ASYNC, ids=[p[0] for p in ASYNC])
+def test_cycle(label, python, tmp_path):
+    t = Target(python, "tasks.py", str(tmp_path), ["--cycle"],
+               expect_threads=False)
+    try:
+        r = pyunwind("tasks", "--tree", str(t.pid))
+        assert r.returncode == 6, r.stderr
+        assert "cycle" in r.stderr and r.stderr.count("\n") == 1
+        assert re.search(r"cycle-(a|b) \(0x[0-9a-f]+\) → cycle-(b|a) "
+                         r"\(0x[0-9a-f]+\) → cycle-\1", r.stdout), r.stdout
+        peer = subprocess.run([python, "-m", "asyncio", "pstree", str(t.pid)],
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        assert peer.returncode == 1 and "cycle" in peer.stderr
+        # the table has no trouble with it
+        assert_rows(our_lines(str(t.pid)), peer_rows(python, t.pid), t.truth,
+                    t.pid, label.split("-")[0])
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", OLD, ids=[p[0] for p in OLD])
+def test_python_313(label, python):
+    p = subprocess.Popen([python, "-c", "import time; print('ready', "
+                          "flush=True); time.sleep(300)"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        r = pyunwind("tasks", str(p.pid))
+        assert r.returncode == 4
+        assert r.stderr.strip() == ("pyunwind: error: asyncio tasks need "
+                                    "CPython 3.14 or newer: %s has no "
+                                    ".AsyncioDebug section"
+                                    % label.split("-")[0].rstrip("t"))
+    finally:
+        p.kill()
+        p.wait()

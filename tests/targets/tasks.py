@@ -1,0 +1,161 @@
+"""Target program for the task tests: asyncio tasks parked in known shapes.
+
+    python3.14 tasks.py TRUTH.json [--many N] [--cycle]
+
+Default: two event loops in two threads and the tasks a thread left behind
+when it ended, covering TaskGroup, gather, shield, wait_for, a task awaiting
+a bare Future, default Task-N names and eager tasks.  --many N: N more
+tasks under one parent.  --cycle: two tasks awaiting each other.
+
+Every task ends up waiting on a future that is never resolved, so from
+"ready" on nothing changes until the process is killed: a reader of the
+live process, of a gcore core and of the kernel's core sees the same.
+Before "ready" it writes TRUTH.json: the names of the pending tasks of
+each event loop, keyed by the native id of the thread that runs it ("0"
+for the loop whose thread ended).
+"""
+import json
+import argparse
+import asyncio
+import os
+import threading
+import time
+
+NEVER = []        # futures nobody resolves
+KEEP = []         # tasks of the finished thread, kept alive
+LOOPS = {}        # native thread id (0: the thread ended) -> its loop
+
+
+def never(loop):
+    fut = loop.create_future()
+    NEVER.append(fut)
+    return fut
+
+
+async def leaf(fut):
+    await fut
+
+
+async def child(fut):
+    await leaf(fut)
+
+
+async def task_group(fut):
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(child(fut), name="tg-first")
+        tg.create_task(child(fut))
+
+
+async def gathering(fut):
+    await asyncio.gather(child(fut), child(fut))
+
+
+async def shielding(fut):
+    inner = asyncio.create_task(child(fut), name="shielded")
+    await asyncio.shield(inner)
+
+
+async def waiting_for(fut):
+    await asyncio.wait_for(child(fut), timeout=86400)
+
+
+async def bare_future(fut):
+    await fut
+
+
+async def many(fut, n):
+    await asyncio.gather(*(asyncio.create_task(leaf(fut), name="many-%d" % i)
+                           for i in range(n)))
+
+
+async def cycle_a(box):
+    await box["b"]
+
+
+async def cycle_b(box):
+    await box["a"]
+
+
+async def main_loop(args, ready):
+    loop = asyncio.get_running_loop()
+    LOOPS[threading.get_native_id()] = loop
+    fut = never(loop)
+    if args.cycle:
+        box = {}
+        box["a"] = asyncio.create_task(cycle_a(box), name="cycle-a")
+        box["b"] = asyncio.create_task(cycle_b(box), name="cycle-b")
+        parts = [box["a"], box["b"]]
+    else:
+        parts = [
+            asyncio.create_task(task_group(fut), name="task-group"),
+            asyncio.create_task(gathering(fut), name="gathering"),
+            asyncio.create_task(shielding(fut), name="shielding"),
+            asyncio.create_task(waiting_for(fut), name="waiting-for"),
+            asyncio.create_task(bare_future(fut)),  # a default Task-N name
+        ]
+        if args.many:
+            parts.append(asyncio.create_task(many(fut, args.many),
+                                             name="many-parent"))
+    loop.call_later(0.5, ready.set)
+    await asyncio.gather(*parts)
+
+
+async def second_loop(started):
+    loop = asyncio.get_running_loop()
+    LOOPS[threading.get_native_id()] = loop
+    loop.set_task_factory(asyncio.eager_task_factory)
+    fut = never(loop)
+    eager = asyncio.create_task(child(fut), name="eager-child")
+    started.set()
+    await asyncio.gather(eager, asyncio.create_task(gathering(fut),
+                                                    name="second-gathering"))
+
+
+def finished_thread():
+    """Runs a loop that leaves pending tasks, then ends: the tasks move to
+    the interpreter's list."""
+    loop = asyncio.new_event_loop()
+    LOOPS[0] = loop
+
+    async def spawn():
+        fut = never(loop)
+        KEEP.append(asyncio.create_task(child(fut), name="orphan"))
+        KEEP.append(asyncio.create_task(leaf(fut), name="orphan-leaf"))
+        await asyncio.sleep(0)
+
+    loop.run_until_complete(spawn())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("truth")
+    ap.add_argument("--many", type=int, default=0)
+    ap.add_argument("--cycle", action="store_true")
+    args = ap.parse_args()
+    ready = threading.Event()
+    if not args.cycle:
+        t = threading.Thread(target=finished_thread)
+        t.start()
+        t.join()
+        started = threading.Event()
+        threading.Thread(target=lambda: asyncio.run(second_loop(started)),
+                         name="second-loop", daemon=True).start()
+        started.wait()
+
+    def announce():
+        ready.wait()
+        time.sleep(0.3)
+        truth = {str(tid): sorted(t.get_name() for t in asyncio.all_tasks(loop))
+                 for tid, loop in LOOPS.items()}
+        truth["0"] = sorted(t.get_name() for t in KEEP if not t.done())
+        with open(args.truth + ".tmp", "w") as f:
+            json.dump({"tasks_by_thread": truth}, f)
+        os.replace(args.truth + ".tmp", args.truth)
+        print("ready", flush=True)
+
+    threading.Thread(target=announce, daemon=True).start()
+    asyncio.run(main_loop(args, ready))
+
+
+if __name__ == "__main__":
+    main()
