@@ -1,0 +1,115 @@
+"""py-tasks in the real gdb and lldb, on every 3.14+ interpreter: attached,
+over gdbserver / lldb-server on loopback, and on the kernel's core.  The
+table, the tree and the JSON are byte for byte what `pyunwind tasks` writes
+for the same process at the same moment, and the table's rows are the
+peer's (see test_tasks.py)."""
+
+import os
+import tempfile
+
+import pytest
+
+from conftest import Target, kernel_cores_land_here
+from debuggers import DEBUGGERS, Server, cli_command
+from test_debuggers import assert_no_python_error, available
+from test_tasks import ASYNC, assert_rows, peer_rows
+
+pytestmark = pytest.mark.debugger
+
+
+@pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
+def dbg(request):
+    if not available(request.param):
+        pytest.fail("the %s plugin is not built" % request.param.name)
+    return request.param
+
+
+@pytest.fixture(scope="module", params=ASYNC, ids=[p[0] for p in ASYNC])
+def target(request):
+    label, python = request.param
+    with tempfile.TemporaryDirectory(prefix="pyu-tasks-dbg-") as d:
+        t = Target(python, "tasks.py", d, expect_threads=False)
+        t.label, t.python = label, python
+        t.version = label.split("-")[0].rstrip("t")
+        t.core = None
+        yield t
+        t.close()
+
+
+def tasks_session(dbg, setup, cli_args, tmp):
+    """py-tasks as table, tree and JSON to files, the CLI the same from the
+    debugger's shell; each pair byte-identical.  Returns the transcript."""
+    pre, args, post = setup
+    commands = []
+    for fmt in ("", "--tree", "--json"):
+        commands.append("py-tasks %s -o %s" % (fmt, tmp / ("dbg%s" % fmt)))
+        commands.append(dbg.shell(cli_command(cli_args, tmp / ("cli%s" % fmt))
+                                  .replace(" dump ", " tasks %s " % fmt)))
+    commands.append("py-tasks --verbose")
+    tr = dbg.run(commands + list(post), args, setup=pre)
+    assert_no_python_error(tr)
+    for fmt in ("", "--tree", "--json"):
+        mine, cli = tmp / ("dbg%s" % fmt), tmp / ("cli%s" % fmt)
+        assert mine.exists(), tr.text[-3000:]
+        assert mine.read_bytes() == cli.read_bytes(), fmt
+    printed = tr["py-tasks --verbose"]
+    assert (tmp / "dbg").read_text() in printed
+    return tr
+
+
+def check_rows(target, tmp, peer):
+    ours = (tmp / "dbg").read_text().splitlines()[2:]
+    assert_rows(ours, peer, target.truth, target.pid, target.version)
+
+
+def test_attach(dbg, target, tmp_path):
+    peer = peer_rows(target.python, target.pid)
+    tr = tasks_session(dbg, dbg.attach(target.pid), str(target.pid), tmp_path)
+    assert "pyunwind: reading live process %d directly" % target.pid in tr.text
+    check_rows(target, tmp_path, peer)
+
+
+def test_remote(dbg, target, tmp_path):
+    peer = peer_rows(target.python, target.pid)
+    server = Server(dbg, target.pid)
+    try:
+        tr = tasks_session(dbg, dbg.remote(server.port), str(target.pid),
+                           tmp_path)
+    finally:
+        server.close()
+    assert "through %s's memory" % dbg.name in tr.text
+    check_rows(target, tmp_path, peer)
+
+
+def test_kernel_core(dbg, target, tmp_path):
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    if target.core is None:
+        target.peer = peer_rows(target.python, target.pid)
+        target.core = target.abort()
+    assert target.core, "the kernel wrote no core file"
+    tr = tasks_session(dbg, dbg.core(target.python, target.core),
+                       "--core " + target.core, tmp_path)
+    assert "pyunwind: reading core file" in tr.text
+    check_rows(target, tmp_path, target.peer)
+
+
+def test_not_before_314(dbg, tmp_path):
+    from conftest import interpreters
+    old = [p for p in interpreters() if p[0].startswith("3.13")]
+    if not old:
+        pytest.skip("no 3.13 interpreter")
+    import subprocess
+    p = subprocess.Popen([old[0][1], "-c", "import time; print('ready', "
+                          "flush=True); time.sleep(300)"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        pre, args, post = dbg.attach(p.pid)
+        tr = dbg.run(["py-tasks", "py-tasks --tree", *post], args, setup=pre)
+        assert_no_python_error(tr)
+        for c in ("py-tasks", "py-tasks --tree"):
+            assert "py-tasks: asyncio tasks need CPython 3.14 or newer" in tr[c]
+    finally:
+        p.kill()
+        p.wait()
