@@ -23,6 +23,7 @@ enum {
     OPT_THREAD,
     OPT_VERBOSE,
     OPT_TREE,
+    OPT_ASYNC,
 };
 
 static const struct {
@@ -34,6 +35,7 @@ static const struct {
     {{"output", required_argument, NULL, 'o'}, 0},
     {{"thread", required_argument, NULL, OPT_THREAD}, DUMP_ONLY},
     {{"no-source", no_argument, NULL, OPT_NOSRC}, DUMP_ONLY},
+    {{"async", no_argument, NULL, OPT_ASYNC}, DUMP_ONLY},
     {{"verbose", no_argument, NULL, OPT_VERBOSE}, 0},
     {{"help", no_argument, NULL, 'h'}, 0},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY},
@@ -56,6 +58,8 @@ static const char cli_help[] =
     "  --thread TID    only the thread with this native id (LWP) or\n"
     "                  Python ident\n"
     "  --no-source     do not print source lines\n"
+    "  --async         continue a thread's stack through the asyncio tasks\n"
+    "                  awaiting its running task (CPython 3.14+)\n"
     "  --verbose       say on standard error how the target was read\n"
     "  --nonblocking   do not stop the process while reading it\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
@@ -101,7 +105,7 @@ static const char debugger_tasks_help[] =
 static const char debugger_help[] =
     "Print the Python stack of every thread of the debugged CPython.\n"
     "usage: py-dump [--json] [-o FILE] [--thread TID] [--no-source] "
-    "[--verbose]\n"
+    "[--async] [--verbose]\n"
     "\n"
     "Works on a live process (attached or started here), on a core file\n"
     "and on a remote target, with or without debug symbols (CPython\n"
@@ -113,6 +117,8 @@ static const char debugger_help[] =
     "  --thread TID    only the thread with this native id (LWP) or\n"
     "                  Python ident\n"
     "  --no-source     do not print source lines\n"
+    "  --async         continue a thread's stack through the asyncio tasks\n"
+    "                  awaiting its running task (CPython 3.14+)\n"
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 
@@ -198,6 +204,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_JSON: o->json = true; break;
         case OPT_VERBOSE: o->verbose = true; break;
         case OPT_TREE: o->tree = true; break;
+        case OPT_ASYNC: o->async = true; break;
         case OPT_CORE: o->core = optarg; break;
         case OPT_EXE: o->exe = optarg; break;
         case OPT_SYSROOT: o->sysroot = optarg; break;
@@ -359,6 +366,8 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
         pyu_dump_free(d);
         d = NULL;
     }
+    if (rc == 0 && o->async && (rc = pyu_dump_add_async(s, d)) < 0)
+        pyu_dump_free(d);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
         return pyu_cmd_exit_for(rc);

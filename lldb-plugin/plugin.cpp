@@ -389,7 +389,8 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
     } commands[] = {
         {PYU_CMD_DUMP,
          "Print the Python stack of every thread of the debugged CPython.",
-         "py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]"},
+         "py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--async] "
+         "[--verbose]"},
         {PYU_CMD_TASKS,
          "Print the asyncio tasks of the debugged CPython (3.14+).",
          "py-tasks [--tree] [--json] [-o FILE] [--verbose]"},

@@ -537,3 +537,88 @@ int pyu_tasks_take(pyu_session *s, pyu_tasks **out)
     *out = &t->pub;
     return 0;
 }
+
+/* ------------------------------------------------- async-aware stacks */
+
+#define MAX_ASYNC_LINKS 1024
+
+/* Splices the awaiters of the thread's running task into its frames. */
+static int splice(pyu_session *s, const pyu_tasks *t, pyu_thread *th,
+                  const pyu_task *run)
+{
+    /* the task's own coroutine is the outermost of its chain; the thread's
+     * frames are kept down to its frame, loop machinery below is dropped */
+    if (!run->nstack)
+        return 0;
+    uint64_t code = run->stack[run->nstack - 1].code_addr;
+    size_t k = 0;
+    while (k < th->nframes && th->frames[k].code_addr != code)
+        k++;
+    if (k == th->nframes)
+        return 0; /* the coroutine is not on this stack (yet): leave it */
+    size_t nframes = k + 1, nlinks = 1;
+    const pyu_task *chain[MAX_ASYNC_LINKS];
+    chain[0] = run;
+    cycle cyc = {0, 1, 0};
+    for (const pyu_task *cur = run; nlinks < MAX_ASYNC_LINKS;) {
+        const pyu_task *next = cur->nawaited_by
+                                   ? pyu_tasks_find(t, cur->awaited_by[0])
+                                   : NULL;
+        if (!next || cycle_step(&cyc, next->id))
+            break;
+        chain[nlinks++] = next;
+        nframes += next->nstack;
+        cur = next;
+    }
+    pyu_frame *frames = malloc(nframes * sizeof *frames);
+    pyu_task_link *links = malloc(nlinks * sizeof *links);
+    if (!frames || !links) {
+        free(frames);
+        free(links);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
+    memcpy(frames, th->frames, (k + 1) * sizeof *frames);
+    size_t at = k + 1;
+    links[0] = (pyu_task_link){0, run->id, run->name};
+    for (size_t i = 1; i < nlinks; i++) {
+        links[i] = (pyu_task_link){at, chain[i]->id, chain[i]->name};
+        memcpy(frames + at, chain[i]->stack,
+               chain[i]->nstack * sizeof *frames);
+        at += chain[i]->nstack;
+    }
+    free(th->frames);
+    th->frames = frames;
+    th->nframes = nframes;
+    free(th->tasks);
+    th->tasks = links;
+    th->ntasks = nlinks;
+    return 0;
+}
+
+int pyu_dump_add_async(pyu_session *s, pyu_dump *d)
+{
+    if (!s || !d)
+        return -PYU_E_INVAL;
+    pyu_tasks *t = NULL;
+    int rc = pyu_tasks_take(s, &t);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < d->nthreads && rc == 0; i++) {
+        pyu_thread *th = &d->threads[i];
+        for (size_t k = 0; k < t->ntasks; k++) {
+            const pyu_task *task = &t->tasks[k];
+            if (task->running && task->thread_id == th->thread_id &&
+                task->interpreter_id == th->interpreter_id) {
+                rc = splice(s, t, th, task);
+                break;
+            }
+        }
+    }
+    if (rc < 0) {
+        pyu_tasks_free(t);
+        return rc;
+    }
+    d->has_async = 1;
+    pyu_dump_keep_tasks(d, t); /* names of the spliced frames live there */
+    return 0;
+}

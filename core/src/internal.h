@@ -296,6 +296,8 @@ PYU_HIDDEN int pyu_code_line(pyu_session *s, const pyu_code *c,
                              uint64_t instr_ptr, int32_t tlbc_index);
 /* Drops the code and string caches. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
+/* The dump takes ownership of t (strings its frames now point to). */
+PYU_HIDDEN void pyu_dump_keep_tasks(pyu_dump *d, pyu_tasks *t);
 /* JSON pieces shared by the renderers: a string (always valid UTF-8; other
  * bytes as \udcXX), a frame object. */
 PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);

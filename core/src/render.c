@@ -146,9 +146,24 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
     if (t->error)
         fprintf(out, "  [older frames not shown: %s]\n", t->error);
     const pyu_frame *last = NULL;
-    size_t repeat = 0;
+    size_t repeat = 0, link = t->ntasks;
     for (size_t k = t->nframes; k-- > 0;) {
         const pyu_frame *f = &t->frames[k];
+        /* --async: the frames of each task (outermost awaiter first) under
+         * a line naming it */
+        if (link > 0 && k + 1 == (link < t->ntasks ? t->tasks[link].first_frame
+                                                    : t->nframes)) {
+            link--;
+            if (repeat >= RECURSIVE_CUTOFF)
+                fprintf(out, "  [Previous line repeated %zu more time%s]\n",
+                        repeat - RECURSIVE_CUTOFF + 1,
+                        repeat - RECURSIVE_CUTOFF + 1 == 1 ? "" : "s");
+            last = NULL;
+            repeat = 0;
+            fprintf(out, "  [task '%s' (0x%" PRIx64 ") %s]\n",
+                    t->tasks[link].task_name, t->tasks[link].task_id,
+                    link ? "awaits:" : "runs:");
+        }
         if (last && same_frame(last, f)) {
             if (++repeat >= RECURSIVE_CUTOFF)
                 continue;
@@ -306,6 +321,15 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
         for (size_t k = 0; k < t->nframes; k++) {
             fputs(k ? ",\n    " : "\n    ", out);
             pyu_json_frame(out, &t->frames[k]);
+        }
+        if (d->has_async) {
+            fputs("], \"tasks\": [", out);
+            for (size_t k = 0; k < t->ntasks; k++) {
+                fprintf(out, "%s{\"id\": %" PRIu64 ", \"name\": ", k ? ", " : "",
+                        t->tasks[k].task_id);
+                pyu_json_str(out, t->tasks[k].task_name);
+                fprintf(out, ", \"first_frame\": %zu}", t->tasks[k].first_frame);
+            }
         }
         fprintf(out, "], \"truncated\": %s, \"error\": ",
                 t->truncated ? (t->truncated == 2 ? "\"loop\"" : "\"depth\"")

@@ -114,7 +114,15 @@ typedef struct dump_impl {
     pyu_strtab *strings; /* copies of the session's strings, keyed by them */
     char **errors;       /* owned thread error messages */
     size_t nerrors;
+    pyu_tasks *tasks;    /* pyu_dump_add_async: owns the names it adds */
 } dump_impl;
+
+void pyu_dump_keep_tasks(pyu_dump *pub, pyu_tasks *t)
+{
+    dump_impl *d = (dump_impl *)pub;
+    pyu_tasks_free(d->tasks);
+    d->tasks = t;
+}
 
 /* A result's copy of the text of the str object at remote address `addr`
  * (keyed by that address: the session's own copies may be dropped and
@@ -131,8 +139,11 @@ void pyu_dump_free(pyu_dump *pub)
     dump_impl *d = (dump_impl *)pub;
     if (!d)
         return;
-    for (size_t i = 0; i < d->pub.nthreads; i++)
+    for (size_t i = 0; i < d->pub.nthreads; i++) {
         free(d->pub.threads[i].frames);
+        free(d->pub.threads[i].tasks);
+    }
+    pyu_tasks_free(d->tasks);
     free(d->pub.threads);
     for (size_t i = 0; i < d->nerrors; i++)
         free(d->errors[i]);

@@ -2,7 +2,8 @@
 scripting API.
 
     (gdb) source /path/to/pyunwind-gdb.py      # or `import pyunwind_gdb`
-    (gdb) py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--verbose]
+    (gdb) py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--async]
+                  [--verbose]
     (gdb) py-tasks [--tree] [--json] [-o FILE] [--verbose]
 
     python
@@ -195,15 +196,16 @@ def _run(command, argv, through_gdb=False):
     return out, diag
 
 
-def dump(thread=None, through_gdb=False):
+def dump(thread=None, through_gdb=False, async_stacks=False):
     """The dump of the selected inferior as Python objects: exactly what
     `py-dump --json` prints (docs/json.md), parsed.
 
     thread: a native thread id or Python ident, to get that one thread.
     through_gdb: read the target's memory through gdb (as for remote
     targets) even when pyunwind could read the process or core file itself.
+    async_stacks: as py-dump --async (CPython 3.14+).
     Raises Error (a gdb.GdbError) when the target cannot be read."""
-    argv = ["--json"]
+    argv = ["--json"] + (["--async"] if async_stacks else [])
     if thread is not None:
         argv += ["--thread", str(int(thread))]
     out, _ = _run("dump", argv, through_gdb)

@@ -216,6 +216,71 @@ def test_python_313(label, python):
                                     "CPython 3.14 or newer: %s has no "
                                     ".AsyncioDebug section"
                                     % label.split("-")[0].rstrip("t"))
+        r = pyunwind("dump", "--async", str(p.pid))
+        assert r.returncode == 4 and "need CPython 3.14" in r.stderr
+        assert r.stdout == ""
     finally:
         p.kill()
         p.wait()
+
+
+ASYNC_PEER = """
+import json, sys, _remote_debugging as rd
+out = []
+for a in rd.RemoteUnwinder(int(sys.argv[1])).get_async_stack_trace():
+    out.append({"tid": a.thread_id, "tasks": [
+        {"id": t.task_id, "name": t.task_name,
+         "frames": [f.funcname for c in t.coroutine_stack for f in c.call_stack],
+         "awaited_by": [c.task_name for c in t.awaited_by]}
+        for t in a.awaited_by]})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("label,python", ASYNC, ids=[p[0] for p in ASYNC])
+def test_async_stack(label, python, tmp_path):
+    """dump --async: the thread's stack down to the running task's
+    coroutine, then the tasks awaiting it; the chain is the one CPython's
+    RemoteUnwinder.get_async_stack_trace reports."""
+    t = Target(python, "tasks.py", str(tmp_path), ["--running"],
+               expect_threads=False)
+    try:
+        r = subprocess.run([python, "-c", ASYNC_PEER, str(t.pid)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        peer = [p for p in json.loads(r.stdout) if p["tasks"]]
+        assert len(peer) == 1 and peer[0]["tid"] == t.pid
+        # the peer lists the running task, then its awaiters, each awaiting
+        # the one before
+        chain = [peer[0]["tasks"][0]]
+        by_id = {x["id"]: x for x in peer[0]["tasks"]}
+        while chain[-1]["awaited_by"]:
+            chain.append(by_id[chain[-1]["awaited_by"][0]])
+        r = pyunwind("dump", "--json", "--async", "--thread", str(t.pid),
+                     str(t.pid))
+        assert r.returncode == 0, r.stderr
+        th = json.loads(r.stdout)["threads"][0]
+        assert [(x["id"], x["name"]) for x in th["tasks"]] == \
+            [(x["id"], x["name"]) for x in chain]
+        assert [x["name"] for x in chain] == ["runner", "waiter", chain[-1]["name"]]
+        # each task's frames are the peer's coroutine stack for it (the
+        # running one: the thread's frames down to its coroutine)
+        bounds = [x["first_frame"] for x in th["tasks"]] + [len(th["frames"])]
+        for i, x in enumerate(chain):
+            names = [f["function"] for f in th["frames"][bounds[i]:bounds[i + 1]]]
+            assert names[-len(x["frames"]):] == x["frames"], (names, x)
+        assert th["frames"][0]["function"] == "blocking_leaf"
+        # the text marks where each task begins
+        r = pyunwind("dump", "--async", "--no-source", "--thread", str(t.pid),
+                     str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert re.search(r"\[task 'waiter' \(0x[0-9a-f]+\) awaits:\]\n"
+                         r"  File .*, in waiter\n"
+                         r"  \[task 'runner' \(0x[0-9a-f]+\) runs:\]\n"
+                         r"  File .*, in blocking_child\n"
+                         r"  File .*, in blocking_leaf\n$", r.stdout), r.stdout
+        # without --async the thread shows its real stack, loop included
+        r = pyunwind("dump", "--no-source", "--thread", str(t.pid), str(t.pid))
+        assert "run_forever" in r.stdout and "[task" not in r.stdout
+    finally:
+        t.close()

@@ -113,3 +113,21 @@ def test_not_before_314(dbg, tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_dump_async(dbg, tmp_path):
+    """py-dump --async in the debugger is pyunwind dump --async."""
+    label, python = ASYNC[-1]
+    t = Target(python, "tasks.py", str(tmp_path), ["--running"],
+               expect_threads=False)
+    try:
+        mine, cli = tmp_path / "dbg.txt", tmp_path / "cli.txt"
+        pre, args, post = dbg.attach(t.pid)
+        tr = dbg.run(["py-dump --async -o %s" % mine,
+                      dbg.shell(cli_command("--async %d" % t.pid, cli)),
+                      *post], args, setup=pre)
+        assert_no_python_error(tr)
+        assert mine.read_bytes() == cli.read_bytes()
+        assert "[task 'runner' (0x" in mine.read_text()
+    finally:
+        t.close()

@@ -1,11 +1,13 @@
 """Target program for the task tests: asyncio tasks parked in known shapes.
 
-    python3.14 tasks.py TRUTH.json [--many N] [--cycle]
+    python3.14 tasks.py TRUTH.json [--many N] [--cycle] [--running]
 
 Default: two event loops in two threads and the tasks a thread left behind
 when it ended, covering TaskGroup, gather, shield, wait_for, a task awaiting
 a bare Future, default Task-N names and eager tasks.  --many N: N more
 tasks under one parent.  --cycle: two tasks awaiting each other.
+--running: also a task "runner" that blocks the main loop in time.sleep
+(the thread's running task), awaited by "waiter", awaited by main.
 
 Every task ends up waiting on a future that is never resolved, so from
 "ready" on nothing changes until the process is killed: a reader of the
@@ -68,6 +70,19 @@ async def many(fut, n):
                            for i in range(n)))
 
 
+async def blocking_leaf(ready):
+    ready.set()
+    time.sleep(3600)  # blocks the loop: this task stays the running one
+
+
+async def blocking_child(ready):
+    await blocking_leaf(ready)
+
+
+async def waiter(ready):
+    await asyncio.create_task(blocking_child(ready), name="runner")
+
+
 async def cycle_a(box):
     await box["b"]
 
@@ -93,10 +108,13 @@ async def main_loop(args, ready):
             asyncio.create_task(waiting_for(fut), name="waiting-for"),
             asyncio.create_task(bare_future(fut)),  # a default Task-N name
         ]
+        if args.running:
+            parts.append(asyncio.create_task(waiter(ready), name="waiter"))
         if args.many:
             parts.append(asyncio.create_task(many(fut, args.many),
                                              name="many-parent"))
-    loop.call_later(0.5, ready.set)
+    if not args.running:
+        loop.call_later(0.5, ready.set)
     await asyncio.gather(*parts)
 
 
@@ -131,6 +149,7 @@ def main():
     ap.add_argument("truth")
     ap.add_argument("--many", type=int, default=0)
     ap.add_argument("--cycle", action="store_true")
+    ap.add_argument("--running", action="store_true")
     args = ap.parse_args()
     ready = threading.Event()
     if not args.cycle:

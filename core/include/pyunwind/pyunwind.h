@@ -208,6 +208,15 @@ typedef struct pyu_frame {
     uint64_t code_addr;   /* address of the code object */
 } pyu_frame;
 
+/* After pyu_dump_add_async: a task whose frames are part of a thread's
+ * stack.  The running task's frames start at frames[0]; each task after it
+ * awaits the one before. */
+typedef struct pyu_task_link {
+    size_t first_frame;    /* its innermost frame's index in frames */
+    uint64_t task_id;      /* the task object's address */
+    const char *task_name;
+} pyu_task_link;
+
 typedef struct pyu_thread {
     int64_t interpreter_id;
     uint64_t thread_id;        /* threading.get_ident() */
@@ -218,6 +227,8 @@ typedef struct pyu_thread {
     size_t nframes;
     int truncated;    /* the walk stopped at the frame limit or a loop */
     const char *error; /* why the walk stopped early, or NULL */
+    pyu_task_link *tasks; /* pyu_dump_add_async: running task, awaiters */
+    size_t ntasks;
 } pyu_thread;
 
 typedef struct pyu_dump {
@@ -229,6 +240,7 @@ typedef struct pyu_dump {
     pyu_thread *threads;
     size_t nthreads;
     int threads_truncated; /* more threads than the limit */
+    int has_async;         /* pyu_dump_add_async was applied */
 } pyu_dump;
 
 /* Reads every thread of every interpreter.  Strings in the dump are owned
@@ -236,6 +248,15 @@ typedef struct pyu_dump {
  * thread's `error` and do not fail the dump; failing to read the runtime or
  * the interpreter list does.  Returns 0 or a negated error. */
 PYU_API int pyu_dump_take(pyu_session *s, pyu_dump **out);
+
+/* Async-aware stacks (CPython 3.14+): for each thread of the dump that runs
+ * an asyncio task, keeps its frames down to the task's own coroutine and
+ * continues them with the coroutine stacks of the tasks awaiting it (the
+ * first awaiter of each, up to 1024 tasks), recording where each task
+ * begins in pyu_thread.tasks.  Other threads are left as they are.  Reads
+ * the task lists (pyu_tasks_take) of the same session; call it right after
+ * pyu_dump_take.  Returns 0 or a negated error. */
+PYU_API int pyu_dump_add_async(pyu_session *s, pyu_dump *d);
 
 /* Frees a dump; accepts NULL. */
 PYU_API void pyu_dump_free(pyu_dump *d);
