@@ -320,11 +320,28 @@ static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
     return PYU_EXIT_OK;
 }
 
-static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, FILE *out,
-                     char *msg, size_t msglen)
+static bool tasks_torn(int rc, const pyu_tasks *t)
+{
+    if (rc == -PYU_E_FAULT || rc == -PYU_E_CORRUPT)
+        return true;
+    for (size_t i = 0; rc == 0 && i < t->ntasks; i++)
+        if (t->tasks[i].error)
+            return true;
+    return false;
+}
+
+static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
+                     FILE *out, char *msg, size_t msglen)
 {
     pyu_tasks *t = NULL;
-    int rc = pyu_tasks_take(s, &t);
+    int rc;
+    for (int attempt = 0;; attempt++) { /* as for dumps: torn reads again */
+        rc = pyu_tasks_take(s, &t);
+        if (!retry_torn || !tasks_torn(rc, t) || attempt == 4)
+            break;
+        pyu_tasks_free(t);
+        t = NULL;
+    }
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
         return pyu_cmd_exit_for(rc);
@@ -343,6 +360,9 @@ static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, FILE *out,
         snprintf(msg, msglen, "the await graph has a cycle: no tree");
         ex = PYU_EXIT_CYCLE;
     }
+    for (size_t i = 0; ex == PYU_EXIT_OK && i < t->ntasks; i++)
+        if (t->tasks[i].error)
+            ex = PYU_EXIT_PARTIAL;
     pyu_tasks_free(t);
     return ex;
 }
@@ -356,7 +376,7 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     if (o->verbose && diag)
         describe(s, source, diag);
     if (o->kind == PYU_CMD_TASKS)
-        return run_tasks(s, o, out, msg, msglen);
+        return run_tasks(s, o, retry_torn, out, msg, msglen);
     /* A running process (--nonblocking, or one a debugger holds) can
      * change under the reader: a torn read is retried a few times. */
     for (int attempt = 0;; attempt++) {

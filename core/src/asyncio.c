@@ -498,8 +498,8 @@ int pyu_tasks_take(pyu_session *s, pyu_tasks **out)
     if (!s->opened)
         return pyu_err_set(&s->err, PYU_E_STATE, "the session is not open");
     int found = find_section(s);
-    if (found < 0)
-        return found;
+    if (found < 0) /* helpers return -1; the code is in the record */
+        return -s->err.code;
     tasks_impl *t = calloc(1, sizeof *t);
     if (!t || !(t->strings = pyu_strtab_new())) {
         free(t);
@@ -532,7 +532,7 @@ int pyu_tasks_take(pyu_session *s, pyu_tasks **out)
         s->ops->resume(s->ctx);
     if (rc < 0) {
         pyu_tasks_free(&t->pub);
-        return rc;
+        return -s->err.code;
     }
     *out = &t->pub;
     return 0;

@@ -284,3 +284,51 @@ def test_async_stack(label, python, tmp_path):
         assert "run_forever" in r.stdout and "[task" not in r.stdout
     finally:
         t.close()
+
+
+def test_bad_input(tmp_path):
+    """No process, not Python, a running target whose tasks never stop
+    changing (read without stopping it), cut-off cores: one-line errors or
+    complete output, never a crash."""
+    r = pyunwind("tasks", "999999999")
+    assert r.returncode == 3 and "no process with id" in r.stderr
+    assert r.stderr.count("\n") == 1
+    sleeper = subprocess.Popen(["sleep", "300"])
+    try:
+        import time
+        time.sleep(0.1)
+        r = pyunwind("tasks", str(sleeper.pid))
+        assert r.returncode == 4 and "no CPython runtime" in r.stderr
+        assert r.stderr.count("\n") == 1
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    label, python = ASYNC[-1]
+    t = Target(python, "tasks.py", str(tmp_path), ["--churn"],
+               expect_threads=False)
+    try:
+        for _ in range(20):
+            r = pyunwind("tasks", "--nonblocking", str(t.pid))
+            assert r.returncode in (0, 3, 5), r.stderr
+            assert not any(m in r.stderr for m in ("Sanitizer", "runtime error"))
+            if r.returncode == 0:
+                assert r.stdout.startswith("tid ")
+            else:
+                assert r.stderr.count("\n") <= 1
+        if not kernel_cores_land_here():
+            return
+        core = t.abort()
+    finally:
+        t.close()
+    size = os.path.getsize(core)
+    for keep in (size // 2, size // 10, 4096):
+        cut = str(tmp_path / ("cut-%d" % keep))
+        subprocess.run(["cp", "--sparse=always", core, cut], check=True)
+        os.truncate(cut, keep)
+        r = pyunwind("tasks", "--core", cut)
+        assert r.returncode in (0, 3, 4, 5), r.stderr
+        assert not any(m in r.stderr for m in ("Sanitizer", "runtime error"))
+        if r.returncode in (3, 4):
+            assert r.stderr.count("\n") == 1, r.stderr
+        os.unlink(cut)
+    os.unlink(core)

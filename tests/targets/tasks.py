@@ -1,6 +1,6 @@
 """Target program for the task tests: asyncio tasks parked in known shapes.
 
-    python3.14 tasks.py TRUTH.json [--many N] [--cycle] [--running]
+    python3.14 tasks.py TRUTH.json [--many N] [--cycle] [--running] [--churn]
 
 Default: two event loops in two threads and the tasks a thread left behind
 when it ended, covering TaskGroup, gather, shield, wait_for, a task awaiting
@@ -8,6 +8,8 @@ a bare Future, default Task-N names and eager tasks.  --many N: N more
 tasks under one parent.  --cycle: two tasks awaiting each other.
 --running: also a task "runner" that blocks the main loop in time.sleep
 (the thread's running task), awaited by "waiter", awaited by main.
+--churn: also tasks that never stop being created, renamed and finished
+(for readers that must survive a running target).
 
 Every task ends up waiting on a future that is never resolved, so from
 "ready" on nothing changes until the process is killed: a reader of the
@@ -83,6 +85,17 @@ async def waiter(ready):
     await asyncio.create_task(blocking_child(ready), name="runner")
 
 
+async def churning():
+    n = 0
+    while True:
+        n += 1
+        batch = [asyncio.create_task(asyncio.sleep(0), name="churn-%d" % i)
+                 for i in range(50)]
+        for t in batch[::3]:
+            t.set_name(n)  # int names too
+        await asyncio.gather(*batch)
+
+
 async def cycle_a(box):
     await box["b"]
 
@@ -108,6 +121,8 @@ async def main_loop(args, ready):
             asyncio.create_task(waiting_for(fut), name="waiting-for"),
             asyncio.create_task(bare_future(fut)),  # a default Task-N name
         ]
+        if args.churn:
+            parts.append(asyncio.create_task(churning(), name="churner"))
         if args.running:
             parts.append(asyncio.create_task(waiter(ready), name="waiter"))
         if args.many:
@@ -150,6 +165,7 @@ def main():
     ap.add_argument("--many", type=int, default=0)
     ap.add_argument("--cycle", action="store_true")
     ap.add_argument("--running", action="store_true")
+    ap.add_argument("--churn", action="store_true")
     args = ap.parse_args()
     ready = threading.Event()
     if not args.cycle:
