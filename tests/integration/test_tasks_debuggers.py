@@ -4,6 +4,7 @@ table, the tree and the JSON are byte for byte what `pyunwind tasks` writes
 for the same process at the same moment, and the table's rows are the
 peer's (see test_tasks.py)."""
 
+import json
 import os
 import tempfile
 
@@ -64,7 +65,16 @@ def check_rows(target, tmp, peer):
 
 def test_attach(dbg, target, tmp_path):
     peer = peer_rows(target.python, target.pid)
-    tr = tasks_session(dbg, dbg.attach(target.pid), str(target.pid), tmp_path)
+    setup = dbg.attach(target.pid)
+    api = tmp_path / "api.json"
+    if dbg.name == "gdb":  # the scripting API: the same as --json
+        setup = (setup[0], setup[1],
+                 ["python import json, pyunwind_gdb; json.dump("
+                  "pyunwind_gdb.tasks(), open('%s', 'w'))" % api, *setup[2]])
+    tr = tasks_session(dbg, setup, str(target.pid), tmp_path)
+    if dbg.name == "gdb":
+        assert json.loads(api.read_text()) == \
+            json.loads((tmp_path / "dbg--json").read_text())
     assert "pyunwind: reading live process %d directly" % target.pid in tr.text
     check_rows(target, tmp_path, peer)
 
