@@ -46,6 +46,10 @@ typedef struct tasks_impl {
     pyu_strtab *strings;
     char **errors;
     size_t nerrors;
+    struct {
+        uint64_t type, flags;
+    } types[16]; /* tp_flags of the name types seen (str, int) */
+    unsigned ntypes;
 } tasks_impl;
 
 void pyu_tasks_free(pyu_tasks *pub)
@@ -176,15 +180,24 @@ static const char *keep_error(tasks_impl *t, const char *msg)
     return e[t->nerrors++];
 }
 
-static int type_flags(pyu_session *s, uint64_t obj, uint64_t *type,
+static int type_flags(pyu_session *s, tasks_impl *t, uint64_t obj,
                       unsigned long *flags)
 {
     const pyu_offsets *o = &s->off;
-    if (pyu_read(s, obj + PYU_OFF(o, ob_type), type, 8, "an object's type") < 0)
+    uint64_t type = 0, f = 0;
+    if (pyu_read(s, obj + PYU_OFF(o, ob_type), &type, 8, "an object's type") < 0)
         return -1;
-    uint64_t f = 0;
-    if (pyu_read(s, *type + PYU_OFF(o, tp_flags), &f, 8, "a type's flags") < 0)
+    for (unsigned i = 0; i < t->ntypes; i++) /* names are str or int */
+        if (t->types[i].type == type) {
+            *flags = (unsigned long)t->types[i].flags;
+            return 0;
+        }
+    if (pyu_read(s, type + PYU_OFF(o, tp_flags), &f, 8, "a type's flags") < 0)
         return -1;
+    if (t->ntypes < sizeof t->types / sizeof t->types[0]) {
+        t->types[t->ntypes].type = type;
+        t->types[t->ntypes++].flags = f;
+    }
     *flags = (unsigned long)f;
     return 0;
 }
@@ -193,9 +206,8 @@ static int type_flags(pyu_session *s, uint64_t obj, uint64_t *type,
 static const char *task_name(pyu_session *s, tasks_impl *t, uint64_t name)
 {
     const pyu_offsets *o = &s->off;
-    uint64_t type;
     unsigned long flags;
-    if (!name || type_flags(s, name, &type, &flags) < 0)
+    if (!name || type_flags(s, t, name, &flags) < 0)
         return NULL;
     if (flags & TPFLAGS_UNICODE_SUBCLASS) {
         const char *text = pyu_str_read(s, name);
@@ -251,18 +263,26 @@ static int coro_chain(pyu_session *s, tasks_impl *t, pyu_task *task,
     size_t fsize = (size_t)PYU_OFF(o, fr_size);
     int yf, yf_locked, cleared;
     frame_states(s, &yf, &yf_locked, &cleared);
+    /* the frame and, after it, the start of its value stack: the awaited
+     * object is usually within this window */
     uint8_t frame[4096];
+    size_t window = fsize + 256 <= sizeof frame ? fsize + 256 : fsize;
     size_t cap = 0;
     for (int depth = 0; coro && depth < MAX_CORO_DEPTH; depth++) {
         uint64_t type = 0;
         int8_t state = 0;
+        uint64_t fr = coro + PYU_OFF(o, gen_gi_iframe);
         pyu_range r[3] = {
             {coro + PYU_OFF(o, ob_type), &type, 8},
             {coro + PYU_OFF(o, gen_gi_frame_state), &state, 1},
-            {coro + PYU_OFF(o, gen_gi_iframe), frame, fsize},
+            {fr, frame, window},
         };
-        if (pyu_readv(s, r, 3, "a coroutine") < 0)
-            return -1;
+        if (pyu_readv(s, r, 3, "a coroutine") < 0) {
+            r[2].len = fsize; /* the window may cross into unmapped memory */
+            if (pyu_readv(s, r, 3, "a coroutine") < 0)
+                return -1;
+            window = fsize;
+        }
         if (state == cleared)
             return 0;
         if (task->nstack == cap) {
@@ -282,12 +302,16 @@ static int coro_chain(pyu_session *s, tasks_impl *t, pyu_task *task,
             return 0;
         /* suspended in await: the awaited object is on top of the value
          * stack (3.14), or just below the top (3.15) */
-        uint64_t sp = pyu_u64(frame, fsize, PYU_OFF(o, fr_stackpointer));
+        uint64_t sp = pyu_u64(frame, fsize, PYU_OFF(o, fr_stackpointer)) &
+                      ~o->tag_mask;
         uint64_t awaited = 0, atype = 0;
         uint64_t slot = s->off.version_hex >= 0x030F0000 ? 16 : 8;
-        if (!sp ||
-            pyu_read(s, sp - slot, &awaited, 8, "an awaited object") < 0)
-            return sp ? -1 : 0;
+        if (!sp || sp < slot)
+            return 0;
+        if (sp - slot >= fr && sp - slot + 8 <= fr + window)
+            memcpy(&awaited, frame + (sp - slot - fr), 8);
+        else if (pyu_read(s, sp - slot, &awaited, 8, "an awaited object") < 0)
+            return -1;
         awaited &= ~o->tag_mask;
         if (!awaited ||
             pyu_read(s, awaited + PYU_OFF(o, ob_type), &atype, 8,
