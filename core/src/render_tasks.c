@@ -8,6 +8,7 @@
 
 #define MAX_TREE_DEPTH 256
 #define MAX_TREE_NODES (1u << 22)
+#define MAX_TREE_LINES (1u << 22)
 
 /* ------------------------------------------------------------ lookups */
 
@@ -218,61 +219,51 @@ static void print_label(FILE *out, const node *n)
     fputc('\n', out);
 }
 
-/* Depth-first, without recursion: the prefix of each level is "    " or
- * "│   " depending on whether that ancestor was the last child. */
-static void render(FILE *out, const tree *tr, size_t root)
+static void prefix(FILE *out, const bool *lastp, int depth)
 {
-    struct {
-        size_t node;
-        bool last;
-    } stack[MAX_TREE_DEPTH];
+    for (int i = 0; i < depth; i++)
+        fputs(lastp[i] ? "    " : "\u2502   ", out);
+}
+
+/* Depth-first, without recursion: cur[d] is the node printed at depth d,
+ * lastp[d] whether it is its parent's last child (the prefix of the levels
+ * below is "    " then, "│   " otherwise).  *budget bounds the lines of
+ * a graph whose shared subtrees repeat. */
+static void render(FILE *out, const tree *tr, size_t root, size_t *budget)
+{
+    size_t cur[MAX_TREE_DEPTH];
     bool lastp[MAX_TREE_DEPTH];
-    int sp = 0;
-    stack[sp].node = root;
-    stack[sp].last = true;
-    int depth_of[MAX_TREE_DEPTH];
-    depth_of[sp++] = 0;
-    while (sp > 0) {
-        sp--;
-        size_t nd = stack[sp].node;
-        bool last = stack[sp].last;
-        int depth = depth_of[sp];
-        for (int i = 0; i < depth; i++)
-            fputs(lastp[i] ? "    " : "\u2502   ", out);
-        fputs(last ? "\u2514\u2500\u2500 " : "\u251c\u2500\u2500 ", out);
+    int depth = 0;
+    cur[0] = root;
+    lastp[0] = true;
+    for (;;) {
+        size_t nd = cur[depth];
+        if (*budget == 0) {
+            fputs("[the rest of the tree is not shown: too many lines]\n",
+                  out);
+            return;
+        }
+        (*budget)--;
+        prefix(out, lastp, depth);
+        fputs(lastp[depth] ? "\u2514\u2500\u2500 " : "\u251c\u2500\u2500 ", out);
         print_label(out, &tr->n[nd - 1]);
-        lastp[depth] = last;
-        size_t kids[64];
-        size_t nk = 0, total = 0;
-        for (size_t c = tr->n[nd - 1].first; c; c = tr->n[c - 1].next)
-            total++;
-        if (total && depth + 1 >= MAX_TREE_DEPTH - 1) {
-            for (int i = 0; i <= depth; i++)
-                fputs(lastp[i] ? "    " : "\u2502   ", out);
-            fputs("\u2514\u2500\u2500 [deeper levels not shown]\n", out);
+        size_t child = tr->n[nd - 1].first;
+        if (child && depth + 1 < MAX_TREE_DEPTH) {
+            cur[++depth] = child;
+            lastp[depth] = tr->n[child - 1].next == 0;
             continue;
         }
-        /* push children in reverse so the first is printed first; a node
-         * with very many children is pushed in slices of 64 */
-        size_t skip = 0;
-        for (size_t c = tr->n[nd - 1].first; c; c = tr->n[c - 1].next) {
-            if (nk == 64) {
-                skip++;
-                continue;
-            }
-            kids[nk++] = c;
+        if (child) {
+            prefix(out, lastp, depth + 1);
+            fputs("\u2514\u2500\u2500 [deeper levels not shown]\n", out);
         }
-        if (skip) {
-            for (int i = 0; i <= depth; i++)
-                fputs(lastp[i] ? "    " : "\u2502   ", out);
-            fprintf(out, "\u251c\u2500\u2500 [%zu more children not shown]\n",
-                    skip);
-        }
-        for (size_t k = nk; k-- > 0 && sp < MAX_TREE_DEPTH;) {
-            stack[sp].node = kids[k];
-            stack[sp].last = k == nk - 1;
-            depth_of[sp++] = depth + 1;
-        }
+        /* the next sibling here, or of the nearest ancestor that has one */
+        while (depth > 0 && !tr->n[cur[depth] - 1].next)
+            depth--;
+        if (depth == 0)
+            return;
+        cur[depth] = tr->n[cur[depth] - 1].next;
+        lastp[depth] = tr->n[cur[depth] - 1].next == 0;
     }
 }
 
@@ -406,9 +397,10 @@ int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *has_cycle)
             n->last = target->last;
         }
     }
-    for (size_t i = 0; i < t->ntasks; i++)
+    size_t budget = MAX_TREE_LINES;
+    for (size_t i = 0; i < t->ntasks && budget; i++)
         if (!awaited[i])
-            render(out, &tr, tnode[i]);
+            render(out, &tr, tnode[i], &budget);
     if (t->truncated)
         fputs("[more tasks not shown: the task lists are longer than the "
               "limit, loop, or are unreadable past this point]\n", out);

@@ -182,6 +182,20 @@ def test_many_tasks(label, python, tmp_path):
         ours = our_lines(str(t.pid))
         assert len(ours) > 10000
         assert_rows(ours, peer, t.truth, t.pid, label.split("-")[0])
+        # the tree holds every one of them, as pstree's does
+        r = pyunwind("tasks", "--tree", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        tree = tree_paths(r.stdout)
+        assert sum(bool(re.fullmatch(r"\(T\) many-\d+", p.rsplit("/", 1)[-1]))
+                   for p in tree) == 10000
+        peer_tree = subprocess.run([python, "-m", "asyncio", "pstree",
+                                    str(t.pid)], capture_output=True,
+                                   text=True, timeout=TIMEOUT)
+        theirs = tree_paths(peer_tree.stdout)
+        if label.startswith("3.14"):
+            assert not theirs - tree
+        else:
+            assert theirs == tree
     finally:
         t.close()
 
