@@ -590,6 +590,79 @@ static int print_lines(int argc, char **argv)
     return 0;
 }
 
+/* The task renderers on hand-made task lists: a diamond (a task awaited by
+ * two), a cycle, an awaiter that was not read. */
+static char *render_tasks(const pyu_tasks *t, int tree, int *cycle)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    if (!f)
+        return NULL;
+    int rc = tree ? pyu_tasks_write_tree(t, f, cycle)
+                  : pyu_tasks_write_table(t, f);
+    CHECK(rc == 0);
+    fclose(f);
+    return buf;
+}
+
+static void test_task_rendering(void)
+{
+    pyu_frame fr[3] = {
+        {"inner", "inner", "a.py", 3, 0x100},
+        {"outer", "outer", "a.py", 9, 0x200},
+        {"main", "main", "m.py", 1, 0x300},
+    };
+    uint64_t by_root = 0x10, by_both[2] = {0x20, 0x30}, by_ghost = 0x999;
+    pyu_task tasks[4] = {
+        {0x10, "root", 0, 1, 7, 0, &fr[2], 1, NULL, 0, NULL},
+        {0x20, "left", 0, 1, 7, 0, &fr[0], 2, &by_root, 1, NULL},
+        {0x30, "right", 0, 1, 7, 0, &fr[1], 1, &by_root, 1, NULL},
+        {0x40, "shared", 0, 1, 7, 0, &fr[0], 1, by_both, 2, NULL},
+    };
+    pyu_tasks t = {0};
+    t.tasks = tasks;
+    t.ntasks = 4;
+    int cycle = -1;
+    char *out = render_tasks(&t, 1, &cycle);
+    CHECK(cycle == 0);
+    CHECK(out && strstr(out, "\u2514\u2500\u2500 (T) root\n"
+                              "    \u2514\u2500\u2500  main m.py:1\n"));
+    /* "shared" hangs under both of its awaiters */
+    const char *p = out ? strstr(out, "(T) shared") : NULL;
+    CHECK(p && strstr(p + 1, "(T) shared"));
+    free(out);
+    out = render_tasks(&t, 0, NULL);
+    /* one row per awaiter: shared twice, root once (no awaiter, 0x0) */
+    CHECK(out && strstr(out, "0x40") && strstr(strstr(out, "0x40") + 1, "0x40"));
+    CHECK(out && strstr(out, "root                 main"));
+    free(out);
+
+    /* left awaits shared, shared awaits left: a cycle, no tree */
+    uint64_t by_shared = 0x40, by_left = 0x20;
+    tasks[1].awaited_by = &by_shared;
+    tasks[3].awaited_by = &by_left;
+    tasks[3].nawaited_by = 1;
+    out = render_tasks(&t, 1, &cycle);
+    CHECK(cycle == 1);
+    CHECK(out && strstr(out, "cycle") && strstr(out, "left (0x20)") &&
+          strstr(out, "shared (0x40)"));
+    free(out);
+
+    /* an awaiter that is not in the list: "Unknown" in the table, and the
+     * task is a root of the tree */
+    tasks[1].awaited_by = &by_ghost;
+    tasks[3].awaited_by = by_both;
+    tasks[3].nawaited_by = 2;
+    out = render_tasks(&t, 0, NULL);
+    CHECK(out && strstr(out, "Unknown") && strstr(out, "0x999"));
+    free(out);
+    out = render_tasks(&t, 1, &cycle);
+    CHECK(cycle == 0 && out && strstr(out, "\u2514\u2500\u2500 (T) left\n"));
+    free(out);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "lines") == 0)
@@ -599,6 +672,7 @@ int main(int argc, char **argv)
     test_core_reader();
     test_versions();
     test_fake_runtime();
+    test_task_rendering();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
