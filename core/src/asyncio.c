@@ -50,6 +50,11 @@ typedef struct tasks_impl {
         uint64_t type, flags;
     } types[16]; /* tp_flags of the name types seen (str, int) */
     unsigned ntypes;
+    struct {
+        uint64_t type;
+        int kind;
+    } awaited[16]; /* what awaited objects' types are (AWAITED_*) */
+    unsigned nawaited;
 } tasks_impl;
 
 void pyu_tasks_free(pyu_tasks *pub)
@@ -254,6 +259,43 @@ static void frame_states(const pyu_session *s, int *yield_from,
     }
 }
 
+enum { AWAITED_OTHER, AWAITED_CORO, AWAITED_WRAPPER };
+#define TPFLAGS_HEAPTYPE (1ul << 9)
+
+/* CPython 3.15 goes on from an awaited object that is a coroutine, or an
+ * async generator's asend/athrow wrapper (to the generator in it); a class
+ * of its own (a heap type) or anything else ends the chain. */
+static int awaited_kind(pyu_session *s, tasks_impl *t, uint64_t type)
+{
+    const pyu_offsets *o = &s->off;
+    for (unsigned i = 0; i < t->nawaited; i++)
+        if (t->awaited[i].type == type)
+            return t->awaited[i].kind;
+    uint64_t flags = 0, name_ptr = 0;
+    char name[32] = "";
+    pyu_range r[2] = {
+        {type + PYU_OFF(o, tp_flags), &flags, 8},
+        {type + PYU_OFF(o, tp_name), &name_ptr, 8},
+    };
+    int kind = AWAITED_OTHER;
+    if (pyu_readv(s, r, 2, "an awaited object's type") == 0 &&
+        !(flags & TPFLAGS_HEAPTYPE) && name_ptr) {
+        pyu_range n = {name_ptr, name, sizeof name - 1};
+        if (s->ops->read(s->ctx, &n, 1) == 0) {
+            if (strcmp(name, "coroutine") == 0)
+                kind = AWAITED_CORO;
+            else if (strcmp(name, "async_generator_asend") == 0 ||
+                     strcmp(name, "async_generator_athrow") == 0)
+                kind = AWAITED_WRAPPER;
+        }
+    }
+    if (t->nawaited < sizeof t->awaited / sizeof t->awaited[0]) {
+        t->awaited[t->nawaited].type = type;
+        t->awaited[t->nawaited++].kind = kind;
+    }
+    return kind;
+}
+
 /* Appends the coroutine chain starting at coro to the task's stack (as
  * read: outermost first; reversed by the caller). */
 static int coro_chain(pyu_session *s, tasks_impl *t, pyu_task *task,
@@ -315,10 +357,23 @@ static int coro_chain(pyu_session *s, tasks_impl *t, pyu_task *task,
         awaited &= ~o->tag_mask;
         if (!awaited ||
             pyu_read(s, awaited + PYU_OFF(o, ob_type), &atype, 8,
-                     "an awaited object's type") < 0 ||
-            atype != type)
-            return 0; /* a future or an iterator: the chain ends */
+                     "an awaited object's type") < 0)
+            return 0;
+        if (s->off.version_hex < 0x030F0000) {
+            /* 3.14 goes on while the awaited object has the same type */
+            if (atype != type)
+                return 0; /* a future or an iterator: the chain ends */
+            coro = awaited;
+            continue;
+        }
+        int kind = awaited_kind(s, t, atype);
+        if (kind == AWAITED_OTHER)
+            return 0;
         coro = awaited;
+        if (kind == AWAITED_WRAPPER && /* its generator follows the header */
+            pyu_read(s, awaited + PYU_OFF(o, ob_type) + 8, &coro, 8,
+                     "an async generator wrapper") < 0)
+            return 0;
     }
     return 0;
 }

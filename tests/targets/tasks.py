@@ -4,7 +4,8 @@
 
 Default: two event loops in two threads and the tasks a thread left behind
 when it ended, covering TaskGroup, gather, shield, wait_for, a task awaiting
-a bare Future, default Task-N names and eager tasks.  --many N: N more
+a bare Future, default Task-N names, eager tasks and a task iterating an
+async generator that awaits a coroutine.  --many N: N more
 tasks under one parent.  --cycle: two tasks awaiting each other.
 --running: also a task "runner" that blocks the main loop in time.sleep
 (the thread's running task), awaited by "waiter", awaited by main.
@@ -67,6 +68,16 @@ async def bare_future(fut):
     await fut
 
 
+async def numbers(fut):
+    await leaf(fut)
+    yield 1
+
+
+async def consuming(fut):
+    async for _ in numbers(fut):
+        pass
+
+
 async def many(fut, n):
     await asyncio.gather(*(asyncio.create_task(leaf(fut), name="many-%d" % i)
                            for i in range(n)))
@@ -120,6 +131,7 @@ async def main_loop(args, ready):
             asyncio.create_task(shielding(fut), name="shielding"),
             asyncio.create_task(waiting_for(fut), name="waiting-for"),
             asyncio.create_task(bare_future(fut)),  # a default Task-N name
+            asyncio.create_task(consuming(fut), name="async-gen"),
         ]
         if args.churn:
             parts.append(asyncio.create_task(churning(), name="churner"))
