@@ -262,9 +262,10 @@ static void frame_states(const pyu_session *s, int *yield_from,
 enum { AWAITED_OTHER, AWAITED_CORO, AWAITED_WRAPPER };
 #define TPFLAGS_HEAPTYPE (1ul << 9)
 
-/* CPython 3.15 goes on from an awaited object that is a coroutine, or an
- * async generator's asend/athrow wrapper (to the generator in it); a class
- * of its own (a heap type) or anything else ends the chain. */
+/* The chain goes on from an awaited object that is a coroutine, or an
+ * async generator's asend/athrow wrapper (to the generator in it), as
+ * CPython's own reader does since 3.14.8-ish and in 3.15; a class of its
+ * own (a heap type), a future or anything else ends it. */
 static int awaited_kind(pyu_session *s, tasks_impl *t, uint64_t type)
 {
     const pyu_offsets *o = &s->off;
@@ -359,14 +360,7 @@ static int coro_chain(pyu_session *s, tasks_impl *t, pyu_task *task,
             pyu_read(s, awaited + PYU_OFF(o, ob_type), &atype, 8,
                      "an awaited object's type") < 0)
             return 0;
-        if (s->off.version_hex < 0x030F0000) {
-            /* 3.14 goes on while the awaited object has the same type */
-            if (atype != type)
-                return 0; /* a future or an iterator: the chain ends */
-            coro = awaited;
-            continue;
-        }
-        int kind = awaited_kind(s, t, atype);
+        int kind = atype == type ? AWAITED_CORO : awaited_kind(s, t, atype);
         if (kind == AWAITED_OTHER)
             return 0;
         coro = awaited;

@@ -58,12 +58,19 @@ def assert_rows(ours, peer, truth, main_tid, version):
     """Our table equals the peer's rows; where the 3.14 peer cannot look
     (threads other than the main one), the task names equal what the
     target recorded for that thread's loop."""
-    ours_c = collections.Counter(ours)
+    compared = ours
+    if version in ("3.14.7",):
+        # this peer stops at an async generator (later 3.14 releases and
+        # 3.15 follow it, as pyunwind does): leave that task out here; its
+        # chain is checked in test_live_json
+        compared = [l for l in ours if l[32:52].rstrip() != "async-gen"]
+        peer = [r for r in peer if r[2] != "async-gen"]
+    ours_c = collections.Counter(compared)
     peer_c = collections.Counter(line(r) for r in peer)
     if version.startswith("3.14"):
         seen = {str(main_tid), "0"}
         mine = collections.Counter(
-            l for l in ours if l.split(" ", 1)[0] in seen)
+            l for l in compared if l.split(" ", 1)[0] in seen)
         assert mine == peer_c, (sorted(mine - peer_c), sorted(peer_c - mine))
     else:
         assert ours_c == peer_c, (sorted(ours_c - peer_c),
@@ -110,6 +117,8 @@ def test_live_json(target):
         for a in t["awaited_by"]:
             assert a["stack"] == tasks[a["id"]]["stack"]
     by_name = {t["name"]: t for t in doc["tasks"]}
+    assert [f["function"] for f in by_name["async-gen"]["stack"]] == \
+        ["leaf", "numbers", "consuming"]
     assert [f["function"] for f in by_name["tg-first"]["stack"]] == \
         ["leaf", "child"]
     assert by_name["tg-first"]["stack"][0]["file"].endswith("tasks.py")
