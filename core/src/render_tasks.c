@@ -270,15 +270,13 @@ static void render(FILE *out, const tree *tr, size_t root, size_t *budget)
 /* Finds a cycle in the await graph (awaiter -> awaited), iteratively.
  * Returns the number of tasks on it written to cyc (first repeated at the
  * end), 0 when there is none. */
-static size_t find_cycle(const pyu_tasks *t, const index_entry *ix,
-                         size_t **children, size_t *nchildren, size_t *cyc,
-                         size_t cyc_cap)
+static size_t find_cycle(const pyu_tasks *t, size_t **children,
+                         const size_t *nchildren, size_t *cyc, size_t cyc_cap)
 {
     uint8_t *color = calloc(t->ntasks ? t->ntasks : 1, 1);
     size_t *path = malloc((t->ntasks + 1) * sizeof *path);
     size_t *pos = malloc((t->ntasks + 1) * sizeof *pos);
     size_t found = 0;
-    (void)ix;
     if (!color || !path || !pos)
         goto out;
     for (size_t s = 0; s < t->ntasks && !found; s++) {
@@ -324,12 +322,11 @@ int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *has_cycle)
     size_t **children = calloc(t->ntasks ? t->ntasks : 1, sizeof *children);
     size_t *nchildren = calloc(t->ntasks ? t->ntasks : 1, sizeof *nchildren);
     bool *awaited = calloc(t->ntasks ? t->ntasks : 1, sizeof *awaited);
-    bool *awaits = calloc(t->ntasks ? t->ntasks : 1, sizeof *awaits);
     size_t *tnode = calloc(t->ntasks ? t->ntasks : 1, sizeof *tnode);
     tree tr = {0};
     if (has_cycle)
         *has_cycle = 0;
-    if (!ix || !children || !nchildren || !awaited || !awaits || !tnode) {
+    if (!ix || !children || !nchildren || !awaited || !tnode) {
         rc = -PYU_E_NOMEM;
         goto out;
     }
@@ -348,11 +345,10 @@ int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *has_cycle)
             children[ai] = c;
             c[nchildren[ai]++] = i;
             awaited[i] = true;
-            awaits[ai] = true;
         }
     }
     size_t cyc[64];
-    size_t ncyc = find_cycle(t, ix, children, nchildren, cyc, 64);
+    size_t ncyc = find_cycle(t, children, nchildren, cyc, 64);
     if (ncyc) {
         if (has_cycle)
             *has_cycle = 1;
@@ -410,7 +406,6 @@ out:
     free(children);
     free(nchildren);
     free(awaited);
-    free(awaits);
     free(tnode);
     free(tr.n);
     free(ix);
