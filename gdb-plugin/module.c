@@ -100,6 +100,25 @@ nomem:
     return -1;
 }
 
+/* Parses (command, argv list) into *a and *o; raises Error on bad options.
+ * On success the caller frees *a (o's strings point into it). */
+static int parse_command(const char *command, PyObject *list, argvec *a,
+                         pyu_cmd_opts *o)
+{
+    int kind = command_kind(command);
+    if (kind < 0 || argvec_from(a, list) < 0)
+        return -1;
+    char msg[1024] = "";
+    int ex = pyu_cmd_parse(o, (enum pyu_cmd_kind)kind, PYU_CMD_DEBUGGER,
+                           a->argc, a->argv, msg, sizeof msg);
+    if (ex != PYU_EXIT_OK) {
+        argvec_free(a);
+        raise_error(ex, msg);
+        return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------- memory through a Python callable */
 
 typedef struct {
@@ -358,24 +377,18 @@ static PyObject *take_stream(FILE *f, char **buf, size_t *len)
 static PyObject *Session_run(Session *self, PyObject *args)
 {
     PyObject *list;
-    int retry, kind;
+    int retry;
     const char *source, *command;
-    if (!PyArg_ParseTuple(args, "sOps", &command, &list, &retry, &source) ||
-        (kind = command_kind(command)) < 0)
+    if (!PyArg_ParseTuple(args, "sOps", &command, &list, &retry, &source))
         return NULL;
     if (!self->s || !self->opened)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
     argvec a;
-    if (argvec_from(&a, list) < 0)
-        return NULL;
     pyu_cmd_opts o;
+    if (parse_command(command, list, &a, &o) < 0)
+        return NULL;
     char msg[1024] = "";
-    int ex = pyu_cmd_parse(&o, (enum pyu_cmd_kind)kind, PYU_CMD_DEBUGGER,
-                           a.argc, a.argv, msg, sizeof msg);
-    if (ex != PYU_EXIT_OK) {
-        argvec_free(&a);
-        return raise_error(ex, msg);
-    }
+    int ex;
     char *obuf = NULL, *dbuf = NULL;
     size_t olen = 0, dlen = 0;
     FILE *out = open_memstream(&obuf, &olen);
@@ -450,26 +463,15 @@ static PyObject *mod_parse(PyObject *mod, PyObject *args)
     (void)mod;
     const char *command;
     PyObject *list;
-    int kind;
-    if (!PyArg_ParseTuple(args, "sO", &command, &list) ||
-        (kind = command_kind(command)) < 0)
-        return NULL;
     argvec a;
-    if (argvec_from(&a, list) < 0)
-        return NULL;
     pyu_cmd_opts o;
-    char msg[1024] = "";
-    int ex = pyu_cmd_parse(&o, (enum pyu_cmd_kind)kind, PYU_CMD_DEBUGGER,
-                           a.argc, a.argv, msg, sizeof msg);
-    PyObject *r = NULL;
-    if (ex != PYU_EXIT_OK)
-        raise_error(ex, msg);
-    else
-        r = Py_BuildValue("{s:O,s:O,s:O,s:z,s:K}", "help",
-                          o.help ? Py_True : Py_False, "json",
-                          o.json ? Py_True : Py_False, "verbose",
-                          o.verbose ? Py_True : Py_False, "output", o.output,
-                          "thread", (unsigned long long)o.thread);
+    if (!PyArg_ParseTuple(args, "sO", &command, &list) ||
+        parse_command(command, list, &a, &o) < 0)
+        return NULL;
+    PyObject *r = Py_BuildValue(
+        "{s:O,s:O,s:O,s:z,s:K}", "help", o.help ? Py_True : Py_False, "json",
+        o.json ? Py_True : Py_False, "verbose", o.verbose ? Py_True : Py_False,
+        "output", o.output, "thread", (unsigned long long)o.thread);
     argvec_free(&a);
     return r;
 }

@@ -302,6 +302,9 @@ PYU_HIDDEN void pyu_dump_keep_tasks(pyu_dump *d, pyu_tasks *t);
  * bytes as \udcXX), a frame object. */
 PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
 PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
+/* A string or null; the "signal" member and the end of the top object. */
+PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
+PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
 PYU_HIDDEN int pyu_frame_fill(pyu_session *s, pyu_strtab *strings,
                               const uint8_t *buf, size_t fsize, pyu_frame *f);
 PYU_HIDDEN void pyu_caches_free(pyu_session *s);

@@ -283,6 +283,24 @@ void pyu_json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
+void pyu_json_opt_str(FILE *out, const char *s)
+{
+    if (s)
+        pyu_json_str(out, s);
+    else
+        fputs("null", out);
+}
+
+void pyu_json_signal_end(FILE *out, int signo, uint64_t tid)
+{
+    fputs(", \"signal\": ", out);
+    if (signo)
+        fprintf(out, "{\"number\": %d, \"native_thread_id\": %" PRIu64 "}}\n",
+                signo, tid);
+    else
+        fputs("null}\n", out);
+}
+
 void pyu_json_frame(FILE *out, const pyu_frame *f)
 {
     fputs("{\"function\": ", out);
@@ -334,18 +352,11 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
         fprintf(out, "], \"truncated\": %s, \"error\": ",
                 t->truncated ? (t->truncated == 2 ? "\"loop\"" : "\"depth\"")
                              : "false");
-        if (t->error)
-            pyu_json_str(out, t->error);
-        else
-            fputs("null", out);
+        pyu_json_opt_str(out, t->error);
         fputs("}", out);
     }
-    fprintf(out, "\n], \"threads_truncated\": %s, \"signal\": ",
+    fprintf(out, "\n], \"threads_truncated\": %s",
             d->threads_truncated ? "true" : "false");
-    if (d->signal)
-        fprintf(out, "{\"number\": %d, \"native_thread_id\": %" PRIu64 "}}\n",
-                d->signal, d->signal_thread);
-    else
-        fputs("null}\n", out);
+    pyu_json_signal_end(out, d->signal, d->signal_thread);
     return ferror(out) ? -PYU_E_IO : 0;
 }

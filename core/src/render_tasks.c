@@ -45,15 +45,26 @@ static const pyu_task *lookup(const pyu_tasks *t, const index_entry *ix,
 
 /* ------------------------------------------------------------- the table */
 
-/* Writes s padded with spaces to `width` characters (code points). */
-static void padded(FILE *out, const char *s, int width)
+/* Characters (code points) of a UTF-8 string, as Python counts them. */
+static int chars(const char *s)
 {
     int n = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p; p++)
         n += (*p & 0xC0) != 0x80;
-    fputs(s, out);
+    return n;
+}
+
+static void pad(FILE *out, int n, int width)
+{
     for (; n < width; n++)
         fputc(' ', out);
+}
+
+/* Writes s padded with spaces to `width` characters. */
+static void padded(FILE *out, const char *s, int width)
+{
+    fputs(s, out);
+    pad(out, chars(s), width);
 }
 
 /* "a -> b -> c": the functions of a coroutine stack, innermost first. */
@@ -67,11 +78,9 @@ static void chain(FILE *out, const pyu_task *task, int width)
             n += 4;
         }
         fputs(f, out);
-        for (const unsigned char *p = (const unsigned char *)f; *p; p++)
-            n += (*p & 0xC0) != 0x80;
+        n += chars(f);
     }
-    for (; n < width; n++)
-        fputc(' ', out);
+    pad(out, n, width);
 }
 
 static void row(FILE *out, const pyu_task *task, const pyu_task *awaiter,
@@ -103,19 +112,17 @@ int pyu_tasks_write_table(const pyu_tasks *t, FILE *out)
     index_entry *ix = make_index(t);
     if (!ix)
         return -PYU_E_NOMEM;
-    padded(out, "tid", 10);
-    fputc(' ', out);
-    padded(out, "task id", 20);
-    fputc(' ', out);
-    padded(out, "task name", 20);
-    fputc(' ', out);
-    padded(out, "coroutine stack", 50);
-    fputc(' ', out);
-    padded(out, "awaiter chain", 50);
-    fputc(' ', out);
-    padded(out, "awaiter name", 15);
-    fputc(' ', out);
-    padded(out, "awaiter id", 15);
+    static const struct {
+        const char *title;
+        int width;
+    } cols[] = {{"tid", 10}, {"task id", 20}, {"task name", 20},
+                {"coroutine stack", 50}, {"awaiter chain", 50},
+                {"awaiter name", 15}, {"awaiter id", 15}};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        if (i)
+            fputc(' ', out);
+        padded(out, cols[i].title, cols[i].width);
+    }
     fputc('\n', out);
     for (int i = 0; i < 180; i++)
         fputc('-', out);
@@ -454,19 +461,11 @@ int pyu_tasks_write_json(const pyu_tasks *t, FILE *out)
             fputc('}', out);
         }
         fputs("], \"error\": ", out);
-        if (task->error)
-            pyu_json_str(out, task->error);
-        else
-            fputs("null", out);
+        pyu_json_opt_str(out, task->error);
         fputc('}', out);
     }
-    fprintf(out, "\n], \"truncated\": %s, \"signal\": ",
-            t->truncated ? "true" : "false");
-    if (t->signal)
-        fprintf(out, "{\"number\": %d, \"native_thread_id\": %" PRIu64 "}}\n",
-                t->signal, t->signal_thread);
-    else
-        fputs("null}\n", out);
+    fprintf(out, "\n], \"truncated\": %s", t->truncated ? "true" : "false");
+    pyu_json_signal_end(out, t->signal, t->signal_thread);
     free(ix);
     return ferror(out) ? -PYU_E_IO : 0;
 }

@@ -1,6 +1,7 @@
 """Shared helpers of the integration tests: the interpreters, the pyunwind
 binary, starting targets, and comparing dumps with the target's own truth."""
 
+import contextlib
 import ctypes
 import json
 import os
@@ -107,6 +108,20 @@ class Target:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+@contextlib.contextmanager
+def sleeping(python):
+    """A process of `python` sleeping in time.sleep, once it has started."""
+    p = subprocess.Popen([python, "-c", "import time; print('ready', "
+                          "flush=True); time.sleep(300)"],
+                         stdout=subprocess.PIPE, text=True)
+    try:
+        p.stdout.readline()
+        yield p
+    finally:
+        p.kill()
+        p.wait()
 
 
 def kernel_cores_land_here():

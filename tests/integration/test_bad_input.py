@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import (PYUNWIND, Target, allow_core, interpreters,
-                      kernel_cores_land_here, pyunwind)
+                      kernel_cores_land_here, pyunwind, sleeping)
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 
@@ -86,15 +86,9 @@ def test_python_311():
     py = shutil.which("python3.11", path="/usr/bin")
     if not py:
         pytest.skip("/usr/bin/python3.11 is not installed")
-    p = subprocess.Popen([py, "-c", "import time; print('ready', flush=True); "
-                          "time.sleep(300)"], stdout=subprocess.PIPE, text=True)
-    try:
-        p.stdout.readline()
+    with sleeping(py) as p:
         assert_one_line_error(pyunwind("dump", str(p.pid)), 4, "3.11",
                               "3.13")
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_permission_denied():

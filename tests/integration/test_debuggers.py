@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import (ROOT, TARGETS, TIMEOUT, Target, allow_core, assert_matches_truth,
+from conftest import (ROOT, TARGETS, TIMEOUT, Target, allow_core,
+                      assert_matches_truth, sleeping,
                       assert_prefix_of_truth, has_guard_regions, interpreters,
                       kernel_cores_land_here)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
@@ -270,14 +271,8 @@ def test_python_311(dbg):
     py = shutil.which("python3.11", path="/usr/bin")
     if not py:
         pytest.skip("/usr/bin/python3.11 is not installed")
-    p = subprocess.Popen([py, "-c", "import time; print('ready', flush=True); "
-                          "time.sleep(300)"], stdout=subprocess.PIPE, text=True)
-    try:
-        p.stdout.readline()
+    with sleeping(py) as p:
         bad_session(dbg, dbg.attach(p.pid), "3.11", "3.13")
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_core_not_python(dbg, tmp_path):

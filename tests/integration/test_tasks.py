@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from conftest import (TIMEOUT, Target, interpreters,
+from conftest import (TIMEOUT, Target, interpreters, sleeping,
                       kernel_cores_land_here, pyunwind)
 
 PYTHONS = interpreters()
@@ -231,11 +231,7 @@ def test_cycle(label, python, tmp_path):
 
 @pytest.mark.parametrize("label,python", OLD, ids=[p[0] for p in OLD])
 def test_python_313(label, python):
-    p = subprocess.Popen([python, "-c", "import time; print('ready', "
-                          "flush=True); time.sleep(300)"],
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        p.stdout.readline()
+    with sleeping(python) as p:
         r = pyunwind("tasks", str(p.pid))
         assert r.returncode == 4
         assert r.stderr.strip() == ("pyunwind: error: asyncio tasks need "
@@ -245,9 +241,6 @@ def test_python_313(label, python):
         r = pyunwind("dump", "--async", str(p.pid))
         assert r.returncode == 4 and "need CPython 3.14" in r.stderr
         assert r.stdout == ""
-    finally:
-        p.kill()
-        p.wait()
 
 
 ASYNC_PEER = """

@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from conftest import Target, kernel_cores_land_here
+from conftest import Target, interpreters, kernel_cores_land_here, sleeping
 from debuggers import DEBUGGERS, Server, cli_command
 from test_debuggers import assert_no_python_error, available
 from test_tasks import ASYNC, assert_rows, peer_rows
@@ -105,24 +105,15 @@ def test_kernel_core(dbg, target, tmp_path):
 
 
 def test_not_before_314(dbg, tmp_path):
-    from conftest import interpreters
     old = [p for p in interpreters() if p[0].startswith("3.13")]
     if not old:
         pytest.skip("no 3.13 interpreter")
-    import subprocess
-    p = subprocess.Popen([old[0][1], "-c", "import time; print('ready', "
-                          "flush=True); time.sleep(300)"],
-                         stdout=subprocess.PIPE, text=True)
-    try:
-        p.stdout.readline()
+    with sleeping(old[0][1]) as p:
         pre, args, post = dbg.attach(p.pid)
         tr = dbg.run(["py-tasks", "py-tasks --tree", *post], args, setup=pre)
         assert_no_python_error(tr)
         for c in ("py-tasks", "py-tasks --tree"):
             assert "py-tasks: asyncio tasks need CPython 3.14 or newer" in tr[c]
-    finally:
-        p.kill()
-        p.wait()
 
 
 def test_dump_async(dbg, tmp_path):
