@@ -515,8 +515,9 @@ static int walk_list(pyu_session *s, tasks_impl *t, uint64_t head,
     return 0;
 }
 
-static int walk_interpreters(pyu_session *s, tasks_impl *t)
+static int walk_interpreters(pyu_session *s, void *arg)
 {
+    tasks_impl *t = arg;
     const pyu_offsets *o = &s->off;
     const uint64_t *a = s->aio;
     uint64_t interp = 0;
@@ -526,18 +527,15 @@ static int walk_interpreters(pyu_session *s, tasks_impl *t)
     cycle icyc = {0, 1, 0};
     for (int ni = 0; interp && ni < PYU_MAX_INTERPRETERS &&
                      !cycle_step(&icyc, interp); ni++) {
-        uint64_t id = 0, next = 0, ts = 0;
-        pyu_range r[3] = {
-            {interp + PYU_OFF(o, is_id), &id, 8},
-            {interp + PYU_OFF(o, is_next), &next, 8},
-            {interp + PYU_OFF(o, is_threads_head), &ts, 8},
-        };
-        if (pyu_readv(s, r, 3, "an interpreter state") < 0)
+        interp_info ii;
+        if (pyu_interp_read(s, interp, &ii, NULL, 0) < 0)
             return -1;
+        int64_t id = ii.id;
+        uint64_t ts = ii.threads_head;
         cycle tcyc = {0, 1, 0};
         for (size_t nt = 0; ts && nt < PYU_MAX_THREADS &&
                             !cycle_step(&tcyc, ts); nt++) {
-            owner who = {(int64_t)id, 0, 0, 0};
+            owner who = {id, 0, 0, 0};
             uint64_t tnext = 0, loop = 0;
             pyu_range tr[5] = {
                 {ts + PYU_OFF(o, ts_next), &tnext, 8},
@@ -555,10 +553,10 @@ static int walk_interpreters(pyu_session *s, tasks_impl *t)
                                    who.native_id);
             ts = tnext;
         }
-        owner none = {(int64_t)id, 0, 0, 0};
+        owner none = {id, 0, 0, 0};
         if (walk_list(s, t, interp + a[A_INTERP_TASKS_HEAD], &none) < 0)
-            return pyu_err_ctx(&s->err, "tasks of interpreter %" PRIu64, id);
-        interp = next;
+            return pyu_err_ctx(&s->err, "tasks of interpreter %" PRId64, id);
+        interp = ii.next;
     }
     return 0;
 }
@@ -588,24 +586,13 @@ int pyu_tasks_take(pyu_session *s, pyu_tasks **out)
         *out = &t->pub;
         return 0;
     }
-    s->dump_serial++;
-    pyu_caches_flush(s); /* code objects may have been freed since */
-    bool paused = false;
-    if (s->ops->pause) {
-        int rc = s->ops->pause(s->ctx);
-        if (rc < 0) {
-            pyu_tasks_free(&t->pub);
-            return pyu_err_set(&s->err, -rc, "stopping process %d: %s",
-                               s->pid, pyu_strerror(rc));
-        }
-        paused = true;
-    }
-    int rc = walk_interpreters(s, t);
-    if (paused && s->ops->resume)
-        s->ops->resume(s->ctx);
+    s->dump_serial++; /* names copied for earlier results are theirs */
+    /* (3.14+: reading each interpreter notes its code_object_generation,
+     * which flushes the caches when code objects were freed) */
+    int rc = pyu_paused(s, walk_interpreters, t);
     if (rc < 0) {
         pyu_tasks_free(&t->pub);
-        return -s->err.code;
+        return rc;
     }
     *out = &t->pub;
     return 0;

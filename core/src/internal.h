@@ -296,6 +296,24 @@ PYU_HIDDEN int pyu_code_line(pyu_session *s, const pyu_code *c,
                              uint64_t instr_ptr, int32_t tlbc_index);
 /* Drops the code and string caches. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
+
+/* Runs fn with the target stopped (when the memory source can stop it) and
+ * lets it run again.  Returns 0, or the negated code of the error fn (or
+ * stopping) recorded. */
+PYU_HIDDEN int pyu_paused(pyu_session *s, int (*fn)(pyu_session *, void *),
+                          void *arg);
+
+/* An interpreter state's fields the walks need.  Reading one also notes its
+ * code_object_generation, flushing the caches when code was freed. */
+typedef struct interp_info {
+    int64_t id;
+    uint64_t next, threads_head, threads_main;
+    bool gc_collecting;
+    uint64_t gc_frame; /* 3.15: the frame that started the collection */
+} interp_info;
+PYU_HIDDEN int pyu_interp_read(pyu_session *s, uint64_t interp,
+                               interp_info *ii, const pyu_range *extra,
+                               size_t nextra);
 /* The dump takes ownership of t (strings its frames now point to). */
 PYU_HIDDEN void pyu_dump_keep_tasks(pyu_dump *d, pyu_tasks *t);
 /* JSON pieces shared by the renderers: a string (always valid UTF-8; other

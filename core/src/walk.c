@@ -272,12 +272,6 @@ static int walk_frames(pyu_session *s, dump_impl *d, pyu_thread *t,
 
 /* --------------------------------------------------------------- threads */
 
-typedef struct interp_info {
-    int64_t id;
-    uint64_t next, threads_head, threads_main;
-    bool gc_collecting;
-    uint64_t gc_frame; /* 3.15: the frame that started the collection */
-} interp_info;
 
 /* Code objects of an interpreter were freed when its code_object_generation
  * moved (3.14+): cached ones, and their names, may have been replaced at
@@ -307,8 +301,8 @@ static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
 
 /* Reads the interpreter's fields, and in the same call the `extra` ranges
  * (speculative reads of what the walk needs next). */
-static int read_interp(pyu_session *s, uint64_t interp, interp_info *ii,
-                       const pyu_range *extra, size_t nextra)
+int pyu_interp_read(pyu_session *s, uint64_t interp, interp_info *ii,
+                    const pyu_range *extra, size_t nextra)
 {
     const pyu_offsets *o = &s->off;
     uint64_t id = 0, tmain = 0, gen = 0, tlbc_gen = 0;
@@ -500,7 +494,7 @@ static void speculate(pyu_session *s, prefetch *p, interp_info *ii)
     if (!s->guess_interp)
         return;
     pyu_err saved = s->err;
-    if (read_interp(s, s->guess_interp, ii, extra, n) < 0) {
+    if (pyu_interp_read(s, s->guess_interp, ii, extra, n) < 0) {
         s->err = saved; /* stale guesses: read the plain way */
         return;
     }
@@ -542,8 +536,9 @@ static int order_interpreters(pyu_session *s, pyu_dump *d,
     return 0;
 }
 
-static int walk_all(pyu_session *s, dump_impl *d)
+static int walk_all(pyu_session *s, void *arg)
 {
+    dump_impl *d = arg;
     const pyu_offsets *o = &s->off;
     uint64_t interp;
     cycle icyc = {0, 1, 0};
@@ -570,7 +565,7 @@ static int walk_all(pyu_session *s, dump_impl *d)
         }
         if (ni == 0 && pf.interp_ok)
             ii = first_ii;
-        else if (read_interp(s, interp, &ii, NULL, 0) < 0)
+        else if (pyu_interp_read(s, interp, &ii, NULL, 0) < 0)
             return pyu_err_ctx(&s->err, "interpreter %d", ni);
         if (ni == 0)
             s->guess_tstate = ii.threads_head;
@@ -609,6 +604,22 @@ static int walk_all(pyu_session *s, dump_impl *d)
     return order_interpreters(s, &d->pub, starts, ninterp);
 }
 
+int pyu_paused(pyu_session *s, int (*fn)(pyu_session *, void *), void *arg)
+{
+    bool paused = false;
+    if (s->ops->pause) {
+        int rc = s->ops->pause(s->ctx);
+        if (rc < 0)
+            return pyu_err_set(&s->err, -rc, "stopping process %d: %s",
+                               s->pid, pyu_strerror(rc));
+        paused = true;
+    }
+    int rc = fn(s, arg);
+    if (paused && s->ops->resume)
+        s->ops->resume(s->ctx);
+    return rc < 0 ? -s->err.code : 0;
+}
+
 int pyu_dump_take(pyu_session *s, pyu_dump **out)
 {
     if (!s || !out)
@@ -632,19 +643,7 @@ int pyu_dump_take(pyu_session *s, pyu_dump **out)
     if (!PYU_HAS(&s->off, is_code_object_generation))
         pyu_caches_flush(s); /* no way to tell whether code was freed */
 
-    bool paused = false;
-    if (s->ops->pause) {
-        int rc = s->ops->pause(s->ctx);
-        if (rc < 0) {
-            pyu_dump_free(&d->pub);
-            return pyu_err_set(&s->err, -rc, "stopping process %d: %s",
-                               s->pid, pyu_strerror(rc));
-        }
-        paused = true;
-    }
-    int rc = walk_all(s, d);
-    if (paused && s->ops->resume)
-        s->ops->resume(s->ctx);
+    int rc = pyu_paused(s, walk_all, d);
     if (rc < 0) {
         pyu_dump_free(&d->pub);
         return rc;
