@@ -84,7 +84,7 @@ static int take(pyu_session *s, pyu_dump **d, unsigned long *errors,
                 unsigned long *partials)
 {
     for (int tries = 1;; tries++) {
-        int rc = pyu_dump_take(s, d);
+        int rc = pyu_dump_take(s, 0, d);
         if (rc < 0) {
             (*errors)++;
             if (fatal(rc) || tries >= MAX_FAILURES_IN_A_ROW)

@@ -273,14 +273,58 @@ int pyu_cmd_exit_for(int rc)
     }
 }
 
-static bool is_torn(int rc, const pyu_dump *d)
+int pyu_cmd_retry(bool retry, int (*attempt)(void *arg), void *arg)
 {
-    if (rc == -PYU_E_FAULT || rc == -PYU_E_CORRUPT)
-        return true;
-    for (size_t i = 0; rc == 0 && i < d->nthreads; i++)
-        if (d->threads[i].error)
-            return true;
-    return false;
+    int rc;
+    for (int n = 1;; n++) {
+        rc = attempt(arg);
+        bool torn = rc == PYU_CMD_TORN || rc == -PYU_E_FAULT ||
+                    rc == -PYU_E_CORRUPT;
+        if (!retry || !torn || n == 5)
+            break;
+    }
+    return rc == PYU_CMD_TORN ? 0 : rc;
+}
+
+int pyu_cmd_no_thread(char *msg, size_t msglen, uint64_t tid,
+                      size_t nthreads)
+{
+    snprintf(msg, msglen, "no Python thread has native id or ident %" PRIu64
+             " (%zu Python thread%s; see the dump without --thread)",
+             tid, nthreads, nthreads == 1 ? "" : "s");
+    return PYU_EXIT_USAGE;
+}
+
+/* One attempt at a dump or a task list (pyu_cmd_retry). */
+typedef struct taking {
+    pyu_session *s;
+    unsigned flags;
+    pyu_dump *d;
+    pyu_tasks *t;
+} taking;
+
+static int take_dump(void *arg)
+{
+    taking *k = arg;
+    pyu_dump_free(k->d);
+    k->d = NULL;
+    int rc = pyu_dump_take(k->s, k->flags, &k->d);
+    for (size_t i = 0; rc == 0 && i < k->d->nthreads; i++)
+        if (k->d->threads[i].error)
+            return PYU_CMD_TORN;
+    return rc;
+}
+
+static int take_tasks(void *arg)
+{
+    taking *k = arg;
+    pyu_tasks_free(k->t);
+    k->t = NULL;
+    int rc = pyu_tasks_take(k->s, &k->t);
+    for (size_t i = 0; rc == 0 && i < k->t->ntasks; i++)
+        if (k->t->tasks[i].error)
+            return PYU_CMD_TORN;
+    return rc;
 }
 
 static void describe(pyu_session *s, const char *source, FILE *diag)
@@ -320,30 +364,15 @@ static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
     return PYU_EXIT_OK;
 }
 
-static bool tasks_torn(int rc, const pyu_tasks *t)
-{
-    if (rc == -PYU_E_FAULT || rc == -PYU_E_CORRUPT)
-        return true;
-    for (size_t i = 0; rc == 0 && i < t->ntasks; i++)
-        if (t->tasks[i].error)
-            return true;
-    return false;
-}
-
 static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                      FILE *out, char *msg, size_t msglen)
 {
-    pyu_tasks *t = NULL;
-    int rc;
-    for (int attempt = 0;; attempt++) { /* as for dumps: torn reads again */
-        rc = pyu_tasks_take(s, &t);
-        if (!retry_torn || !tasks_torn(rc, t) || attempt == 4)
-            break;
-        pyu_tasks_free(t);
-        t = NULL;
-    }
+    taking k = {s, 0, NULL, NULL};
+    int rc = pyu_cmd_retry(retry_torn, take_tasks, &k);
+    pyu_tasks *t = k.t;
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
+        pyu_tasks_free(t);
         return pyu_cmd_exit_for(rc);
     }
     FILE *f = open_output(o, out, msg, msglen);
@@ -371,25 +400,18 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                 const char *source, FILE *out, FILE *diag, char *msg,
                 size_t msglen)
 {
-    pyu_dump *d = NULL;
-    int rc;
     if (o->verbose && diag)
         describe(s, source, diag);
     if (o->kind == PYU_CMD_TASKS)
         return run_tasks(s, o, retry_torn, out, msg, msglen);
     /* A running process (--nonblocking, or one a debugger holds) can
      * change under the reader: a torn read is retried a few times. */
-    for (int attempt = 0;; attempt++) {
-        rc = pyu_dump_take(s, &d);
-        if (!retry_torn || !is_torn(rc, d) || attempt == 4)
-            break;
-        pyu_dump_free(d);
-        d = NULL;
-    }
-    if (rc == 0 && o->async && (rc = pyu_dump_add_async(s, d)) < 0)
-        pyu_dump_free(d);
+    taking k = {s, o->async ? PYU_WALK_ASYNC : 0, NULL, NULL};
+    int rc = pyu_cmd_retry(retry_torn, take_dump, &k);
+    pyu_dump *d = k.d;
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
+        pyu_dump_free(d);
         return pyu_cmd_exit_for(rc);
     }
 
@@ -407,12 +429,9 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
             }
         }
         if (!view.nthreads) {
-            snprintf(msg, msglen, "no Python thread has native id or ident "
-                     "%" PRIu64 " (%zu Python thread%s; see the dump without "
-                     "--thread)", o->thread, d->nthreads,
-                     d->nthreads == 1 ? "" : "s");
+            int ex = pyu_cmd_no_thread(msg, msglen, o->thread, d->nthreads);
             pyu_dump_free(d);
-            return PYU_EXIT_USAGE;
+            return ex;
         }
     }
 

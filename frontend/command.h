@@ -72,6 +72,23 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
 /* The exit code for a negated pyu error code (from an open or a dump). */
 int pyu_cmd_exit_for(int rc);
 
+/* A result whose reading a running target tore (some thread or task could
+ * not be read to its end); see pyu_cmd_retry. */
+#define PYU_CMD_TORN 1
+
+/* Runs attempt(arg), and while retry is set and it reports a torn read
+ * (PYU_CMD_TORN, -PYU_E_FAULT or -PYU_E_CORRUPT), runs it again, up to 5
+ * times in all: the one retry of torn reads of a live target that every
+ * front end uses.  attempt frees what an earlier attempt left before it
+ * takes a new result.  Returns attempt's last value, with PYU_CMD_TORN
+ * turned into 0 (the partial result is kept). */
+int pyu_cmd_retry(bool retry, int (*attempt)(void *arg), void *arg);
+
+/* The --thread error: no Python thread has that id (nthreads threads
+ * were read).  Returns PYU_EXIT_USAGE. */
+int pyu_cmd_no_thread(char *msg, size_t msglen, uint64_t tid,
+                      size_t nthreads);
+
 /* Runs the command on an opened session: takes the dump or the task list
  * and writes it to o->output, or to out when there is none.  `source` says in a few words how the session reads
  * memory; with --verbose it goes to diag together with what was found.  A

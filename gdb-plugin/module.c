@@ -4,13 +4,19 @@
  * passes gdb's memory in as a Python callable when it must.
  *
  *   Session()                              an unopened session
- *   Session.open_pid(pid)                  a live local process
- *   Session.open_core(core, exe, sysroot)  an ELF core file
- *   Session.open_memory(read, pid, hint, mappings, signal)
+ *   Session.open_target(where, conn, pid, core, exe, sysroot, forced,
+ *                       memory) -> (retry_torn, source)
+ *        where: "local", "core" or "other"; conn: gdb's connection type;
+ *        forced: read through gdb's memory always; memory(with_signal) ->
+ *        (read, hint, mappings, signal), called when gdb's memory is used:
  *        read(addr, size) -> bytes-like   memory of the target
+ *        hint: the address of _PyRuntime, or 0
  *        mappings: [(start, end, offset, prot, path or None)] or None
  *        signal: (signo, native thread id) or None
  *   Session.run(command, argv, retry_torn, source) -> (code, out, diag, msg)
+ *   Session.dump(thread, async_stacks, retry_torn) -> dict (the dump's
+ *        JSON as Python objects, built from the walk)
+ *   Session.tasks(retry_torn) -> dict (the task list's JSON, likewise)
  *   Session.close()
  *   parse(command, argv) -> dict of options, or raises Error
  *   help(command) -> str, options(command) -> [str]
@@ -22,6 +28,7 @@
 
 #include "command.h"
 #include "pyunwind/pyunwind.h"
+#include "target.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -300,67 +307,97 @@ static int check_fresh(Session *self)
     return 0;
 }
 
-static PyObject *opened(Session *self, int rc)
-{
-    if (rc < 0)
-        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
-    self->opened = 1;
-    Py_RETURN_NONE;
-}
-
-static PyObject *Session_open_pid(Session *self, PyObject *args)
-{
+/* gdb's memory, for pyu_cmd_open_target: asks Python for how to read it. */
+typedef struct {
+    PyObject *memory; /* memory(with_signal) -> (read, hint, maps, signal) */
     int pid;
-    if (!PyArg_ParseTuple(args, "i", &pid) || check_fresh(self) < 0)
-        return NULL;
-    return opened(self, pyu_open_pid(self->s, pid, 0));
-}
+    pymem *opened;    /* the source made, once pyu_open_memory has it */
+    int python_error; /* a Python exception is set */
+} gdb_memory;
 
-static PyObject *Session_open_core(Session *self, PyObject *args)
+static int open_gdb_memory(void *arg, pyu_session *s, bool with_signal)
 {
-    const char *core, *exe = NULL, *sysroot = NULL;
-    if (!PyArg_ParseTuple(args, "s|zz", &core, &exe, &sysroot) ||
-        check_fresh(self) < 0)
-        return NULL;
-    return opened(self, pyu_open_core(self->s, core, exe, sysroot));
-}
-
-static PyObject *Session_open_memory(Session *self, PyObject *args)
-{
-    PyObject *read, *maps = Py_None, *sig = Py_None;
-    int pid;
+    gdb_memory *g = arg;
+    PyObject *read, *maps, *sig;
     unsigned long long hint;
-    if (!PyArg_ParseTuple(args, "OiK|OO", &read, &pid, &hint, &maps, &sig) ||
-        check_fresh(self) < 0)
-        return NULL;
-    if (!PyCallable_Check(read)) {
-        PyErr_SetString(PyExc_TypeError, "read must be callable");
-        return NULL;
+    PyObject *res = PyObject_CallFunction(g->memory, "O",
+                                          with_signal ? Py_True : Py_False);
+    if (!res || !PyArg_ParseTuple(res, "OKOO", &read, &hint, &maps, &sig) ||
+        !PyCallable_Check(read)) {
+        if (res && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "read must be callable");
+        Py_XDECREF(res);
+        g->python_error = 1;
+        return -PYU_E_INVAL;
     }
     pymem *m = calloc(1, sizeof *m);
-    if (!m)
-        return PyErr_NoMemory();
+    if (!m) {
+        Py_DECREF(res);
+        PyErr_NoMemory();
+        g->python_error = 1;
+        return -PYU_E_NOMEM;
+    }
     Py_INCREF(read);
     m->read = read;
-    if (maps != Py_None && pymem_set_maps(m, maps) < 0) {
+    if ((maps != Py_None && pymem_set_maps(m, maps) < 0) ||
+        (sig != Py_None && !PyArg_ParseTuple(sig, "iK", &m->signo,
+                                             &m->signal_tid))) {
+        Py_DECREF(res);
         pymem_destroy(m);
+        g->python_error = 1;
+        return -PYU_E_INVAL;
+    }
+    Py_DECREF(res);
+    g->opened = m; /* owned by the session from here on, even on failure */
+    return pyu_open_memory(s, maps == Py_None ? &pymem_ops_nomaps
+                                              : &pymem_ops,
+                           m, g->pid, hint);
+}
+
+static PyObject *Session_open_target(Session *self, PyObject *args)
+{
+    const char *where, *conn, *core, *exe, *sysroot;
+    int pid, forced;
+    PyObject *memory;
+    if (!PyArg_ParseTuple(args, "ssizzzpO", &where, &conn, &pid, &core, &exe,
+                          &sysroot, &forced, &memory) ||
+        check_fresh(self) < 0)
+        return NULL;
+    gdb_memory g = {memory, pid, NULL, 0};
+    pyu_dbg_target t = {
+        .debugger = "gdb",
+        .conn = conn,
+        .conn_noun = "target",
+        .where = strcmp(where, "local") == 0  ? PYU_DBG_LOCAL
+                 : strcmp(where, "core") == 0 ? PYU_DBG_CORE
+                                              : PYU_DBG_OTHER,
+        .local_why = "gdb's native target",
+        .pid = pid,
+        .core = core,
+        .exe = exe,
+        .sysroot = sysroot,
+        .debugger_memory = forced,
+        .open_memory = open_gdb_memory,
+        .arg = &g,
+    };
+    pyu_session *s = NULL;
+    bool retry = false;
+    char source[1200], msg[1024];
+    int ex = pyu_cmd_open_target(&t, &s, &retry, source, sizeof source, msg,
+                                 sizeof msg);
+    if (g.python_error || (g.opened && g.opened->interrupted)) {
+        pyu_session_free(s);
+        if (!PyErr_Occurred())
+            PyErr_SetNone(PyExc_KeyboardInterrupt);
         return NULL;
     }
-    if (sig != Py_None) {
-        unsigned long long tid;
-        if (!PyArg_ParseTuple(sig, "iK", &m->signo, &tid)) {
-            pymem_destroy(m);
-            return NULL;
-        }
-        m->signal_tid = tid;
-    }
-    self->mem = m; /* owned by the session from here on, even on failure */
-    int rc = pyu_open_memory(self->s, maps == Py_None ? &pymem_ops_nomaps
-                                                      : &pymem_ops,
-                             m, pid, hint);
-    if (m->interrupted)
-        return NULL;
-    return opened(self, rc);
+    if (ex != PYU_EXIT_OK)
+        return raise_error(ex, msg);
+    pyu_session_free(self->s);
+    self->s = s;
+    self->mem = g.opened;
+    self->opened = 1;
+    return Py_BuildValue("Os", retry ? Py_True : Py_False, source);
 }
 
 /* Reads a memstream's buffer into bytes and frees it. */
@@ -420,6 +457,321 @@ static PyObject *Session_run(Session *self, PyObject *args)
     return Py_BuildValue("iNNs", ex, ob, db, msg);
 }
 
+/* ------------------------------------------ results as Python objects */
+
+/* What `--json` prints, built as Python objects (docs/json.md): the same
+ * keys and values, without the round trip through text. */
+
+static PyObject *text(const char *s)
+{
+    /* bytes that are not UTF-8 come back as the surrogate escapes that
+     * JSON's \udcXX give */
+    return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
+}
+
+/* d[key] = value, taking the reference; false on failure. */
+static bool put(PyObject *d, const char *key, PyObject *value)
+{
+    if (!value)
+        return false;
+    int rc = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return rc == 0;
+}
+
+static bool append(PyObject *l, PyObject *value)
+{
+    if (!value)
+        return false;
+    int rc = PyList_Append(l, value);
+    Py_DECREF(value);
+    return rc == 0;
+}
+
+static PyObject *frame_dict(const pyu_frame *f)
+{
+    PyObject *d = PyDict_New();
+    if (d && put(d, "function", text(f->function)) &&
+        put(d, "name", text(f->name)) && put(d, "file", text(f->file)) &&
+        put(d, "line", f->line > 0 ? PyLong_FromLong(f->line)
+                                   : Py_NewRef(Py_None)))
+        return d;
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* The head of a result: pid and python. */
+static PyObject *result_head(pyu_session *s)
+{
+    pyu_python_info py;
+    pyu_target_info tg;
+    pyu_python(s, &py);
+    pyu_target(s, &tg);
+    PyObject *d = PyDict_New(), *p = PyDict_New();
+    if (d && p && put(d, "pid", PyLong_FromLong(tg.pid)) &&
+        put(p, "version", text(py.version)) &&
+        put(p, "free_threaded", PyBool_FromLong(py.free_threaded)) &&
+        put(d, "python", Py_NewRef(p))) {
+        Py_DECREF(p);
+        return d;
+    }
+    Py_XDECREF(d);
+    Py_XDECREF(p);
+    return NULL;
+}
+
+static bool put_signal(PyObject *d, pyu_session *s)
+{
+    pyu_target_info tg;
+    pyu_target(s, &tg);
+    if (!tg.signal)
+        return put(d, "signal", Py_NewRef(Py_None));
+    return put(d, "signal", Py_BuildValue("{s:i,s:K}", "number", tg.signal,
+                                          "native_thread_id",
+                                          (unsigned long long)tg.signal_thread));
+}
+
+/* A dump, built by a walker whose callbacks make the objects. */
+typedef struct {
+    pyu_session *s;
+    unsigned flags;
+    uint64_t only;       /* --thread, or 0 */
+    const pymem *mem;    /* gdb's memory, when the session reads it */
+    size_t seen;         /* threads walked */
+    PyObject *threads;   /* list of the threads' dicts */
+    PyObject *thread;    /* the current thread's dict (borrowed) */
+    PyObject *frames, *tasks; /* its lists (borrowed) */
+    bool threads_truncated, torn, python_error;
+} dump_build;
+
+#define PY_FAILED(b) ((b)->python_error = true, -PYU_E_NOMEM)
+
+static int b_interp(void *arg, const pyu_walk_interp *in)
+{
+    dump_build *b = arg;
+    if (in->threads_truncated || in->interpreters_truncated)
+        b->threads_truncated = true;
+    return PYU_WALK_NEXT;
+}
+
+static int b_thread(void *arg, const pyu_walk_thread *t)
+{
+    dump_build *b = arg;
+    if (b->mem && b->mem->interrupted)
+        return -PYU_E_IO; /* KeyboardInterrupt is set: no more Python */
+    b->seen++;
+    if (b->only && t->native_thread_id != b->only && t->thread_id != b->only)
+        return PYU_WALK_SKIP;
+    PyObject *d = PyDict_New();
+    if (!d)
+        return PY_FAILED(b);
+    bool ok =
+        append(b->threads, Py_NewRef(d)) &&
+        put(d, "interpreter_id", PyLong_FromLongLong(t->interpreter_id)) &&
+        put(d, "thread_id", PyLong_FromUnsignedLongLong(t->thread_id)) &&
+        put(d, "native_thread_id",
+            PyLong_FromUnsignedLongLong(t->native_thread_id)) &&
+        put(d, "main", PyBool_FromLong(t->main)) &&
+        put(d, "status", PyList_New(0)) && put(d, "frames", PyList_New(0)) &&
+        (!(b->flags & PYU_WALK_ASYNC) || put(d, "tasks", PyList_New(0)));
+    b->thread = d; /* the list holds it */
+    b->frames = PyDict_GetItemString(d, "frames");
+    b->tasks = PyDict_GetItemString(d, "tasks");
+    Py_DECREF(d);
+    return ok ? PYU_WALK_NEXT : PY_FAILED(b);
+}
+
+static int b_frame(void *arg, const pyu_walk_frame *wf)
+{
+    dump_build *b = arg;
+    pyu_frame f;
+    if (b->mem && b->mem->interrupted)
+        return -PYU_E_IO;
+    int rc = pyu_frame_describe(b->s, wf, &f);
+    if (rc < 0)
+        return rc;
+    return append(b->frames, frame_dict(&f)) ? PYU_WALK_NEXT : PY_FAILED(b);
+}
+
+static int b_task(void *arg, const pyu_walk_task *t)
+{
+    dump_build *b = arg;
+    if (b->mem && b->mem->interrupted)
+        return -PYU_E_IO;
+    return append(b->tasks, Py_BuildValue("{s:K,s:N,s:n}", "id",
+                                          (unsigned long long)t->id, "name",
+                                          text(t->name), "first_frame",
+                                          (Py_ssize_t)t->first_frame))
+               ? PYU_WALK_NEXT
+               : PY_FAILED(b);
+}
+
+static int b_thread_end(void *arg, const pyu_walk_thread *t,
+                        const pyu_walk_end *end)
+{
+    dump_build *b = arg;
+    PyObject *status = PyDict_GetItemString(b->thread, "status");
+    (void)t;
+    if (b->mem && b->mem->interrupted)
+        return -PYU_E_IO;
+    for (unsigned bit = 1; bit <= PYU_STATUS_EXCEPTION; bit <<= 1)
+        if ((end->status & bit) &&
+            !append(status, text(pyu_status_name(bit, 0))))
+            return PY_FAILED(b);
+    const char *cut = pyu_trunc_name(end->truncated);
+    if (end->error)
+        b->torn = true;
+    if (!put(b->thread, "truncated", cut ? text(cut) : Py_NewRef(Py_False)) ||
+        !put(b->thread, "error", end->error ? text(pyu_errmsg(b->s))
+                                            : Py_NewRef(Py_None)))
+        return PY_FAILED(b);
+    return PYU_WALK_NEXT;
+}
+
+static int dump_attempt(void *arg)
+{
+    dump_build *b = arg;
+    pyu_walker w = {
+        .flags = b->flags,
+        .interpreter = b_interp,
+        .thread = b_thread,
+        .frame = b_frame,
+        .task = b_task,
+        .thread_end = b_thread_end,
+    };
+    Py_XDECREF(b->threads);
+    b->seen = 0;
+    b->threads_truncated = b->torn = false;
+    if (!(b->threads = PyList_New(0)))
+        return PY_FAILED(b);
+    int rc = pyu_walk(b->s, &w, b);
+    return rc == 0 && b->torn ? PYU_CMD_TORN : rc;
+}
+
+static PyObject *Session_dump(Session *self, PyObject *args)
+{
+    unsigned long long thread;
+    int async_stacks, retry;
+    if (!PyArg_ParseTuple(args, "Kpp", &thread, &async_stacks, &retry))
+        return NULL;
+    if (!self->s || !self->opened)
+        return raise_error(PYU_EXIT_INTERNAL, "session not opened");
+    dump_build b = {.s = self->s,
+                    .flags = async_stacks ? PYU_WALK_ASYNC : 0,
+                    .only = thread,
+                    .mem = self->mem};
+    int rc = pyu_cmd_retry(retry, dump_attempt, &b);
+    PyObject *d = NULL;
+    char msg[1024];
+    if (b.python_error || (self->mem && self->mem->interrupted))
+        goto out; /* the Python exception is set */
+    if (rc < 0) {
+        raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+        goto out;
+    }
+    if (thread && PyList_GET_SIZE(b.threads) == 0) {
+        raise_error(pyu_cmd_no_thread(msg, sizeof msg, thread, b.seen), msg);
+        goto out;
+    }
+    d = result_head(self->s);
+    if (d && (!put(d, "threads", Py_NewRef(b.threads)) ||
+              !put(d, "threads_truncated",
+                   PyBool_FromLong(b.threads_truncated && !thread)) ||
+              !put_signal(d, self->s)))
+        Py_CLEAR(d);
+out:
+    Py_XDECREF(b.threads);
+    return d;
+}
+
+static PyObject *stack_list(const pyu_task *task)
+{
+    PyObject *l = PyList_New(0);
+    for (size_t k = 0; l && task && k < task->nstack; k++)
+        if (!append(l, frame_dict(&task->stack[k])))
+            Py_CLEAR(l);
+    return l;
+}
+
+static PyObject *task_dict(const pyu_tasks *t, const pyu_task *task)
+{
+    PyObject *d = PyDict_New(), *by = PyList_New(0);
+    if (!d || !by)
+        goto fail;
+    for (size_t k = 0; k < task->nawaited_by; k++)
+        if (!append(by, Py_BuildValue(
+                            "{s:K,s:N}", "id",
+                            (unsigned long long)task->awaited_by[k], "stack",
+                            stack_list(pyu_tasks_find(t, task->awaited_by[k])))))
+            goto fail;
+    if (put(d, "id", PyLong_FromUnsignedLongLong(task->id)) &&
+        put(d, "name", text(task->name)) &&
+        put(d, "interpreter_id", PyLong_FromLongLong(task->interpreter_id)) &&
+        put(d, "thread_id", PyLong_FromUnsignedLongLong(task->thread_id)) &&
+        put(d, "native_thread_id",
+            PyLong_FromUnsignedLongLong(task->native_thread_id)) &&
+        put(d, "running", PyBool_FromLong(task->running)) &&
+        put(d, "stack", stack_list(task)) && put(d, "awaited_by", by) &&
+        put(d, "stack_truncated",
+            PyBool_FromLong(task->truncated & PYU_TASK_TRUNC_STACK)) &&
+        put(d, "awaiters_truncated",
+            PyBool_FromLong(task->truncated & PYU_TASK_TRUNC_AWAITERS)) &&
+        put(d, "error", task->error ? text(task->error) : Py_NewRef(Py_None)))
+        return d;
+    by = NULL;
+fail:
+    Py_XDECREF(d);
+    Py_XDECREF(by);
+    return NULL;
+}
+
+typedef struct {
+    pyu_session *s;
+    pyu_tasks *t;
+} tasks_take;
+
+static int tasks_attempt(void *arg)
+{
+    tasks_take *k = arg;
+    pyu_tasks_free(k->t);
+    k->t = NULL;
+    int rc = pyu_tasks_take(k->s, &k->t);
+    for (size_t i = 0; rc == 0 && i < k->t->ntasks; i++)
+        if (k->t->tasks[i].error)
+            return PYU_CMD_TORN;
+    return rc;
+}
+
+static PyObject *Session_tasks(Session *self, PyObject *args)
+{
+    int retry;
+    if (!PyArg_ParseTuple(args, "p", &retry))
+        return NULL;
+    if (!self->s || !self->opened)
+        return raise_error(PYU_EXIT_INTERNAL, "session not opened");
+    tasks_take k = {self->s, NULL};
+    int rc = pyu_cmd_retry(retry, tasks_attempt, &k);
+    if (self->mem && self->mem->interrupted) {
+        pyu_tasks_free(k.t);
+        return NULL;
+    }
+    if (rc < 0) {
+        pyu_tasks_free(k.t);
+        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+    }
+    PyObject *d = result_head(self->s), *l = PyList_New(0);
+    for (size_t i = 0; d && l && i < k.t->ntasks; i++)
+        if (!append(l, task_dict(k.t, &k.t->tasks[i])))
+            Py_CLEAR(l);
+    if (d && (!l || !put(d, "tasks", Py_NewRef(l)) ||
+              !put(d, "truncated", PyBool_FromLong(k.t->truncated)) ||
+              !put_signal(d, self->s)))
+        Py_CLEAR(d);
+    Py_XDECREF(l);
+    pyu_tasks_free(k.t);
+    return d;
+}
+
 static PyObject *Session_close(Session *self, PyObject *unused)
 {
     (void)unused;
@@ -431,13 +783,13 @@ static PyObject *Session_close(Session *self, PyObject *unused)
 }
 
 static PyMethodDef Session_methods[] = {
-    {"open_pid", (PyCFunction)Session_open_pid, METH_VARARGS,
-     "open_pid(pid): a live local process"},
-    {"open_core", (PyCFunction)Session_open_core, METH_VARARGS,
-     "open_core(core, exe=None, sysroot=None): an ELF core file"},
-    {"open_memory", (PyCFunction)Session_open_memory, METH_VARARGS,
-     "open_memory(read, pid, hint, mappings=None, signal=None): memory "
-     "through read(addr, size)"},
+    {"open_target", (PyCFunction)Session_open_target, METH_VARARGS,
+     "open_target(where, conn, pid, core, exe, sysroot, forced, memory) -> "
+     "(retry_torn, source)"},
+    {"dump", (PyCFunction)Session_dump, METH_VARARGS,
+     "dump(thread, async_stacks, retry_torn) -> dict"},
+    {"tasks", (PyCFunction)Session_tasks, METH_VARARGS,
+     "tasks(retry_torn) -> dict"},
     {"run", (PyCFunction)Session_run, METH_VARARGS,
      "run(command, argv, retry_torn, source) -> (code, out, diag, msg)"},
     {"close", (PyCFunction)Session_close, METH_NOARGS, "free the session"},

@@ -1,9 +1,10 @@
 // pyunwind inside lldb: `plugin load libpyunwind-lldb.so` adds `py-dump`.
 //
-// A thin shim over the SB API: it only decides where the target's memory
-// comes from and hands that to the C core, whose shared command layer
-// (frontend/command.h) parses the options and renders the dump, so the
-// output is byte for byte what `pyunwind dump` prints.
+// A thin shim over the SB API: it describes lldb's target to the routine
+// both plugins share (frontend/target.h), which decides where the memory
+// comes from, and hands the session to the shared command layer
+// (frontend/command.h), which parses the options and renders the dump, so
+// the output is byte for byte what `pyunwind dump` prints.
 //
 // - a core file (process plugin "elf-core"): pyunwind's own core reader on
 //   SBProcess::GetCoreFile(); if it cannot open the core, lldb's memory;
@@ -16,6 +17,7 @@
 
 #include "command.h"
 #include "pyunwind/pyunwind.h"
+#include "target.h"
 
 #include <lldb/API/LLDB.h>
 
@@ -130,9 +132,15 @@ uint64_t runtime_hint(lldb::SBTarget &target)
     return 0;
 }
 
-int open_sb_memory(pyu_session *s, lldb::SBTarget &target,
-                   lldb::SBProcess &process, bool with_signal)
+struct SBTargetRef {
+    lldb::SBTarget target;
+    lldb::SBProcess process;
+};
+
+int open_sb_memory(void *arg, pyu_session *s, bool with_signal)
 {
+    lldb::SBTarget &target = static_cast<SBTargetRef *>(arg)->target;
+    lldb::SBProcess &process = static_cast<SBTargetRef *>(arg)->process;
     auto *m = new SBMemory;
     m->process = process;
     fill_mappings(m);
@@ -211,67 +219,36 @@ int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
         *msg = "the process is running: stop it first (process interrupt)";
         return -1;
     }
-    pyu_session *s = pyu_session_new();
-    if (!s) {
-        *msg = "out of memory";
-        *exitcode = PYU_EXIT_INTERNAL;
-        return -1;
-    }
     long pid = static_cast<long>(process.GetProcessID());
     const char *plugin = process.GetPluginName();
     const char *want = getenv("PYUNWIND_MEMORY");
-    bool core = plugin && strcmp(plugin, "elf-core") == 0;
-    int rc;
-    char buf[600];
-    if (want && strcmp(want, "debugger") == 0) {
-        snprintf(buf, sizeof buf, "process %ld through lldb's memory (%s "
-                 "process, as PYUNWIND_MEMORY asks)", pid, plugin ? plugin : "?");
-        *retry = !core;
-        rc = open_sb_memory(s, target, process, core);
-    } else if (core) {
-        std::string core = path_of(process.GetCoreFile());
-        std::string exe = path_of(target.GetExecutable());
-        std::string first;
-        if (!core.empty()) {
-            rc = pyu_open_core(s, core.c_str(), exe.empty() ? nullptr : exe.c_str(),
-                               nullptr);
-            snprintf(buf, sizeof buf, "core file %s", core.c_str());
-            if (rc == 0) {
-                *out = s, *retry = false, *source = buf;
-                return 0;
-            }
-            first = pyu_errmsg(s);
-            pyu_session_free(s);
-            if (!(s = pyu_session_new())) {
-                *msg = "out of memory";
-                *exitcode = PYU_EXIT_INTERNAL;
-                return -1;
-            }
-        }
-        snprintf(buf, sizeof buf, "core file %s through lldb's memory%s%s%s",
-                 core.empty() ? "?" : core.c_str(),
-                 first.empty() ? "" : " (pyunwind's reader: ", first.c_str(),
-                 first.empty() ? "" : ")");
-        *retry = false;
-        rc = open_sb_memory(s, target, process, true);
-    } else if (pid > 0 && debugged_here(pid)) {
-        snprintf(buf, sizeof buf, "live process %ld directly (debugged by "
-                 "this lldb)", pid);
-        *retry = true;
-        rc = pyu_open_pid(s, static_cast<int>(pid), 0);
-    } else {
-        snprintf(buf, sizeof buf, "process %ld through lldb's memory (%s "
-                 "process)", pid, plugin ? plugin : "?");
-        *retry = true;
-        rc = open_sb_memory(s, target, process, false);
-    }
-    if (rc < 0) {
-        *msg = pyu_errmsg(s);
-        *exitcode = pyu_cmd_exit_for(rc);
-        pyu_session_free(s);
+    std::string core_path = path_of(process.GetCoreFile());
+    std::string exe = path_of(target.GetExecutable());
+    SBTargetRef ref{target, process};
+    pyu_dbg_target t{};
+    t.debugger = "lldb";
+    t.conn = plugin ? plugin : "?";
+    t.conn_noun = "process";
+    t.local_why = "debugged by this lldb";
+    t.pid = static_cast<int>(pid);
+    if (plugin && strcmp(plugin, "elf-core") == 0)
+        t.where = PYU_DBG_CORE;
+    else if (pid > 0 && debugged_here(pid))
+        t.where = PYU_DBG_LOCAL;
+    else
+        t.where = PYU_DBG_OTHER;
+    t.core = core_path.empty() ? nullptr : core_path.c_str();
+    t.exe = exe.empty() ? nullptr : exe.c_str();
+    t.debugger_memory = want && strcmp(want, "debugger") == 0;
+    t.open_memory = open_sb_memory;
+    t.arg = &ref;
+    char buf[1200], why[1024];
+    *exitcode = pyu_cmd_open_target(&t, out, retry, buf, sizeof buf, why,
+                                    sizeof why);
+    if (*exitcode != PYU_EXIT_OK) {
+        *msg = why;
         return -1;
     }
-    *out = s;
     *source = buf;
     return 0;
 }

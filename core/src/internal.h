@@ -1,4 +1,9 @@
-/* Private declarations of the pyunwind core. */
+/* Private declarations of the pyunwind core.
+ *
+ * One section per file of core/src, from the bottom of the layering to the
+ * top: a file uses only what sections above its own declare (see the
+ * diagram in docs/architecture.md; ../shared/tools/core-circles checks
+ * that no two files depend on each other). */
 #ifndef PYUNWIND_INTERNAL_H
 #define PYUNWIND_INTERNAL_H
 
@@ -12,21 +17,71 @@
 
 /* ================================================================ limits */
 
+/* Walks of target memory. */
 #define PYU_MAX_INTERPRETERS 256
-#define PYU_MAX_GENERATIONS 8   /* interpreters whose code epochs we track */
-#define PYU_MAX_CODES 65536     /* cached code objects before starting over */
-#define PYU_MAX_THREADS 16384
+#define PYU_MAX_THREADS 16384   /* per interpreter */
 #define PYU_MAX_FRAMES 65536    /* per thread */
 #define PYU_MAX_STRING 65536    /* characters of a name or file name */
 #define PYU_MAX_LINETABLE (1u << 22)
 #define PYU_MAX_SECTION (1u << 24) /* a struct size in the offsets table */
+#define PYU_MAX_CODES 65536     /* cached code objects before starting over */
+#define PYU_MAX_GENERATIONS 8   /* interpreters whose code epochs we track */
+#define PYU_MAX_TASKS (1u << 20)
+#define PYU_MAX_CORO_DEPTH 1024 /* frames of one coroutine chain */
+#define PYU_MAX_AWAITERS (1u << 16) /* tasks awaiting one task */
+#define PYU_MAX_SET_SLOTS (1u << 20)
+#define PYU_MAX_ASYNC_LINKS 1024 /* tasks of one --async stack */
 
-/* ================================================================ errors */
+/* Local copies of remote structs.  Each struct size the offsets table (or
+ * the .AsyncioDebug section) gives is checked once, at attach time,
+ * against the buffer that holds its copies (offsets.c, asyncio.c); the
+ * buffers are declared with these sizes and nothing else. */
+#define PYU_BUF_FRAME 4096     /* _PyInterpreterFrame, plus PYU_CORO_PEEK */
+#define PYU_CORO_PEEK 256      /* value stack read with a coroutine's frame */
+#define PYU_BUF_CODE 4096      /* PyCodeObject up to co_code_adaptive */
+#define PYU_BUF_TSTATE (1u << 20) /* PyThreadState (heap: the walk's) */
+#define PYU_BUF_STR_HEADER 4096 /* PyCompactUnicodeObject */
+#define PYU_STR_PEEK 256       /* str data read with its header */
+#define PYU_BUF_BYTES_HEADER 256 /* PyBytesObject up to ob_sval */
+#define PYU_BUF_TASK 4096      /* an asyncio TaskObj */
+#define PYU_BUF_OFFSETS (24 + 8 * 256) /* the _Py_DebugOffsets table */
+
+/* ================================================== errors (error.c) */
 
 #define PYU_ERRMSG_MAX 1024
+#define PYU_ERR_ARGS 4
+#define PYU_ERR_CONTEXTS 6
 
+/* A text whose formatting is put off until someone asks for it: a static
+ * printf format whose conversions are %d %u %x %s with no, l, ll or z
+ * length (at most PYU_ERR_ARGS of them), and its arguments.  Strings given
+ * to %s must be static (literals, pyu_strerror texts). */
+typedef struct pyu_err_arg {
+    char conv; /* 'd', 'u', 'x', 's' */
+    char len;  /* 0, 'l', 'L' (ll), 'z' */
+    union {
+        long long i;
+        unsigned long long u;
+        const char *s;
+    } v;
+} pyu_err_arg;
+
+typedef struct pyu_err_part {
+    const char *fmt; /* NULL: none */
+    pyu_err_arg arg[PYU_ERR_ARGS];
+} pyu_err_part;
+
+/* A session's error record: a code and what failed, with the context each
+ * level added ("interpreter 0: reading a thread state at 0x...: ...").
+ * Failures on the hot path (pyu_fail, pyu_fail_ctx: reads, bad target
+ * data) store only the code and their arguments; the one-line text is
+ * made by pyu_err_text, when someone asks. */
 typedef struct pyu_err {
-    int code;                  /* enum pyu_error, positive */
+    int code;            /* enum pyu_error, positive; PYU_E_OK: none */
+    pyu_err_part base;   /* the failure; NULL fmt: it is in msg */
+    pyu_err_part ctx[PYU_ERR_CONTEXTS]; /* innermost first */
+    unsigned nctx;
+    bool current;        /* msg holds the whole text */
     char msg[PYU_ERRMSG_MAX];
 } pyu_err;
 
@@ -35,29 +90,23 @@ typedef struct pyu_err {
     "run pyunwind as the target's user with ptrace allowed "                 \
     "(sysctl kernel.yama.ptrace_scope=0), or as root / with CAP_SYS_PTRACE"
 
-/* Sets the error (replacing any previous one); returns -code. */
+/* Sets the error, formatting the text now (any arguments); returns -code.
+ * For failures that happen once (opening a target). */
 PYU_HIDDEN int pyu_err_set(pyu_err *e, int code, const char *fmt, ...)
     PYU_PRINTF(3, 4);
-/* Prefixes "context: " to the current message; returns -code. */
+/* Prefixes "context: " to the message, formatting now; returns -code. */
 PYU_HIDDEN int pyu_err_ctx(pyu_err *e, const char *fmt, ...) PYU_PRINTF(2, 3);
+/* The same, formatted only when asked (see pyu_err_part for the formats
+ * allowed); returns -code. */
+PYU_HIDDEN int pyu_fail(pyu_err *e, int code, const char *fmt, ...)
+    PYU_PRINTF(3, 4);
+PYU_HIDDEN int pyu_fail_ctx(pyu_err *e, const char *fmt, ...)
+    PYU_PRINTF(2, 3);
+/* The record as one line ("" when empty). */
+PYU_HIDDEN const char *pyu_err_text(pyu_err *e);
+PYU_HIDDEN void pyu_err_clear(pyu_err *e);
 
-/* ====================================================== memory back ends */
-
-/* Live process.  Creates the context for pid; fills err on failure. */
-PYU_HIDDEN int pyu_live_create(int pid, unsigned flags, void **ctx,
-                               pyu_err *err);
-PYU_HIDDEN extern const pyu_memory_ops pyu_live_ops;
-
-/* ELF core file. */
-PYU_HIDDEN int pyu_core_create(const char *path, const char *exe,
-                               const char *sysroot, void **ctx, int *pid,
-                               pyu_err *err);
-PYU_HIDDEN extern const pyu_memory_ops pyu_core_ops;
-/* The size a cut-off core should have (0 when it is whole); *have gets its
- * real size. */
-PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
-
-/* ===================================================== ELF files on disk */
+/* ============================================= ELF files on disk (elf_file.c) */
 
 typedef struct pyu_elf_info {
     bool has_pyruntime;      /* a .PyRuntime section */
@@ -76,7 +125,23 @@ PYU_HIDDEN int pyu_elf_inspect(const char *path, pyu_elf_info *info,
 /* Calls libelf's elf_version once. */
 PYU_HIDDEN bool pyu_elf_init(void);
 
-/* ========================================================= debug offsets */
+/* ========================================= memory back ends (mem_*.c) */
+
+/* Live process.  Creates the context for pid; fills err on failure. */
+PYU_HIDDEN int pyu_live_create(int pid, unsigned flags, void **ctx,
+                               pyu_err *err);
+PYU_HIDDEN extern const pyu_memory_ops pyu_live_ops;
+
+/* ELF core file. */
+PYU_HIDDEN int pyu_core_create(const char *path, const char *exe,
+                               const char *sysroot, void **ctx, int *pid,
+                               pyu_err *err);
+PYU_HIDDEN extern const pyu_memory_ops pyu_core_ops;
+/* The size a cut-off core should have (0 when it is whole); *have gets its
+ * real size. */
+PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
+
+/* ======================================================== debug offsets */
 
 #define PYU_OFFSET_FIELDS(X)                                                 \
     X(rt_size) X(rt_finalizing) X(rt_interpreters_head)                      \
@@ -90,7 +155,7 @@ PYU_HIDDEN bool pyu_elf_init(void);
     X(ts_last_profiled_frame_seq) X(ts_thread_id) X(ts_native_thread_id)     \
     X(ts_datastack_chunk) X(ts_status) X(ts_holds_gil) X(ts_gil_requested)   \
     X(ts_current_exception) X(ts_exc_state) X(ts_exc_info)                   \
-    X(err_exc_value)                                                         \
+    X(err_exc_value) X(err_previous_item)                                    \
     X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)               \
     X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index)         \
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
@@ -126,23 +191,26 @@ enum pyu_field {
 
 #define PYU_ABSENT UINT64_MAX /* a field this version does not publish */
 
-/* The offsets of one target, normalised across versions. */
+/* The offsets of one target, normalised across versions: everything that
+ * differs between CPython versions is decided here, once, so that walkers
+ * test fields (PYU_HAS) and read these facts, never version numbers. */
 typedef struct pyu_offsets {
     uint64_t v[PYU_F_COUNT];
     uint64_t version_hex;
-    int minor;          /* 13, 14, 15 */
     bool free_threaded;
     uint64_t tag_mask;  /* low bits to clear in a _PyStackRef */
     unsigned str_kind_shift; /* bit position of `kind` in the state word */
+    uint32_t holds_gil_mask; /* bits of the u32 at ts_holds_gil that say
+                                the thread holds the GIL */
+    /* generator-like objects (3.14+): gi_frame_state values, and where the
+     * awaited object sits below a suspended frame's stack pointer */
+    int8_t gen_yield_from, gen_yield_from_locked, gen_cleared;
+    uint8_t await_slot;
 } pyu_offsets;
 
 #define PYU_OFF(o, f) ((o)->v[PYU_F_##f])
 #define PYU_HAS(o, f) ((o)->v[PYU_F_##f] != PYU_ABSENT)
 
-/* Reads and validates the table at runtime_addr (the cookie already
- * checked).  Returns 0 or a negated error naming what is wrong. */
-PYU_HIDDEN int pyu_offsets_read(pyu_session *s, uint64_t runtime_addr,
-                                pyu_offsets *out);
 /* "3.14.7", "3.15.0b4" */
 PYU_HIDDEN void pyu_version_string(uint64_t hex, char *out, size_t outlen);
 /* The field ids of a version's table in order (n of them), or NULL when
@@ -152,50 +220,16 @@ PYU_HIDDEN const uint8_t *pyu_offsets_layout(uint64_t version_hex, size_t *n);
  * or 0 when the layout is unknown (tests use it). */
 PYU_HIDDEN size_t pyu_offsets_layout_fields(uint64_t version_hex);
 
-/* ============================================================= the session */
+/* ======================================================== the session */
 
-/* A cached code object: what frames need, decoded once. */
-typedef struct pyu_code {
-    uint64_t addr;       /* 0: empty slot */
-    bool stale;          /* reading it failed part-way: read it again */
-    const char *qualname; /* interned in the session's string table */
-    const char *name;
-    const char *filename;
-    uint64_t str_addr[3]; /* remote addresses of qualname, name, filename */
-    uint8_t *linetable;   /* owned */
-    uint32_t linetable_len;
-    int firstlineno;
-    uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
-    int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
-    uint64_t tlbc_memo_base;
-    /* one-entry memo of the last index -> line lookup */
-    uint64_t memo_index;
-    int memo_line;
-    /* the copies of the names made for dump number dump_serial */
-    uint64_t dump_serial;
-    const char *dump_qualname, *dump_name, *dump_filename;
-} pyu_code;
-
+/* Each module's state hangs off the session as an opaque pointer, created
+ * by the module when first needed and freed by its *_free function. */
+struct pyu_codes;
+struct pyu_types;
+struct pyu_chunks;
+struct pyu_threads;
+struct pyu_aio;
 typedef struct pyu_strtab pyu_strtab;
-
-/* Local copies of a thread's data-stack chunks, where its frames live, so
- * that a walk reads each chunk once instead of each frame.  The buffer is
- * the session's and is reused from walk to walk. */
-#define PYU_MAX_CHUNKS 64
-#define PYU_MAX_CHUNK_BYTES (32u << 20) /* copied per thread at most */
-
-typedef struct pyu_stackview {
-    uint8_t *buf; /* owned */
-    size_t cap, used;
-    struct {
-        uint64_t start, end; /* remote range [start, end) */
-        size_t at;           /* its copy is buf + at */
-    } chunk[PYU_MAX_CHUNKS];
-    size_t n;
-    uint64_t next; /* remote address of the next chunk to copy, or 0 */
-    uint64_t first_end; /* end of the innermost frame: the first chunk is
-                           copied up to it */
-} pyu_stackview;
 
 struct pyu_session {
     pyu_err err;
@@ -208,31 +242,34 @@ struct pyu_session {
     char version[32];
     char *found_in;
 
-    /* caches */
-    pyu_code *codes;     /* open addressing, power-of-two size */
-    size_t ncodes_cap;
-    size_t ncodes;
-    uint64_t dump_serial; /* dumps taken so far */
-    uint64_t guess_interp, guess_tstate; /* first ones of the last dump */
-    struct {
-        uint64_t interp, gen; /* code_object_generation last seen */
-    } generations[PYU_MAX_GENERATIONS];
-    uint64_t type_yes[8];     /* type objects known to be `code` */
-    uint64_t type_no[32];     /* type objects known not to be */
-    unsigned type_no_next;
-    pyu_strtab *strings;  /* remote str address -> decoded UTF-8 */
-    pyu_stackview stack;  /* scratch for frame walks */
-    uint64_t aio_addr;    /* .AsyncioDebug, once found and validated */
-    uint64_t aio[13];     /* its contents */
+    struct pyu_codes *codes;     /* code.c */
+    pyu_strtab *strings;         /* strings.c: remote str -> UTF-8 */
+    struct pyu_types *types;     /* types.c */
+    struct pyu_chunks *chunks;   /* chunks.c */
+    struct pyu_threads *threads; /* threads.c */
+    struct pyu_aio *aio;         /* asyncio.c */
 };
 
-/* Reads len bytes at addr; on failure sets the session error with the
- * given context ("reading X at 0x..."). */
+/* =========================================== reading memory (source.c) */
+
+/* Reads len bytes at addr; on failure records "reading WHAT at 0x...: why"
+ * (formatted when asked; `what` must be a literal).  A NULL addr fails
+ * with PYU_E_CORRUPT.  Returns 0 or a negated error. */
 PYU_HIDDEN int pyu_read(pyu_session *s, uint64_t addr, void *buf, size_t len,
                         const char *what);
 /* Several ranges in one call of the back end. */
 PYU_HIDDEN int pyu_readv(pyu_session *s, const pyu_range *r, size_t n,
                          const char *what);
+/* Reads that may fail without it being an error (speculation, probing):
+ * the error record is left alone.  Return 0 or the back end's code. */
+PYU_HIDDEN int pyu_read_quiet(pyu_session *s, uint64_t addr, void *buf,
+                              size_t len);
+PYU_HIDDEN int pyu_readv_quiet(pyu_session *s, const pyu_range *r, size_t n);
+/* Runs fn with the target stopped (when the memory source can stop it) and
+ * lets it run again.  Returns what fn returned, or the negated error of
+ * stopping. */
+PYU_HIDDEN int pyu_paused(pyu_session *s, int (*fn)(pyu_session *, void *),
+                          void *arg);
 
 /* Brent's cycle detector over a chain of addresses: start with
  * cycle c = {0, 1, 0}; cycle_step says whether addr was seen before. */
@@ -275,62 +312,344 @@ static inline uint8_t pyu_u8(const void *buf, size_t len, uint64_t off)
     return off < len ? ((const uint8_t *)buf)[off] : 0;
 }
 
+/* =========================================== mapped files (mapped.c) */
+
+typedef struct pyu_mapped_file {
+    char *path;         /* owned; as the target names it */
+    uint64_t base;      /* address of file offset 0 */
+    int inspected;      /* 0: not yet, 1: info valid, -1: not readable ELF */
+    pyu_elf_info info;
+} pyu_mapped_file;
+
+typedef struct pyu_mapped {
+    pyu_mapped_file *files; /* owned; files whose name contains "python"
+                               first, then in address order */
+    size_t nfiles;
+    struct {
+        uint64_t start, end;
+    } *writable; /* owned: readable and writable mappings */
+    size_t nwritable;
+} pyu_mapped;
+
+/* Lists the files mapped at offset 0 (each once) whose base name passes
+ * `want` (NULL: all), and the writable mappings.  Returns 0, or a negated
+ * error with the message set (the process is gone, access refused). */
+PYU_HIDDEN int pyu_mapped_scan(pyu_session *s, bool (*want)(const char *base),
+                               pyu_mapped *out);
+/* The ELF facts of a listed file, read once (through the source's
+ * file_path); NULL when it cannot be read. */
+PYU_HIDDEN const pyu_elf_info *pyu_mapped_inspect(pyu_session *s,
+                                                  pyu_mapped_file *f);
+PYU_HIDDEN void pyu_mapped_free(pyu_mapped *m);
+
+/* ======================================== debug offsets (offsets.c) */
+
+/* Reads and validates the table at runtime_addr (the cookie already
+ * checked).  Returns 0 or a negated error naming what is wrong. */
+PYU_HIDDEN int pyu_offsets_read(pyu_session *s, uint64_t runtime_addr,
+                                pyu_offsets *out);
+
+/* ======================================= finding _PyRuntime (runtime.c) */
+
 /* Locates _PyRuntime (section, symbol, then scan) and reads its offsets.
  * hint: a known address, or 0. */
 PYU_HIDDEN int pyu_runtime_find(pyu_session *s, uint64_t hint);
 
-/* ===================================================== strings and code */
+/* ======================================= tables by address (table.c) */
 
-/* Reads the str object at addr and returns its UTF-8 text, interned in the
- * session (valid until the session's caches are flushed).  NULL on error
- * (session error set). */
-PYU_HIDDEN const char *pyu_str_read(pyu_session *s, uint64_t addr);
-/* Returns the cached code object at addr, reading it on a miss; NULL with
- * the session error set when addr is not a readable code object.  *is_code
- * is false (and NULL returned without error) when the object is valid but
- * not a code object. */
-PYU_HIDDEN const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr,
-                                        bool *is_code);
-/* The line of the instruction at instr_ptr in a frame of code c. */
-PYU_HIDDEN int pyu_code_line(pyu_session *s, const pyu_code *c,
-                             uint64_t instr_ptr, int32_t tlbc_index);
-/* Drops the code and string caches. */
-PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
+/* Open-addressing tables whose elements start with a non-zero uint64_t
+ * key (0 marks a free slot); capacities are powers of two. */
+PYU_HIDDEN size_t pyu_slot(uint64_t key, size_t cap);
+/* Doubles *slots (*cap elements of el bytes each); false when out of
+ * memory. */
+PYU_HIDDEN bool pyu_table_grow(void **slots, size_t *cap, size_t el);
 
-/* Runs fn with the target stopped (when the memory source can stop it) and
- * lets it run again.  Returns 0, or the negated code of the error fn (or
- * stopping) recorded. */
-PYU_HIDDEN int pyu_paused(pyu_session *s, int (*fn)(pyu_session *, void *),
-                          void *arg);
-
-/* An interpreter state's fields the walks need.  Reading one also notes its
- * code_object_generation, flushing the caches when code was freed. */
-typedef struct interp_info {
-    int64_t id;
-    uint64_t next, threads_head, threads_main;
-    bool gc_collecting;
-    uint64_t gc_frame; /* 3.15: the frame that started the collection */
-} interp_info;
-PYU_HIDDEN int pyu_interp_read(pyu_session *s, uint64_t interp,
-                               interp_info *ii, const pyu_range *extra,
-                               size_t nextra);
-/* The dump takes ownership of t (strings its frames now point to). */
-PYU_HIDDEN void pyu_dump_keep_tasks(pyu_dump *d, pyu_tasks *t);
-/* JSON pieces shared by the renderers: a string (always valid UTF-8; other
- * bytes as \udcXX), a frame object. */
-PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
-PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
-/* A string or null; the "signal" member and the end of the top object. */
-PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
-PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
-PYU_HIDDEN int pyu_frame_fill(pyu_session *s, pyu_strtab *strings,
-                              const uint8_t *buf, size_t fsize, pyu_frame *f);
-PYU_HIDDEN void pyu_caches_free(pyu_session *s);
-
+/* A string table: remote address -> owned UTF-8 copy. */
 PYU_HIDDEN pyu_strtab *pyu_strtab_new(void);
 PYU_HIDDEN void pyu_strtab_free(pyu_strtab *t);
 PYU_HIDDEN const char *pyu_strtab_get(const pyu_strtab *t, uint64_t key);
 PYU_HIDDEN const char *pyu_strtab_put(pyu_strtab *t, uint64_t key,
                                       const char *text, size_t len);
+
+/* ================================================ strings (strings.c) */
+
+/* The UTF-8 text of the str object at addr, cached in the session (valid
+ * until its caches are flushed).  NULL on error (record set). */
+PYU_HIDDEN const char *pyu_str_read(pyu_session *s, uint64_t addr);
+PYU_HIDDEN void pyu_strings_flush(pyu_session *s);
+PYU_HIDDEN void pyu_strings_free(pyu_session *s);
+
+/* ================================================= type objects (types.c) */
+
+/* What a type object is, as far as the walks care. */
+enum pyu_type_kind {
+    PYU_TYPE_OTHER,
+    PYU_TYPE_UNNAMED,    /* readable, but its name is not (a core whose
+                            binaries are gone) */
+    PYU_TYPE_CODE,       /* code */
+    PYU_TYPE_NONE,       /* NoneType */
+    PYU_TYPE_COROUTINE,  /* coroutine (not a subclass) */
+    PYU_TYPE_AGEN_AWAIT, /* async_generator_asend / _athrow */
+};
+
+#define PYU_TPFLAGS_HEAPTYPE (1ul << 9)
+#define PYU_TPFLAGS_LONG_SUBCLASS (1ul << 24)
+#define PYU_TPFLAGS_UNICODE_SUBCLASS (1ul << 28)
+
+typedef struct pyu_type {
+    uint64_t addr;
+    uint64_t flags; /* tp_flags */
+    uint8_t kind;   /* enum pyu_type_kind */
+} pyu_type;
+
+/* The type object at addr, read once and cached (flushed with the code
+ * cache); NULL with the record set when it cannot be read.  The pointer is
+ * valid until the next call of pyu_type_*. */
+PYU_HIDDEN const pyu_type *pyu_type_get(pyu_session *s, uint64_t addr);
+/* The type of the object at obj (its ob_type), as pyu_type_get. */
+PYU_HIDDEN const pyu_type *pyu_type_of(pyu_session *s, uint64_t obj);
+/* Records what a type was found to be (an unnamed type that decodes as
+ * code). */
+PYU_HIDDEN void pyu_type_learn(pyu_session *s, uint64_t addr,
+                               enum pyu_type_kind kind);
+PYU_HIDDEN void pyu_types_flush(pyu_session *s);
+PYU_HIDDEN void pyu_types_free(pyu_session *s);
+
+/* ============================================== code objects (code.c) */
+
+/* A cached code object: what frames need, decoded once. */
+typedef struct pyu_code {
+    uint64_t addr;       /* 0: empty slot */
+    bool stale;          /* reading it failed part-way: read it again */
+    const char *qualname; /* in the session's string cache */
+    const char *name;
+    const char *filename;
+    uint64_t str_addr[3]; /* remote addresses of qualname, name, filename */
+    uint8_t *linetable;   /* owned */
+    uint32_t linetable_len;
+    int firstlineno;
+    uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
+    int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
+    uint64_t tlbc_memo_base;
+    uint32_t memo_instr;  /* one-entry memo of instr -> line */
+    int memo_line;
+} pyu_code;
+
+/* The cached code object at addr, reading it on a miss; NULL with the
+ * record set when addr is not a readable code object.  *is_code is false
+ * (and NULL returned without error) when the object is readable but not a
+ * code object. */
+PYU_HIDDEN const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr,
+                                        bool *is_code);
+/* The cached code object at addr, or NULL; never reads. */
+PYU_HIDDEN const pyu_code *pyu_code_cached(const pyu_session *s,
+                                           uint64_t addr);
+/* Index in code units of the instruction at instr_ptr, in the bytecode
+ * the frame runs (thread-local copy tlbc_index on free-threaded builds);
+ * PYU_INSTR_UNKNOWN when it lies outside. */
+PYU_HIDDEN uint32_t pyu_code_instr(pyu_session *s, const pyu_code *c,
+                                   uint64_t instr_ptr, int32_t tlbc_index);
+/* The line of instruction `instr` (0 when unknown). */
+PYU_HIDDEN int pyu_code_line(const pyu_code *c, uint32_t instr);
+/* Drops the code, string and type caches and moves the epoch on. */
+PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
+PYU_HIDDEN void pyu_codes_free(pyu_session *s);
+
+/* ======================================= data-stack chunks (chunks.c) */
+
+/* Local copies of a thread's data-stack chunks, where its frames live, so
+ * that a walk reads each chunk once instead of each frame. */
+
+/* Starts over for a thread whose current chunk is at `chunk`, used up to
+ * `used_end` (the end of its innermost frame). */
+PYU_HIDDEN void pyu_chunks_reset(pyu_session *s, uint64_t chunk,
+                                 uint64_t used_end);
+/* The local copy of len bytes at addr when they lie in one of the
+ * thread's chunks (copying more chunks as needed), else NULL.  Valid until
+ * the next call. */
+PYU_HIDDEN const uint8_t *pyu_chunks_find(pyu_session *s, uint64_t addr,
+                                          size_t len);
+PYU_HIDDEN void pyu_chunks_free(pyu_session *s);
+
+/* ============================================== frames (frames.c) */
+
+/* Decodes a copy of an interpreter frame at addr (fsize bytes): 1 and *f
+ * filled (all but index) for a frame running Python code, 0 for a frame
+ * with none (a shim, a C frame, an executable that is not code), -1 on an
+ * error (record set). */
+PYU_HIDDEN int pyu_frame_decode(pyu_session *s, uint64_t addr,
+                                const uint8_t *buf, size_t fsize,
+                                pyu_walk_frame *f);
+
+/* One thread's chain of frames: what to walk, and what happened. */
+typedef struct pyu_chain {
+    /* in */
+    uint64_t first;      /* current_frame */
+    uint64_t base;       /* 3.15: the thread's base frame (the chain ends
+                            there), else 0 */
+    uint64_t chunk;      /* its current data-stack chunk */
+    uint64_t watch;      /* a frame to look out for (the GC's), or 0 */
+    uint64_t stop_at;    /* end the walk after this frame (a running
+                            task's coroutine), or 0 */
+    size_t index;        /* index of the first frame reported */
+    /* out */
+    int truncated;       /* PYU_TRUNC_DEPTH / _LOOP */
+    bool saw_watch, stopped;
+} pyu_chain;
+
+/* Walks the chain, calling fn for each Python frame (index set).  Returns
+ * 0, a value fn stopped it with (PYU_WALK_SKIP ends the chain quietly), or
+ * -1 on an error (record set). */
+PYU_HIDDEN int pyu_chain_walk(pyu_session *s, pyu_chain *c,
+                              int (*fn)(void *arg, const pyu_walk_frame *f),
+                              void *arg);
+
+/* ============================================ threads (threads.c) */
+
+/* An interpreter state's fields the walks need. */
+typedef struct pyu_interp {
+    uint64_t addr;
+    int64_t id;
+    uint64_t next, threads_head, threads_main;
+    bool gc_collecting;
+    uint64_t gc_frame; /* 3.15: the frame that started the collection */
+} pyu_interp;
+
+/* A thread state's fields the walks need, taken from one copy of it. */
+typedef struct pyu_tstate {
+    uint64_t addr;
+    uint64_t thread_id, native_id;
+    bool main;
+    bool holds_gil, gil_requested;
+    uint64_t current_frame, base_frame, chunk;
+    uint64_t current_exception;
+    uint64_t exc_info;              /* top of its handled-exception stack */
+    bool exc_info_local;            /* ... which lies in the thread state:
+                                       its two words follow */
+    uint64_t exc_value, exc_previous;
+    uint64_t extra[2];              /* the words at the caller's offsets */
+} pyu_tstate;
+
+typedef struct pyu_threads_cb {
+    unsigned flags;          /* PYU_WALK_LIST_ORDER */
+    uint64_t extra_off[2];   /* offsets of pyu_tstate.extra, PYU_ABSENT:
+                                none */
+    /* per interpreter, once its thread list is read: PYU_WALK_SKIP skips
+     * its threads; other non-zero values stop */
+    int (*interp)(void *arg, const pyu_interp *in, size_t nthreads,
+                  bool threads_truncated, bool interps_truncated);
+    int (*thread)(void *arg, const pyu_interp *in, const pyu_tstate *t);
+    int (*interp_end)(void *arg, const pyu_interp *in, size_t nthreads,
+                      bool threads_truncated, bool interps_truncated);
+} pyu_threads_cb;
+
+/* The one iterator over interpreters and their threads: reads the
+ * interpreter list (noting each interpreter's code generation, which
+ * flushes the caches when code objects were freed), then, interpreter by
+ * interpreter, its thread states, and calls the callbacks in walk order.
+ * Returns 0, a callback's stop value, or -1 on an error (record set). */
+PYU_HIDDEN int pyu_threads_each(pyu_session *s, const pyu_threads_cb *cb,
+                                void *arg);
+PYU_HIDDEN void pyu_threads_free(pyu_session *s);
+
+/* ============================================ thread status (status.c) */
+
+/* PYU_STATUS_* of a thread (all but the 3.15 GC frame check, which needs
+ * its frames). */
+PYU_HIDDEN unsigned pyu_status_of(pyu_session *s, const pyu_interp *in,
+                                  const pyu_tstate *t);
+
+/* ============================================= asyncio (asyncio.c) */
+
+/* Finds and validates the .AsyncioDebug section once per session.
+ * Returns 1 when found, 0 when no mapped file has it (asyncio not loaded),
+ * -1 on an error (record set; PYU_E_VERSION before CPython 3.14). */
+PYU_HIDDEN int pyu_aio_find(pyu_session *s);
+/* Offsets (from a thread state) of its running loop and running task, for
+ * pyu_threads_cb.extra_off. */
+PYU_HIDDEN void pyu_aio_thread_fields(const pyu_session *s, uint64_t off[2]);
+/* Where the task lists of a thread state / an interpreter start. */
+PYU_HIDDEN uint64_t pyu_aio_thread_list(const pyu_session *s, uint64_t ts);
+PYU_HIDDEN uint64_t pyu_aio_interp_list(const pyu_session *s,
+                                        uint64_t interp);
+
+/* What a task object holds. */
+typedef struct pyu_aio_task {
+    uint64_t addr;
+    uint64_t name;        /* its name object */
+    uint64_t coro;
+    uint64_t awaited_by;  /* a task, a set of them, or 0 */
+    bool awaited_by_is_set;
+} pyu_aio_task;
+
+/* Reads the task object at addr. */
+PYU_HIDDEN int pyu_aio_task_read(pyu_session *s, uint64_t addr,
+                                 pyu_aio_task *t);
+/* Calls fn for each task on the circular list whose sentinel is at head
+ * (list order), starting at *first when given (the head's next node, read
+ * by the caller with other things), else reading it.  *truncated is set
+ * when the list is longer than the limit, loops, or cannot be read to its
+ * end.  Returns 0, fn's non-zero value, or -1 (record set). */
+PYU_HIDDEN int pyu_aio_list(pyu_session *s, uint64_t head,
+                            const uint64_t *first,
+                            int (*fn)(void *arg, const pyu_aio_task *t),
+                            void *arg, bool *truncated);
+/* A task's name: a str, or "Task-N" for an int; *key names the text for
+ * caching (the str's address, or the int's with the low bit set).  The
+ * text is valid until the next call.  NULL on error. */
+PYU_HIDDEN const char *pyu_aio_name(pyu_session *s, uint64_t name,
+                                    uint64_t *key);
+/* Calls fn for each frame of the coroutine chain starting at coro,
+ * outermost first: the coroutine's own frame, then that of the coroutine
+ * it awaits, and so on.  *cut is set when the chain is longer than
+ * PYU_MAX_CORO_DEPTH.  Returns 0, fn's non-zero value, or -1. */
+PYU_HIDDEN int pyu_aio_coro_chain(pyu_session *s, uint64_t coro,
+                                  int (*fn)(void *arg, uint64_t frame,
+                                            const uint8_t *buf, size_t len),
+                                  void *arg, bool *cut);
+/* The frame embedded in a coroutine object. */
+PYU_HIDDEN uint64_t pyu_aio_coro_frame(const pyu_session *s, uint64_t coro);
+/* Calls fn for each task awaiting t (at most PYU_MAX_AWAITERS; *cut when
+ * there are more).  Returns 0, fn's non-zero value, or -1. */
+PYU_HIDDEN int pyu_aio_awaiters(pyu_session *s, const pyu_aio_task *t,
+                                int (*fn)(void *arg, uint64_t awaiter),
+                                void *arg, bool *cut);
+PYU_HIDDEN void pyu_aio_free(pyu_session *s);
+
+/* ============================================ the walk (walk.c) */
+
+/* (pyu_walk, pyu_frame_describe: public.)  The strings of a frame's code
+ * object and their remote addresses, for results that copy them. */
+PYU_HIDDEN const pyu_code *pyu_walk_code(pyu_session *s,
+                                         const pyu_walk_frame *f);
+
+/* ============================================ results (store.c) */
+
+/* What a result (a dump, a task list) owns: copies of the target's strings
+ * keyed by their remote address, error texts, and a memo of the names of
+ * each code object it met.  Independent of the session, which may flush
+ * its caches while the result is built. */
+typedef struct pyu_store pyu_store;
+
+PYU_HIDDEN pyu_store *pyu_store_new(void);
+PYU_HIDDEN void pyu_store_free(pyu_store *st);
+/* A copy of text, kept under key (a remote address; 0: always a new
+ * copy).  NULL when out of memory. */
+PYU_HIDDEN const char *pyu_store_str(pyu_store *st, uint64_t key,
+                                     const char *text);
+/* Fills *out for a frame a walk reported, with names copied into the
+ * store (once per code object).  Returns 0 or -PYU_E_NOMEM (record set). */
+PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
+                               const pyu_walk_frame *f, pyu_frame *out);
+
+/* ============================================ rendering (json.c) */
+
+/* JSON pieces shared by the writers: a string (always valid UTF-8; other
+ * bytes as \udcXX), a string or null, a frame object, the "signal" member
+ * and the end of the top object. */
+PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
+PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
+PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
+PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
 
 #endif

@@ -166,10 +166,10 @@ size_t pyu_offsets_layout_fields(uint64_t hex)
     return pyu_offsets_layout(hex, &n) ? n : 0;
 }
 
-/* Field, the struct size it must lie within, its alignment; required ones
- * are the walker's.  Optional ones are checked when present. */
+/* Field, the struct size it must lie within, its width (and alignment);
+ * required ones are the walkers'.  Optional ones are checked when present. */
 typedef struct check {
-    uint8_t field, within, align;
+    uint8_t field, within, width;
     bool required;
 } check;
 
@@ -196,6 +196,7 @@ static const check checks[] = {
     {L(fr_executable), L(fr_size), 8, true},
     {L(fr_instr_ptr), L(fr_size), 8, true},
     {L(fr_owner), L(fr_size), 1, true},
+    {L(fr_stackpointer), L(fr_size), 8, false},
     {L(fr_tlbc_index), L(fr_size), 4, false},
     {L(co_filename), L(co_size), 8, true},
     {L(co_name), L(co_size), 8, true},
@@ -206,12 +207,34 @@ static const check checks[] = {
     {L(co_tlbc), L(co_size), 8, false},
     {L(ob_type), L(ob_size), 8, true},
     {L(tp_name), L(tp_size), 8, true},
+    {L(tp_flags), L(tp_size), 8, true},
+    {L(set_used), L(set_size), 8, false},
+    {L(set_mask), L(set_size), 8, false},
+    {L(set_table), L(set_size), 8, false},
+    {L(long_lv_tag), L(long_size), 8, false},
+    {L(long_ob_digit), L(long_size), 4, false},
     {L(bytes_ob_size), L(bytes_size), 8, true},
     {L(bytes_ob_sval), L(bytes_size), 1, true},
     {L(str_state), L(str_size), 4, true},
     {L(str_length), L(str_size), 8, true},
     {L(gc_collecting), L(gc_size), 4, true},
     {L(gc_frame), L(gc_size), 8, false},
+    {L(gen_gi_iframe), L(gen_size), 8, false},
+    {L(gen_gi_frame_state), L(gen_size), 1, false},
+};
+
+/* Struct sizes whose copies live in fixed buffers: size (plus what is read
+ * with it) must fit the buffer. */
+static const struct {
+    uint8_t size;
+    uint64_t extra, buffer;
+} buffers[] = {
+    {L(fr_size), PYU_CORO_PEEK, PYU_BUF_FRAME},
+    {L(co_size), 0, PYU_BUF_CODE},
+    {L(ts_size), 0, PYU_BUF_TSTATE},
+    {L(str_compact_size), PYU_STR_PEEK, PYU_BUF_STR_HEADER + PYU_STR_PEEK},
+    {L(str_ascii_size), PYU_STR_PEEK, PYU_BUF_STR_HEADER + PYU_STR_PEEK},
+    {L(bytes_ob_sval), 0, PYU_BUF_BYTES_HEADER},
 };
 
 static const char *const field_names[] = {
@@ -220,32 +243,63 @@ static const char *const field_names[] = {
 #undef PYU_FIELD_NAME_
 };
 
-/* Facts the table does not carry for 3.13 and 3.14 (PyThreadState is a
- * public struct, identical in debug builds): where the exception being
- * raised and the pointer to the topmost handled-exception item are. */
-static void add_known_fields(pyu_offsets *o)
+/* Facts the table does not carry, per version: everything that differs
+ * between versions and is not a published offset is settled here, so that
+ * the walkers never test version numbers. */
+static void add_known_facts(pyu_offsets *o)
 {
-    /* Measured with offsetof() against the installed headers of 3.13.5
-     * and 3.14.7 (GIL and free-threaded builds): the struct starts the
-     * same way in both versions. */
-    if (o->minor == 13 || o->minor == 14) {
+    int minor = PY_MINOR(o->version_hex);
+    o->tag_mask = minor >= 14 ? 7 : 0; /* _PyStackRef tag bits */
+    o->str_kind_shift = (minor >= 14 && o->free_threaded) ? 8 : 2;
+    if (!PYU_HAS(o, str_compact_size) && PYU_HAS(o, str_ascii_size))
+        o->v[PYU_F_str_compact_size] = o->v[PYU_F_str_ascii_size] + 16;
+    /* PyThreadState is a public struct, identical in debug builds; measured
+     * with offsetof() against the installed headers of 3.13.5 and 3.14.7
+     * (GIL and free-threaded builds): where the exception being raised and
+     * the pointer to the topmost handled-exception entry are */
+    if (minor == 13 || minor == 14) {
         o->v[PYU_F_ts_current_exception] = 112;
         o->v[PYU_F_ts_exc_info] = 120;
-        o->v[PYU_F_err_exc_value] = 0; /* first member of _PyErr_StackItem */
+        o->v[PYU_F_err_exc_value] = 0;
     }
-    if (o->minor == 14) /* `int holds_gil` follows the 4-byte _status */
-        o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status] + 4;
-    /* 3.15 publishes exc_state (the thread's own item) but not exc_info,
-     * the top of the handled-exception stack (a running generator's item
+    /* 3.15 publishes exc_state (the thread's own entry) but not exc_info,
+     * the top of the handled-exception stack (a running generator's entry
      * when there is one); it is the pointer right after current_exception,
      * as in 3.13 and 3.14 */
-    if (o->minor >= 15 && PYU_HAS(o, ts_current_exception))
+    if (minor >= 15 && PYU_HAS(o, ts_current_exception))
         o->v[PYU_F_ts_exc_info] = o->v[PYU_F_ts_current_exception] + 8;
+    /* _PyErr_StackItem: {PyObject *exc_value; _PyErr_StackItem
+     * *previous_item;} since 3.11 */
+    o->v[PYU_F_err_previous_item] = o->v[PYU_F_err_exc_value] + 8;
+    /* holds_gil: 3.13 keeps it as bit 5 of the `_status` bit field; 3.14
+     * has an int right after the 4-byte `_status`; 3.15 publishes it */
+    if (minor == 13) {
+        o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status];
+        o->holds_gil_mask = 1u << 5;
+    } else {
+        if (minor == 14)
+            o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status] + 4;
+        o->holds_gil_mask = UINT32_MAX;
+    }
+    /* generator-like objects (Include/internal/pycore_frame.h): the
+     * gi_frame_state values were renumbered in 3.15, where the awaited
+     * object also moved one slot down the value stack */
+    if (minor >= 15) {
+        o->gen_yield_from = 2;
+        o->gen_yield_from_locked = 3;
+        o->gen_cleared = 5;
+        o->await_slot = 16;
+    } else {
+        o->gen_yield_from = -1;
+        o->gen_yield_from_locked = -1;
+        o->gen_cleared = 4;
+        o->await_slot = 8;
+    }
 }
 
 int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
 {
-    uint8_t raw[24 + 8 * 256];
+    uint8_t raw[PYU_BUF_OFFSETS];
     uint64_t hex, ft;
     size_t n = 0;
     int rc;
@@ -296,13 +350,8 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
     for (size_t i = 0; i < n; i++)
         memcpy(&o->v[layout[i]], raw + 24 + 8 * i, 8);
     o->version_hex = hex;
-    o->minor = PY_MINOR(hex);
     o->free_threaded = ft == 1;
-    o->tag_mask = o->minor >= 14 ? 7 : 0;
-    o->str_kind_shift = (o->minor >= 14 && o->free_threaded) ? 8 : 2;
-    if (!PYU_HAS(o, str_compact_size) && PYU_HAS(o, str_ascii_size))
-        o->v[PYU_F_str_compact_size] = o->v[PYU_F_str_ascii_size] + 16;
-    add_known_fields(o);
+    add_known_facts(o);
 
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         const check *c = &checks[i];
@@ -315,23 +364,25 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
             continue;
         }
         if (within == 0 || within > PYU_MAX_SECTION || v >= within ||
-            v % c->align != 0)
+            within - v < c->width || v % c->width != 0)
             return pyu_err_set(&s->err, PYU_E_OFFSETS,
                                "debug offsets of CPython %s are invalid: "
                                "%s = %" PRIu64 " (struct size %" PRIu64
                                "); the runtime is corrupt",
                                ver, field_names[c->field], v, within);
     }
-    if (o->v[PYU_F_str_ascii_size] == 0 ||
-        o->v[PYU_F_str_ascii_size] > 4096 ||
-        o->v[PYU_F_str_compact_size] > 4096 ||
-        o->v[PYU_F_fr_size] > 4096 || o->v[PYU_F_co_size] > 65536 ||
-        o->v[PYU_F_ts_size] > 1u << 20)
-        return pyu_err_set(&s->err, PYU_E_OFFSETS,
-                           "debug offsets of CPython %s are invalid: "
-                           "implausible struct sizes; the runtime is corrupt",
-                           ver);
-    if (o->free_threaded && o->minor >= 14 &&
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
+        uint64_t v = o->v[buffers[i].size];
+        if (v == 0 || v > buffers[i].buffer ||
+            buffers[i].buffer - v < buffers[i].extra)
+            return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                               "debug offsets of CPython %s are invalid: "
+                               "%s = %" PRIu64 " is implausible (at most %"
+                               PRIu64 "); the runtime is corrupt",
+                               ver, field_names[buffers[i].size], v,
+                               buffers[i].buffer - buffers[i].extra);
+    }
+    if (o->free_threaded && PYU_HAS(o, is_tlbc_generation) &&
         (!PYU_HAS(o, fr_tlbc_index) || !PYU_HAS(o, co_tlbc)))
         return pyu_err_set(&s->err, PYU_E_OFFSETS,
                            "debug offsets of free-threaded CPython %s lack "

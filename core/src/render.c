@@ -1,6 +1,6 @@
 /* Rendering a dump: traceback-like text and JSON.  Every front end (the
- * CLI now, the debugger plugins planned) prints through these, so their
- * output is identical. */
+ * CLI and both debugger plugins) prints through these, so their output is
+ * identical. */
 #include "internal.h"
 
 #include <inttypes.h>
@@ -108,6 +108,28 @@ static const struct {
 };
 #define NSTATUS (sizeof status_names / sizeof status_names[0])
 
+const char *pyu_status_name(unsigned bit, int text)
+{
+    for (size_t i = 0; i < NSTATUS; i++)
+        if (status_names[i].bit == bit)
+            return text ? status_names[i].text : status_names[i].json;
+    return NULL;
+}
+
+const char *pyu_trunc_name(int truncated)
+{
+    switch (truncated) {
+    case PYU_TRUNC_DEPTH:
+        return "depth";
+    case PYU_TRUNC_LOOP:
+        return "loop";
+    case PYU_TRUNC_TASKS:
+        return "tasks";
+    default:
+        return NULL;
+    }
+}
+
 static bool same_frame(const pyu_frame *a, const pyu_frame *b)
 {
     return a->line == b->line && strcmp(a->file, b->file) == 0 &&
@@ -138,11 +160,16 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
         return;
     }
     fputs("Traceback (most recent call last):\n", out);
-    if (t->truncated == 1)
+    if (t->truncated == PYU_TRUNC_DEPTH)
         fprintf(out, "  [older frames not shown: the stack is deeper than "
                      "%d frames]\n", PYU_MAX_FRAMES);
-    else if (t->truncated == 2)
+    else if (t->truncated == PYU_TRUNC_LOOP)
         fputs("  [older frames not shown: the frame chain loops]\n", out);
+    else if (t->truncated == PYU_TRUNC_TASKS)
+        fprintf(out, "  [frames not shown: the chain of awaiting tasks is cut "
+                     "(more than %d tasks, a loop, or a coroutine stack "
+                     "deeper than %d frames)]\n",
+                PYU_MAX_ASYNC_LINKS, PYU_MAX_CORO_DEPTH);
     if (t->error)
         fprintf(out, "  [older frames not shown: %s]\n", t->error);
     const pyu_frame *last = NULL;
@@ -219,102 +246,6 @@ int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
 
 /* ------------------------------------------------------------------- JSON */
 
-/* Length of the valid UTF-8 sequence at p (1-4), or 0 when it is not one. */
-static size_t utf8_len(const unsigned char *p)
-{
-    if (p[0] < 0x80)
-        return 1;
-    size_t n = p[0] >= 0xF0 ? 4 : p[0] >= 0xE0 ? 3 : p[0] >= 0xC2 ? 2 : 0;
-    if (n == 0 || p[0] > 0xF4)
-        return 0;
-    for (size_t i = 1; i < n; i++)
-        if ((p[i] & 0xC0) != 0x80)
-            return 0;
-    if (n == 3 && ((p[0] == 0xE0 && p[1] < 0xA0) ||
-                   (p[0] == 0xED && p[1] >= 0xA0)))
-        return 0; /* overlong, or an encoded surrogate */
-    if (n == 4 && ((p[0] == 0xF0 && p[1] < 0x90) ||
-                   (p[0] == 0xF4 && p[1] >= 0x90)))
-        return 0;
-    return n;
-}
-
-/* A JSON string.  Bytes that are not UTF-8 (file names Python keeps with
- * surrogateescape) become \udcXX escapes, which Python's json module turns
- * back into the same str. */
-void pyu_json_str(FILE *out, const char *s)
-{
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        size_t n = utf8_len(p);
-        if (n == 0) {
-            fprintf(out, "\\udc%02x", *p++);
-            continue;
-        }
-        if (n > 1) {
-            fwrite(p, 1, n, out);
-            p += n;
-            continue;
-        }
-        switch (*p) {
-        case '"':
-            fputs("\\\"", out);
-            break;
-        case '\\':
-            fputs("\\\\", out);
-            break;
-        case '\n':
-            fputs("\\n", out);
-            break;
-        case '\t':
-            fputs("\\t", out);
-            break;
-        case '\r':
-            fputs("\\r", out);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(out, "\\u%04x", *p);
-            else
-                fputc(*p, out);
-        }
-        p++;
-    }
-    fputc('"', out);
-}
-
-void pyu_json_opt_str(FILE *out, const char *s)
-{
-    if (s)
-        pyu_json_str(out, s);
-    else
-        fputs("null", out);
-}
-
-void pyu_json_signal_end(FILE *out, int signo, uint64_t tid)
-{
-    fputs(", \"signal\": ", out);
-    if (signo)
-        fprintf(out, "{\"number\": %d, \"native_thread_id\": %" PRIu64 "}}\n",
-                signo, tid);
-    else
-        fputs("null}\n", out);
-}
-
-void pyu_json_frame(FILE *out, const pyu_frame *f)
-{
-    fputs("{\"function\": ", out);
-    pyu_json_str(out, f->function);
-    fputs(", \"name\": ", out);
-    pyu_json_str(out, f->name);
-    fputs(", \"file\": ", out);
-    pyu_json_str(out, f->file);
-    if (f->line > 0)
-        fprintf(out, ", \"line\": %d}", f->line);
-    else
-        fputs(", \"line\": null}", out);
-}
-
 int pyu_dump_write_json(const pyu_dump *d, FILE *out)
 {
     fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", d->pid);
@@ -349,9 +280,11 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
                 fprintf(out, ", \"first_frame\": %zu}", t->tasks[k].first_frame);
             }
         }
-        fprintf(out, "], \"truncated\": %s, \"error\": ",
-                t->truncated ? (t->truncated == 2 ? "\"loop\"" : "\"depth\"")
-                             : "false");
+        const char *cut = pyu_trunc_name(t->truncated);
+        if (cut)
+            fprintf(out, "], \"truncated\": \"%s\", \"error\": ", cut);
+        else
+            fputs("], \"truncated\": false, \"error\": ", out);
         pyu_json_opt_str(out, t->error);
         fputs("}", out);
     }

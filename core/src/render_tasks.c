@@ -43,6 +43,23 @@ static const pyu_task *lookup(const pyu_tasks *t, const index_entry *ix,
     return e ? &t->tasks[e->at] : NULL;
 }
 
+/* What a limit cut from some tasks: one line each, after the table or the
+ * tree. */
+static void cut_notes(FILE *out, const pyu_tasks *t)
+{
+    for (size_t i = 0; i < t->ntasks; i++) {
+        const pyu_task *task = &t->tasks[i];
+        if (task->truncated & PYU_TASK_TRUNC_STACK)
+            fprintf(out, "[task '%s' (0x%" PRIx64 "): its coroutine stack is "
+                    "deeper than %d frames; the innermost are not shown]\n",
+                    task->name, task->id, PYU_MAX_CORO_DEPTH);
+        if (task->truncated & PYU_TASK_TRUNC_AWAITERS)
+            fprintf(out, "[task '%s' (0x%" PRIx64 "): more than %u tasks "
+                    "await it; the others are not shown]\n",
+                    task->name, task->id, PYU_MAX_AWAITERS);
+    }
+}
+
 /* ------------------------------------------------------------- the table */
 
 /* Characters (code points) of a UTF-8 string, as Python counts them. */
@@ -135,6 +152,7 @@ int pyu_tasks_write_table(const pyu_tasks *t, FILE *out)
             row(out, task, lookup(t, ix, task->awaited_by[k]),
                 task->awaited_by[k]);
     }
+    cut_notes(out, t);
     if (t->truncated)
         fputs("[more tasks not shown: the task lists are longer than the "
               "limit, loop, or are unreadable past this point]\n", out);
@@ -404,6 +422,7 @@ int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *has_cycle)
     for (size_t i = 0; i < t->ntasks && budget; i++)
         if (!awaited[i])
             render(out, &tr, tnode[i], &budget);
+    cut_notes(out, t);
     if (t->truncated)
         fputs("[more tasks not shown: the task lists are longer than the "
               "limit, loop, or are unreadable past this point]\n", out);
@@ -460,7 +479,10 @@ int pyu_tasks_write_json(const pyu_tasks *t, FILE *out)
             json_stack(out, lookup(t, ix, task->awaited_by[k]));
             fputc('}', out);
         }
-        fputs("], \"error\": ", out);
+        fprintf(out, "], \"stack_truncated\": %s, \"awaiters_truncated\": %s"
+                ", \"error\": ",
+                task->truncated & PYU_TASK_TRUNC_STACK ? "true" : "false",
+                task->truncated & PYU_TASK_TRUNC_AWAITERS ? "true" : "false");
         pyu_json_opt_str(out, task->error);
         fputc('}', out);
     }

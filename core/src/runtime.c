@@ -16,63 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FILES 4096
 #define SCAN_CHUNK (1u << 20)
 #define SCAN_BUDGET (1ull << 30)
 #define SCAN_MAX_MAPPING (256ull << 20)
 
 static const char cookie[8] = {'x', 'd', 'e', 'b', 'u', 'g', 'p', 'y'};
-
-typedef struct mapped_file {
-    char *path;     /* owned */
-    uint64_t base;  /* address of file offset 0 */
-    int python;     /* 2: name has libpython/python, 0 otherwise */
-} mapped_file;
-
-typedef struct area {
-    uint64_t start, end;
-} area;
-
-typedef struct gather {
-    mapped_file *files;
-    size_t nfiles;
-    area *writable;
-    size_t nwritable, capw;
-    bool nomem;
-} gather;
-
-static int gather_fn(void *arg, const pyu_mapping *m)
-{
-    gather *g = arg;
-    if ((m->prot & PYU_PROT_WRITE) && (m->prot & PYU_PROT_READ)) {
-        if (g->nwritable == g->capw) {
-            size_t ncap = g->capw ? g->capw * 2 : 64;
-            area *a = realloc(g->writable, ncap * sizeof *a);
-            if (!a) {
-                g->nomem = true;
-                return 1;
-            }
-            g->writable = a;
-            g->capw = ncap;
-        }
-        g->writable[g->nwritable++] = (area){m->start, m->end};
-    }
-    if (!m->path || m->offset != 0 || g->nfiles >= MAX_FILES)
-        return 0;
-    for (size_t i = 0; i < g->nfiles; i++)
-        if (strcmp(g->files[i].path, m->path) == 0)
-            return 0;
-    char *p = strdup(m->path);
-    if (!p) {
-        g->nomem = true;
-        return 1;
-    }
-    const char *base = strrchr(p, '/');
-    base = base ? base + 1 : p;
-    g->files[g->nfiles++] = (mapped_file){
-        p, m->start, strstr(base, "python") ? 2 : 0};
-    return 0;
-}
 
 typedef struct found {
     uint64_t addr;
@@ -88,8 +36,7 @@ static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
                          found *best, pyu_err *version_err)
 {
     char head[8];
-    pyu_range r = {addr, head, sizeof head};
-    if (!addr || (addr & 7) || s->ops->read(s->ctx, &r, 1) < 0 ||
+    if (!addr || (addr & 7) || pyu_read_quiet(s, addr, head, 8) < 0 ||
         memcmp(head, cookie, 8) != 0)
         return 0;
     if (best->addr == addr)
@@ -105,8 +52,9 @@ static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
         return 0;
     }
     uint64_t head_ptr = 0;
-    pyu_range hr = {addr + PYU_OFF(&off, rt_interpreters_head), &head_ptr, 8};
-    bool init = s->ops->read(s->ctx, &hr, 1) == 0 && head_ptr != 0;
+    bool init = pyu_read_quiet(s, addr + PYU_OFF(&off, rt_interpreters_head),
+                               &head_ptr, 8) == 0 &&
+                head_ptr != 0;
     if (best->addr && (best->initialised || !init))
         return 1;
     free(best->where);
@@ -117,13 +65,7 @@ static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
     return 1;
 }
 
-static int cmp_files(const void *a, const void *b)
-{
-    const mapped_file *x = a, *y = b;
-    return y->python - x->python;
-}
-
-static void scan_writable(pyu_session *s, const gather *g, found *best,
+static void scan_writable(pyu_session *s, const pyu_mapped *g, found *best,
                           pyu_err *verr)
 {
     uint64_t budget = SCAN_BUDGET;
@@ -136,9 +78,8 @@ static void scan_writable(pyu_session *s, const gather *g, found *best,
             continue;
         while (a < end && budget > 0 && !best->initialised) {
             size_t n = end - a < SCAN_CHUNK ? (size_t)(end - a) : SCAN_CHUNK;
-            pyu_range r = {a, buf, n};
             budget = budget > n ? budget - n : 0;
-            if (s->ops->read(s->ctx, &r, 1) == 0) {
+            if (pyu_read_quiet(s, a, buf, n) == 0) {
                 for (size_t k = 0; k + 8 <= n; k += 8)
                     if (memcmp(buf + k, cookie, 8) == 0)
                         try_candidate(s, a + k, "a scan of writable memory",
@@ -152,7 +93,7 @@ static void scan_writable(pyu_session *s, const gather *g, found *best,
 
 /* For the error message when no runtime is there: Py_Version of an older
  * CPython, when one is mapped. */
-static void describe_old_python(pyu_session *s, const gather *g, char *out,
+static void describe_old_python(const pyu_mapped *g, char *out,
                                 size_t outlen)
 {
     out[0] = '\0';
@@ -168,12 +109,11 @@ static void describe_old_python(pyu_session *s, const gather *g, char *out,
                 return;
         }
     }
-    (void)s;
 }
 
 int pyu_runtime_find(pyu_session *s, uint64_t hint)
 {
-    gather g = {0};
+    pyu_mapped g = {0};
     found best = {0};
     pyu_err verr = {0};
     int rc = 0;
@@ -181,49 +121,21 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
     if (hint)
         try_candidate(s, hint, "", &best, &verr);
     if (!best.initialised && s->ops->mappings) {
-        g.files = calloc(MAX_FILES, sizeof *g.files);
-        if (!g.files)
-            return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
-        rc = s->ops->mappings(s->ctx, gather_fn, &g);
-        if (g.nomem) {
-            rc = pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+        if ((rc = pyu_mapped_scan(s, NULL, &g)) < 0)
             goto out;
-        }
-        if (rc < 0) {
-            if (rc == -PYU_E_PERM)
-                rc = pyu_err_set(&s->err, PYU_E_PERM,
-                                 "permission denied reading the mappings of "
-                                 "process %d: %s",
-                                 s->pid, PYU_PERM_REMEDY);
-            else if (rc == -PYU_E_NOPROC)
-                rc = pyu_err_set(&s->err, PYU_E_NOPROC,
-                                 "process %d has exited", s->pid);
-            else
-                rc = pyu_err_set(&s->err, -rc, "listing mappings: %s",
-                                 pyu_strerror(rc));
-            goto out;
-        }
-        qsort(g.files, g.nfiles, sizeof *g.files, cmp_files);
+        /* the .PyRuntime section of each file (python ones first), then
+         * their _PyRuntime symbol */
         for (int pass = 0; pass < 2 && !best.initialised; pass++) {
             for (size_t i = 0; i < g.nfiles && !best.initialised; i++) {
-                char path[PATH_MAX];
-                pyu_elf_info info;
-                pyu_err ignored;
-                if (s->ops->file_path) {
-                    if (s->ops->file_path(s->ctx, g.files[i].path, path,
-                                          sizeof path) < 0)
-                        continue;
-                } else {
-                    snprintf(path, sizeof path, "%s", g.files[i].path);
-                }
-                if (pyu_elf_inspect(path, &info, &ignored) < 0)
+                const pyu_elf_info *info = pyu_mapped_inspect(s, &g.files[i]);
+                if (!info)
                     continue;
-                uint64_t bias = g.files[i].base - info.base_vaddr;
-                if (pass == 0 && info.has_pyruntime)
-                    try_candidate(s, bias + info.pyruntime_vaddr,
+                uint64_t bias = g.files[i].base - info->base_vaddr;
+                if (pass == 0 && info->has_pyruntime)
+                    try_candidate(s, bias + info->pyruntime_vaddr,
                                   g.files[i].path, &best, &verr);
-                if (pass == 1 && info.has_symbol)
-                    try_candidate(s, bias + info.symbol_vaddr,
+                if (pass == 1 && info->has_symbol)
+                    try_candidate(s, bias + info->symbol_vaddr,
                                   g.files[i].path, &best, &verr);
             }
         }
@@ -236,7 +148,7 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
             rc = -verr.code;
         } else {
             char old[PATH_MAX + 64];
-            describe_old_python(s, &g, old, sizeof old);
+            describe_old_python(&g, old, sizeof old);
             if (old[0])
                 rc = pyu_err_set(&s->err, PYU_E_VERSION,
                                  "no CPython 3.13+ runtime found: %s; "
@@ -267,10 +179,7 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
     best.where = NULL;
     rc = 0;
 out:
-    for (size_t i = 0; i < g.nfiles; i++)
-        free(g.files[i].path);
-    free(g.files);
-    free(g.writable);
+    pyu_mapped_free(&g);
     free(best.where);
     return rc;
 }

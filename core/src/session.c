@@ -1,4 +1,6 @@
-/* Sessions: opening a memory source, reading through it, reporting errors. */
+/* Sessions: opening a memory source and finding the runtime in it, the
+ * error record's public face, and freeing what every module keeps in the
+ * session. */
 #include "internal.h"
 
 #include <inttypes.h>
@@ -8,13 +10,8 @@
 pyu_session *pyu_session_new(void)
 {
     pyu_session *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
-    s->strings = pyu_strtab_new();
-    if (!s->strings) {
-        free(s);
-        return NULL;
-    }
+    if (s)
+        pyu_err_clear(&s->err);
     return s;
 }
 
@@ -24,9 +21,12 @@ void pyu_session_free(pyu_session *s)
         return;
     if (s->ops && s->ops->destroy)
         s->ops->destroy(s->ctx);
-    pyu_caches_free(s);
-    pyu_strtab_free(s->strings);
-    free(s->stack.buf);
+    pyu_codes_free(s);
+    pyu_strings_free(s);
+    pyu_types_free(s);
+    pyu_chunks_free(s);
+    pyu_threads_free(s);
+    pyu_aio_free(s);
     free(s->found_in);
     free(s);
 }
@@ -35,7 +35,9 @@ const char *pyu_errmsg(const pyu_session *s)
 {
     if (!s)
         return "out of memory";
-    return s->err.msg;
+    /* the text is made now, from what the failure recorded (the record is
+     * the session's: formatting it changes nothing else) */
+    return pyu_err_text((pyu_err *)&s->err);
 }
 
 int pyu_errcode(const pyu_session *s)
@@ -56,14 +58,25 @@ int pyu_python(const pyu_session *s, pyu_python_info *info)
     return 0;
 }
 
+int pyu_target(const pyu_session *s, pyu_target_info *info)
+{
+    if (!s || !s->opened)
+        return -PYU_E_STATE;
+    memset(info, 0, sizeof *info);
+    info->pid = s->pid;
+    if (s->ops->fatal_signal &&
+        s->ops->fatal_signal(s->ctx, &info->signal, &info->signal_thread) < 0)
+        info->signal = 0;
+    return 0;
+}
+
 static int open_common(pyu_session *s, uint64_t hint)
 {
     int rc = pyu_runtime_find(s, hint);
     if (rc < 0)
         return rc;
     s->opened = true;
-    s->err.code = PYU_E_OK;
-    s->err.msg[0] = '\0';
+    pyu_err_clear(&s->err);
     return 0;
 }
 
@@ -150,37 +163,4 @@ int pyu_open_memory(pyu_session *s, const pyu_memory_ops *ops, void *ctx,
     s->ctx = ctx;
     s->pid = pid;
     return open_common(s, runtime_hint);
-}
-
-int pyu_readv(pyu_session *s, const pyu_range *r, size_t n, const char *what)
-{
-    int rc = s->ops->read(s->ctx, r, n);
-    if (rc >= 0)
-        return 0;
-    if (rc == -PYU_E_NOPROC)
-        return pyu_err_set(&s->err, PYU_E_NOPROC,
-                           "reading %s at 0x%" PRIx64
-                           ": the process has exited",
-                           what, r[0].addr);
-    if (rc == -PYU_E_PERM)
-        return pyu_err_set(&s->err, PYU_E_PERM,
-                           "reading %s at 0x%" PRIx64
-                           ": permission denied; %s",
-                           what, r[0].addr, PYU_PERM_REMEDY);
-    if (n == 1)
-        return pyu_err_set(&s->err, -rc,
-                           "reading %s at 0x%" PRIx64 " (%zu bytes): %s",
-                           what, r[0].addr, r[0].len, pyu_strerror(rc));
-    return pyu_err_set(&s->err, -rc, "reading %s at 0x%" PRIx64 ": %s", what,
-                       r[0].addr, pyu_strerror(rc));
-}
-
-int pyu_read(pyu_session *s, uint64_t addr, void *buf, size_t len,
-             const char *what)
-{
-    pyu_range r = {addr, buf, len};
-    if (addr == 0)
-        return pyu_err_set(&s->err, PYU_E_CORRUPT, "%s pointer is NULL",
-                           what);
-    return pyu_readv(s, &r, 1, what);
 }

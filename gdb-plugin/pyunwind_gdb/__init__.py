@@ -8,7 +8,7 @@ scripting API.
 
     python
     import pyunwind_gdb
-    d = pyunwind_gdb.dump()          # what `py-dump --json` prints, as dicts
+    d = pyunwind_gdb.dump()          # what `py-dump --json` prints, as objects
     for t in d["threads"]: print(t["native_thread_id"], t["frames"][0])
     end
 
@@ -28,7 +28,6 @@ PYUNWIND_MEMORY=debugger in gdb's environment (or dump(through_gdb=True))
 asks for gdb's memory always.
 """
 
-import json
 import os
 import re
 
@@ -127,68 +126,63 @@ def _fatal_signal(inferior):
 def _open(through_gdb=False):
     """A session for the selected inferior: (session, retry_torn, source).
     through_gdb: read gdb's memory even when pyunwind could read the
-    process or core itself."""
+    process or core itself.  How the target is read is decided by the
+    routine both debugger plugins share (frontend/target.c)."""
     inf = gdb.selected_inferior()
     conn = inf.connection
     kind = conn.type if conn is not None else None
     if kind is None or inf.pid <= 0:
         raise Error("no process: attach to a Python process (attach PID), "
                     "run one, or load a core file (gdb PYTHON CORE)", 3)
-    if through_gdb or os.environ.get("PYUNWIND_MEMORY") == "debugger":
-        source = "process %d through gdb's memory (%s target, as asked)" % (
-            inf.pid, kind)
-        signal = _fatal_signal(inf) if kind == "core" else None
-        return _open_gdb_memory(inf, source, signal), kind != "core", source
-    if kind == "native":
-        s = _pyunwind.Session()
-        s.open_pid(inf.pid)
-        return s, True, "live process %d directly (gdb's native target)" % inf.pid
-    if kind == "core":
+    forced = through_gdb or os.environ.get("PYUNWIND_MEMORY") == "debugger"
+    where = {"native": "local", "core": "core"}.get(kind, "other")
+    core = exe = sysroot = None
+    if where == "core":
         core = _core_file()
-        first_error = None
-        if core:
-            sysroot = gdb.parameter("sysroot") or ""
-            if sysroot.startswith("target:"):
-                sysroot = sysroot[len("target:"):]
-            exe = gdb.current_progspace().filename
-            s = _pyunwind.Session()
-            try:
-                s.open_core(core, exe, sysroot or None)
-                return s, False, "core file %s" % core
-            except _pyunwind.Error as e:
-                s.close()
-                first_error = e
-        source = "core file %s through gdb's memory" % (core or "?")
-        if first_error:
-            source += " (pyunwind's reader: %s)" % first_error
-        return _open_gdb_memory(inf, source, _fatal_signal(inf)), False, source
-    source = "process %d through gdb's memory (%s target)" % (inf.pid, kind)
-    return _open_gdb_memory(inf, source, None), True, source
+        sysroot = gdb.parameter("sysroot") or ""
+        if sysroot.startswith("target:"):
+            sysroot = sysroot[len("target:"):]
+        sysroot = sysroot or None
+        exe = gdb.current_progspace().filename
 
+    def memory(with_signal):
+        return (inf.read_memory, _runtime_hint(), _mappings(),
+                _fatal_signal(inf) if with_signal else None)
 
-def _open_gdb_memory(inf, source, signal):
     s = _pyunwind.Session()
-    s.open_memory(inf.read_memory, inf.pid, _runtime_hint(), _mappings(),
-                  signal)
-    return s
+    retry, source = s.open_target(where, kind, inf.pid, core, exe, sysroot,
+                                  forced, memory)
+    return s, retry, source
+
+
+def _session(through_gdb, use):
+    """Opens a session, remembers how it reads the target, runs
+    use(session, retry_torn, source), closes the session; pyunwind's
+    errors become Error."""
+    global _last_source
+    try:
+        session, retry, source = _open(through_gdb)
+        try:
+            _last_source = source
+            return use(session, retry, source)
+        finally:
+            session.close()
+    except _pyunwind.Error as e:
+        raise Error(str(e), getattr(e, "code", 1)) from None
 
 
 def _run(command, argv, through_gdb=False):
     """Runs py-dump ("dump") or py-tasks ("tasks") with argv: (output bytes,
     diagnostics bytes)."""
-    global _last_source
     try:
         opts = _pyunwind.parse(command, argv)
-        if opts["help"]:
-            return _pyunwind.help(command).encode(), b""
-        session, retry, source = _open(through_gdb)
-        try:
-            _last_source = source
-            code, out, diag, msg = session.run(command, argv, retry, source)
-        finally:
-            session.close()
     except _pyunwind.Error as e:
         raise Error(str(e), getattr(e, "code", 1)) from None
+    if opts["help"]:
+        return _pyunwind.help(command).encode(), b""
+    code, out, diag, msg = _session(
+        through_gdb, lambda s, retry, source: s.run(command, argv, retry,
+                                                    source))
     if code == 6:  # py-tasks --tree: the cycle is printed, then the error
         gdb.write(out.decode("utf-8", "backslashreplace"))
     if code not in (0, 5):
@@ -197,26 +191,28 @@ def _run(command, argv, through_gdb=False):
 
 
 def dump(thread=None, through_gdb=False, async_stacks=False):
-    """The dump of the selected inferior as Python objects: exactly what
-    `py-dump --json` prints (docs/json.md), parsed.
+    """The dump of the selected inferior as Python objects: what
+    `py-dump --json` prints (docs/json.md), built directly from pyunwind's
+    walk of the target.
 
     thread: a native thread id or Python ident, to get that one thread.
     through_gdb: read the target's memory through gdb (as for remote
     targets) even when pyunwind could read the process or core file itself.
     async_stacks: as py-dump --async (CPython 3.14+).
     Raises Error (a gdb.GdbError) when the target cannot be read."""
-    argv = ["--json"] + (["--async"] if async_stacks else [])
-    if thread is not None:
-        argv += ["--thread", str(int(thread))]
-    out, _ = _run("dump", argv, through_gdb)
-    return json.loads(out.decode("utf-8"))
+    only = int(thread) if thread is not None else 0
+    if thread is not None and only <= 0:
+        raise Error("'%s' is not a thread id (give the native id shown as "
+                    "LWP, or the Python ident)" % thread, 2)
+    return _session(through_gdb, lambda s, retry, source: s.dump(
+        only, bool(async_stacks), retry))
 
 
 def tasks(through_gdb=False):
     """The asyncio tasks of the selected inferior as Python objects: what
-    `py-tasks --json` prints (docs/json.md), parsed.  Raises Error."""
-    out, _ = _run("tasks", ["--json"], through_gdb)
-    return json.loads(out.decode("utf-8"))
+    `py-tasks --json` prints (docs/json.md), built directly.  Raises
+    Error."""
+    return _session(through_gdb, lambda s, retry, source: s.tasks(retry))
 
 
 def _paths(word):

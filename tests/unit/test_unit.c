@@ -406,7 +406,12 @@ static void build_fake(fake_mem *m)
     SET(co_qualname, 0x20); SET(co_linetable, 0x28); SET(co_firstlineno, 0x30);
     SET(co_code_adaptive, 0xC0);
     SET(ob_size, 0x10); SET(ob_type, 8);
-    SET(tp_size, 0x100); SET(tp_name, 0x18);
+    SET(tp_size, 0x100); SET(tp_name, 0x18); SET(tp_flags, 0xA8);
+    SET(set_size, 0xC8); SET(set_used, 0x18); SET(set_mask, 0x20);
+    SET(set_table, 0x28);
+    SET(long_size, 0x20); SET(long_lv_tag, 0x10); SET(long_ob_digit, 0x18);
+    SET(gen_size, 0x100); SET(gen_gi_frame_state, 0x43);
+    SET(gen_gi_iframe, 0x48);
     SET(bytes_size, 0x21); SET(bytes_ob_size, 0x10); SET(bytes_ob_sval, 0x20);
     SET(str_size, 0x28); SET(str_state, 0x20); SET(str_length, 0x10);
     SET(str_ascii_size, 0x28); SET(str_compact_size, 0x38);
@@ -454,7 +459,7 @@ static pyu_dump *fake_dump(fake_mem *m, pyu_session **sp)
     *sp = s;
     CHECK_EQ(pyu_open_memory(s, &fake_ops, m, 99, RT), 0);
     if (pyu_errcode(s) == PYU_E_OK)
-        CHECK_EQ(pyu_dump_take(s, &d), 0);
+        CHECK_EQ(pyu_dump_take(s, 0, &d), 0);
     if (!d)
         fprintf(stderr, "fake runtime: %s\n", pyu_errmsg(s));
     return d;
@@ -616,10 +621,10 @@ static void test_task_rendering(void)
     };
     uint64_t by_root = 0x10, by_both[2] = {0x20, 0x30}, by_ghost = 0x999;
     pyu_task tasks[4] = {
-        {0x10, "root", 0, 1, 7, 0, &fr[2], 1, NULL, 0, NULL},
-        {0x20, "left", 0, 1, 7, 0, &fr[0], 2, &by_root, 1, NULL},
-        {0x30, "right", 0, 1, 7, 0, &fr[1], 1, &by_root, 1, NULL},
-        {0x40, "shared", 0, 1, 7, 0, &fr[0], 1, by_both, 2, NULL},
+        {0x10, "root", 0, 1, 7, 0, &fr[2], 1, NULL, 0, NULL, 0},
+        {0x20, "left", 0, 1, 7, 0, &fr[0], 2, &by_root, 1, NULL, 0},
+        {0x30, "right", 0, 1, 7, 0, &fr[1], 1, &by_root, 1, NULL, 0},
+        {0x40, "shared", 0, 1, 7, 0, &fr[0], 1, by_both, 2, NULL, 0},
     };
     pyu_tasks t = {0};
     t.tasks = tasks;

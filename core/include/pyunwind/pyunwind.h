@@ -10,7 +10,7 @@
  *     pyu_session *s = pyu_session_new();
  *     if (pyu_open_pid(s, pid, 0) < 0) { puts(pyu_errmsg(s)); ... }
  *     pyu_dump *d;
- *     if (pyu_dump_take(s, &d) < 0) { ... }
+ *     if (pyu_dump_take(s, 0, &d) < 0) { ... }
  *     pyu_dump_write_text(d, stdout, 0);
  *     pyu_dump_free(d);
  *     pyu_session_free(s);
@@ -191,7 +191,62 @@ typedef struct pyu_python_info {
 /* Fills *info; returns 0, or -PYU_E_STATE before a successful open. */
 PYU_API int pyu_python(const pyu_session *s, pyu_python_info *info);
 
-/* ------------------------------------------------------------------- dumps */
+/* The target itself, once opened. */
+typedef struct pyu_target_info {
+    int pid;                /* its process id (0 when unknown) */
+    int signal;             /* the signal that killed it (a core the kernel
+                               wrote), or 0 */
+    uint64_t signal_thread; /* the kernel thread that received it */
+} pyu_target_info;
+
+/* Fills *info; returns 0, or -PYU_E_STATE before a successful open. */
+PYU_API int pyu_target(const pyu_session *s, pyu_target_info *info);
+
+/* ----------------------------------------------------------------- walking */
+
+/* The walk reads every interpreter, thread and frame of the target and
+ * calls the caller once for each, in the manner of libdwfl's
+ * dwfl_getthreads / dwfl_thread_getframes.  Dumps, task lists, the debugger
+ * plugins and samplers are all callers of it.
+ *
+ * Order: interpreters by ascending id; within one, its threads oldest
+ * first with the main thread first (PYU_WALK_LIST_ORDER: both as the
+ * runtime lists them, newest first); a thread's frames innermost first.
+ * For each interpreter: interpreter(), then for each of its threads
+ * thread(), frame() for each frame (task() where a task begins, with
+ * PYU_WALK_ASYNC), thread_end(); then interpreter_end().
+ *
+ * Return values of the callbacks: PYU_WALK_NEXT goes on.  PYU_WALK_SKIP
+ * skips what the callback's object holds and goes on with the next one: an
+ * interpreter's threads (interpreter_end is still called), a thread's
+ * frames (thread_end is not called), the rest of a thread's frames (frame,
+ * task: thread_end is called).  Any other value stops the walk at once and
+ * pyu_walk returns it: use values above PYU_WALK_SKIP, or negated
+ * pyu_error codes.
+ *
+ * Lifetime: every struct a callback receives, and every string reachable
+ * from it, is borrowed for the duration of that call.  Nothing is
+ * allocated per frame once the code objects a walk meets are cached. */
+
+#define PYU_WALK_NEXT 0
+#define PYU_WALK_SKIP 1
+
+/* Flags for pyu_walk / pyu_dump_take. */
+#define PYU_WALK_ASYNC 1u      /* a thread running an asyncio task: its
+                                  frames end at the task's coroutine and go
+                                  on with the coroutine stacks of the tasks
+                                  awaiting it (the first awaiter of each, up
+                                  to 1024 tasks); CPython 3.14+ */
+#define PYU_WALK_LIST_ORDER 2u /* threads and interpreters as the runtime
+                                  lists them (newest first) */
+
+/* Why a thread's frames stop before its oldest frame (pyu_walk_end and
+ * pyu_thread.truncated). */
+#define PYU_TRUNC_NONE 0
+#define PYU_TRUNC_DEPTH 1 /* deeper than the frame limit (65536) */
+#define PYU_TRUNC_LOOP 2  /* the frame chain loops */
+#define PYU_TRUNC_TASKS 3 /* PYU_WALK_ASYNC: more awaiting tasks than the
+                             limit (1024), or their chain loops */
 
 /* Thread status bits. */
 #define PYU_STATUS_HAS_GIL 0x01u       /* holds the GIL */
@@ -200,6 +255,96 @@ PYU_API int pyu_python(const pyu_session *s, pyu_python_info *info);
 #define PYU_STATUS_GC 0x08u            /* running the garbage collector */
 #define PYU_STATUS_EXCEPTION 0x10u     /* raising or handling an exception */
 
+typedef struct pyu_walk_interp {
+    int64_t id;
+    uint64_t addr;            /* its PyInterpreterState */
+    size_t nthreads;          /* threads the walk reports for it */
+    int threads_truncated;    /* its thread list is longer than the limit
+                                 (16384), loops, or cannot be read past
+                                 nthreads */
+    int interpreters_truncated; /* the runtime's list of interpreters is
+                                   longer than the limit (256) or loops:
+                                   the same for every interpreter */
+} pyu_walk_interp;
+
+typedef struct pyu_walk_thread {
+    int64_t interpreter_id;
+    uint64_t addr;             /* its PyThreadState */
+    uint64_t thread_id;        /* threading.get_ident() */
+    uint64_t native_thread_id; /* kernel thread id */
+    int main;                  /* the interpreter's main thread */
+    unsigned status;           /* PYU_STATUS_*, as known before its frames
+                                  are read (see pyu_walk_end.status) */
+} pyu_walk_thread;
+
+/* A frame: compact, stable identities.  Names, file and line are resolved
+ * on request (pyu_frame_describe) from the session's caches. */
+typedef struct pyu_walk_frame {
+    uint64_t addr;      /* the interpreter frame */
+    uint64_t code_addr; /* its code object */
+    uint32_t instr;     /* index (in code units) of its current instruction
+                           in the code's bytecode; PYU_INSTR_UNKNOWN when
+                           it points elsewhere */
+    uint8_t owner;      /* PYU_OWNER_* */
+    size_t index;       /* 0 for the innermost frame of the thread, then
+                           1, 2, ... (frames of awaiting tasks included) */
+    uint64_t epoch;     /* code_addr names the same code object for as long
+                           as pyu_code_epoch() returns this value */
+} pyu_walk_frame;
+
+#define PYU_INSTR_UNKNOWN UINT32_MAX
+#define PYU_OWNER_THREAD 0       /* a function's frame on the data stack */
+#define PYU_OWNER_GENERATOR 1    /* a generator's or coroutine's frame */
+#define PYU_OWNER_FRAME_OBJECT 2 /* kept alive by a frame object */
+
+/* PYU_WALK_ASYNC: a task whose frames follow. */
+typedef struct pyu_walk_task {
+    uint64_t id;        /* the task object's address */
+    const char *name;   /* its name; an int name reads "Task-N" */
+    size_t first_frame; /* index of its innermost frame: 0 for the running
+                           task (reported once its coroutine's frame has
+                           been), then where each awaiter's frames start */
+    int running;        /* the thread's running task */
+} pyu_walk_task;
+
+/* After a thread's frames. */
+typedef struct pyu_walk_end {
+    size_t nframes;  /* frames reported */
+    int truncated;   /* PYU_TRUNC_* */
+    unsigned status; /* the thread's status, final: adds PYU_STATUS_GC on
+                        CPython 3.15 when the collection's frame is on its
+                        stack */
+    int error;       /* 0, or the negated code of the error that stopped
+                        its frames early; pyu_errmsg() says what failed
+                        ("after N frames: ...") until the next call on the
+                        session */
+} pyu_walk_end;
+
+/* The callbacks; each may be NULL.  A NULL frame callback means frames are
+ * not read at all (thread_end then reports none). */
+typedef struct pyu_walker {
+    unsigned flags; /* PYU_WALK_* */
+    int (*interpreter)(void *arg, const pyu_walk_interp *interp);
+    int (*thread)(void *arg, const pyu_walk_thread *thread);
+    int (*frame)(void *arg, const pyu_walk_frame *frame);
+    int (*task)(void *arg, const pyu_walk_task *task);
+    int (*thread_end)(void *arg, const pyu_walk_thread *thread,
+                      const pyu_walk_end *end);
+    int (*interpreter_end)(void *arg, const pyu_walk_interp *interp);
+} pyu_walker;
+
+/* Walks the target: stops it for the duration when the memory source can
+ * (pyu_open_pid without PYU_OPEN_NONBLOCKING), reads, lets it run again.
+ * An error inside one thread's frames is reported in its thread_end and
+ * the walk goes on; failing to read the runtime, an interpreter or the
+ * first thread state of an interpreter fails the walk, as do running out
+ * of memory and the process vanishing.  Returns 0 when the walk ran to its
+ * end, the value a callback stopped it with, or a negated error (message
+ * in pyu_errmsg).  PYU_WALK_ASYNC before CPython 3.14 fails with
+ * -PYU_E_VERSION. */
+PYU_API int pyu_walk(pyu_session *s, const pyu_walker *w, void *arg);
+
+/* A frame as a walk reported it, with its names and line. */
 typedef struct pyu_frame {
     const char *function; /* co_qualname */
     const char *name;     /* co_name */
@@ -208,7 +353,27 @@ typedef struct pyu_frame {
     uint64_t code_addr;   /* address of the code object */
 } pyu_frame;
 
-/* After pyu_dump_add_async: a task whose frames are part of a thread's
+/* Fills *out for a frame a walk reported (its code object is cached).  The
+ * strings belong to the session: valid until its caches change, at least
+ * until the callback that received f returns; copy what you keep.  Returns
+ * 0, or -PYU_E_STATE when the session's code epoch is no longer f's. */
+PYU_API int pyu_frame_describe(pyu_session *s, const pyu_walk_frame *f,
+                               pyu_frame *out);
+
+/* The session's code epoch: it changes whenever cached code objects are
+ * dropped (CPython reported code objects freed, or the cache was full), so
+ * that a code object's address may now name another. */
+PYU_API uint64_t pyu_code_epoch(const pyu_session *s);
+
+/* Short names of a status bit ("has_gil", ... as in JSON; or with text
+ * set, "holds the GIL", ... as in the text dump), NULL for other values;
+ * and of a PYU_TRUNC_* value ("depth", "loop", "tasks"; NULL for none). */
+PYU_API const char *pyu_status_name(unsigned bit, int text);
+PYU_API const char *pyu_trunc_name(int truncated);
+
+/* ------------------------------------------------------------------- dumps */
+
+/* After a PYU_WALK_ASYNC dump: a task whose frames are part of a thread's
  * stack.  The running task's frames start at frames[0]; each task after it
  * awaits the one before. */
 typedef struct pyu_task_link {
@@ -225,9 +390,9 @@ typedef struct pyu_thread {
     unsigned status;           /* PYU_STATUS_* */
     pyu_frame *frames;         /* innermost first */
     size_t nframes;
-    int truncated;    /* the walk stopped at the frame limit or a loop */
+    int truncated;    /* PYU_TRUNC_*: why the stack stops early */
     const char *error; /* why the walk stopped early, or NULL */
-    pyu_task_link *tasks; /* pyu_dump_add_async: running task, awaiters */
+    pyu_task_link *tasks; /* PYU_WALK_ASYNC: running task, then awaiters */
     size_t ntasks;
 } pyu_thread;
 
@@ -240,23 +405,16 @@ typedef struct pyu_dump {
     pyu_thread *threads;
     size_t nthreads;
     int threads_truncated; /* more threads than the limit */
-    int has_async;         /* pyu_dump_add_async was applied */
+    int has_async;         /* taken with PYU_WALK_ASYNC */
 } pyu_dump;
 
-/* Reads every thread of every interpreter.  Strings in the dump are owned
- * by the dump.  Errors while walking one thread are recorded in that
- * thread's `error` and do not fail the dump; failing to read the runtime or
- * the interpreter list does.  Returns 0 or a negated error. */
-PYU_API int pyu_dump_take(pyu_session *s, pyu_dump **out);
-
-/* Async-aware stacks (CPython 3.14+): for each thread of the dump that runs
- * an asyncio task, keeps its frames down to the task's own coroutine and
- * continues them with the coroutine stacks of the tasks awaiting it (the
- * first awaiter of each, up to 1024 tasks), recording where each task
- * begins in pyu_thread.tasks.  Other threads are left as they are.  Reads
- * the task lists (pyu_tasks_take) of the same session; call it right after
- * pyu_dump_take.  Returns 0 or a negated error. */
-PYU_API int pyu_dump_add_async(pyu_session *s, pyu_dump *d);
+/* Reads every thread of every interpreter (a caller of pyu_walk; flags are
+ * its PYU_WALK_* flags).  Strings in the dump are owned by the dump, which
+ * stays valid after the session is freed.  Errors while walking one thread
+ * are recorded in that thread's `error` and do not fail the dump; failing
+ * to read the runtime or the interpreter list does.  Returns 0 or a
+ * negated error. */
+PYU_API int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out);
 
 /* Frees a dump; accepts NULL. */
 PYU_API void pyu_dump_free(pyu_dump *d);
@@ -286,7 +444,12 @@ typedef struct pyu_task {
     uint64_t *awaited_by;      /* ids of the tasks awaiting it */
     size_t nawaited_by;
     const char *error;         /* why the task could not be read fully */
+    int truncated;             /* PYU_TASK_TRUNC_* bits: what a limit cut */
 } pyu_task;
+
+#define PYU_TASK_TRUNC_STACK 1u    /* its coroutine chain is longer than
+                                      1024 frames: the outermost are shown */
+#define PYU_TASK_TRUNC_AWAITERS 2u /* more than 65536 tasks await it */
 
 typedef struct pyu_tasks {
     int pid;
