@@ -1,4 +1,5 @@
-/* Unit tests of the core's decoders and of the core-file reader.
+/* Unit tests of the core's decoders, the core-file reader, the walk (over a
+ * synthetic runtime) and the error record.
  *
  *   test_unit                          run every unit test
  *   test_unit lines FIRST HEX NUNITS   print the line of each code unit of
@@ -10,6 +11,7 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -574,6 +576,274 @@ static void test_fake_runtime(void)
     pyu_session_free(s);
 }
 
+/* ------------------------------------------------------ the visitor walk */
+
+#define TSTATE2 (IMG_BASE + 0xA000)
+#define TSTATE3 (IMG_BASE + 0xA400)
+
+/* What a walk reported, as a string of events, and how to answer. */
+typedef struct visit {
+    pyu_session *s;
+    char log[4096];
+    size_t len;
+    int stop_at_frame;   /* answer this frame index with `answer`; -1 none */
+    int answer;
+    int thread_answer;   /* answer to every thread callback */
+    int interp_answer;
+    char errmsg[512];    /* pyu_errmsg at the first failed thread_end */
+} visit;
+
+static void logf_(visit *v, const char *fmt, ...) PYU_PRINTF(2, 3);
+static void logf_(visit *v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(v->log + v->len, sizeof v->log - v->len, fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof v->log - v->len)
+        v->len += (size_t)n;
+}
+
+static int v_interp(void *arg, const pyu_walk_interp *in)
+{
+    visit *v = arg;
+    logf_(v, "I%lld/%zu ", (long long)in->id, in->nthreads);
+    return v->interp_answer;
+}
+
+static int v_thread(void *arg, const pyu_walk_thread *t)
+{
+    visit *v = arg;
+    logf_(v, "T%llu%s ", (unsigned long long)t->native_thread_id,
+          t->main ? "m" : "");
+    return v->thread_answer;
+}
+
+static int v_frame(void *arg, const pyu_walk_frame *f)
+{
+    visit *v = arg;
+    pyu_frame d;
+    CHECK_EQ(pyu_frame_describe(v->s, f, &d), 0);
+    logf_(v, "F%zu:%s:%d ", f->index, d.function ? d.function : "?", d.line);
+    CHECK_EQ(f->code_addr, CODE);
+    if ((int)f->index == v->stop_at_frame)
+        return v->answer;
+    return PYU_WALK_NEXT;
+}
+
+static int v_thread_end(void *arg, const pyu_walk_thread *t,
+                        const pyu_walk_end *e)
+{
+    visit *v = arg;
+    (void)t;
+    logf_(v, "E%zu%s%s ", e->nframes, e->truncated ? "t" : "",
+          e->error ? "!" : "");
+    if (e->error && !v->errmsg[0])
+        snprintf(v->errmsg, sizeof v->errmsg, "%s", pyu_errmsg(v->s));
+    return PYU_WALK_NEXT;
+}
+
+static int v_interp_end(void *arg, const pyu_walk_interp *in)
+{
+    visit *v = arg;
+    logf_(v, "i%lld", (long long)in->id);
+    return PYU_WALK_NEXT;
+}
+
+/* Walks the fake runtime; returns what pyu_walk returned. */
+static int fake_walk(fake_mem *m, visit *v, unsigned flags)
+{
+    pyu_walker w = {flags, v_interp, v_thread, v_frame, NULL, v_thread_end,
+                    v_interp_end};
+    pyu_session *s = pyu_session_new();
+    int rc = pyu_open_memory(s, &fake_ops, m, 99, RT);
+    CHECK_EQ(rc, 0);
+    v->s = s;
+    if (rc == 0)
+        rc = pyu_walk(s, &w, v);
+    pyu_session_free(s);
+    return rc;
+}
+
+static visit new_visit(void)
+{
+    visit v;
+    memset(&v, 0, sizeof v);
+    v.stop_at_frame = -1;
+    return v;
+}
+
+/* Three threads, newest first in the list: TSTATE3 -> TSTATE2 -> TSTATE;
+ * TSTATE is the main one.  Each runs two frames of CODE. */
+static void three_threads(fake_mem *m)
+{
+    build_fake(m);
+    put_frame(m, FRAMES, CODE, FRAMES + 0x100, 0, 0);       /* line 42 */
+    put_frame(m, FRAMES + 0x100, CODE, 0, 0, 5);            /* line 43 */
+    put64(m, INTERP + 0x10, TSTATE3);
+    put64(m, TSTATE3 + 8, TSTATE2);
+    put64(m, TSTATE2 + 8, TSTATE);
+    put64(m, TSTATE + 0x80 + 0x8, 0);
+    for (uint64_t ts = TSTATE2, id = 2; ts <= TSTATE3; ts += 0x400, id++) {
+        put64(m, ts + 0x28, 0x7f0000000000 + id);
+        put64(m, ts + 0x30, 4320 + id);
+        put64(m, ts + 0x20, FRAMES);
+    }
+    /* the frames end at NULL, not at the base frame (as before 3.15) */
+    put64(m, TSTATE + 0x20, FRAMES);
+}
+
+static void test_walk(void)
+{
+    static fake_mem m;
+    visit v;
+
+    /* every callback, in walk order: the main thread first, then the
+     * others oldest first; names and lines resolved on request */
+    three_threads(&m);
+    v = new_visit();
+    CHECK_EQ(fake_walk(&m, &v, 0), 0);
+    CHECK(strcmp(v.log, "I0/3 T4321m F0:Mod.fn:42 F1:Mod.fn:43 E2 "
+                        "T4322 F0:Mod.fn:42 F1:Mod.fn:43 E2 "
+                        "T4323 F0:Mod.fn:42 F1:Mod.fn:43 E2 i0") == 0);
+
+    /* the runtime's own order: newest first */
+    v = new_visit();
+    v.thread_answer = PYU_WALK_SKIP; /* and no frames */
+    CHECK_EQ(fake_walk(&m, &v, PYU_WALK_LIST_ORDER), 0);
+    CHECK(strcmp(v.log, "I0/3 T4323 T4322 T4321m i0") == 0);
+
+    /* a callback's own value stops the walk at once and comes back */
+    v = new_visit();
+    v.stop_at_frame = 0;
+    v.answer = 42;
+    CHECK_EQ(fake_walk(&m, &v, 0), 42);
+    CHECK(strcmp(v.log, "I0/3 T4321m F0:Mod.fn:42 ") == 0);
+    v = new_visit();
+    v.stop_at_frame = 1;
+    v.answer = -PYU_E_NOMEM; /* negative values too */
+    CHECK_EQ(fake_walk(&m, &v, 0), -PYU_E_NOMEM);
+
+    /* SKIP from a frame: the rest of that thread's frames, thread_end
+     * still comes; from an interpreter: its threads */
+    v = new_visit();
+    v.stop_at_frame = 0;
+    v.answer = PYU_WALK_SKIP;
+    CHECK_EQ(fake_walk(&m, &v, 0), 0);
+    CHECK(strcmp(v.log, "I0/3 T4321m F0:Mod.fn:42 E1 T4322 F0:Mod.fn:42 E1 "
+                        "T4323 F0:Mod.fn:42 E1 i0") == 0);
+    v = new_visit();
+    v.interp_answer = PYU_WALK_SKIP;
+    CHECK_EQ(fake_walk(&m, &v, 0), 0);
+    CHECK(strcmp(v.log, "I0/3 i0") == 0);
+
+    /* an error in one thread's frames: reported in its thread_end, with
+     * what failed, and the walk goes on with the next thread */
+    three_threads(&m);
+    put64(&m, TSTATE2 + 0x20, FRAMES + 0x200);
+    put_frame(&m, FRAMES + 0x200, CODE, 0x7777000, 0, 0);
+    v = new_visit();
+    CHECK_EQ(fake_walk(&m, &v, 0), 0);
+    CHECK(strcmp(v.log, "I0/3 T4321m F0:Mod.fn:42 F1:Mod.fn:43 E2 "
+                        "T4322 F0:Mod.fn:42 E1! "
+                        "T4323 F0:Mod.fn:42 F1:Mod.fn:43 E2 i0") == 0);
+    CHECK(strcmp(v.errmsg, "after 1 frames: reading a frame at 0x7777000 "
+                           "(80 bytes): address not readable") == 0);
+
+    /* a frame whose executable is NULL (memory a core left out reads as
+     * zeros): an error for that thread, once the code cache holds code */
+    three_threads(&m);
+    put64(&m, TSTATE3 + 0x20, FRAMES + 0x200);
+    put_frame(&m, FRAMES + 0x200, 0, FRAMES, 0, 0);
+    v = new_visit();
+    CHECK_EQ(fake_walk(&m, &v, 0), 0);
+    CHECK(strstr(v.log, "T4323 E0! i0") != NULL);
+    CHECK(strstr(v.errmsg, "code object pointer 0x0 is NULL") != NULL);
+
+    /* a loop in the frames: truncated, not endless */
+    three_threads(&m);
+    put_frame(&m, FRAMES + 0x100, CODE, FRAMES, 0, 5);
+    v = new_visit();
+    v.thread_answer = PYU_WALK_NEXT;
+    CHECK_EQ(fake_walk(&m, &v, PYU_WALK_LIST_ORDER), 0);
+    CHECK(strstr(v.log, "t ") != NULL);
+
+    /* PYU_WALK_ASYNC needs CPython 3.14+: the fake runtime, 3.15, has no
+     * _asyncio mapped (no mappings at all): the walk runs without it */
+    three_threads(&m);
+    v = new_visit();
+    CHECK_EQ(fake_walk(&m, &v, PYU_WALK_ASYNC), 0);
+    CHECK(strncmp(v.log, "I0/3 T4321m F0", 14) == 0);
+}
+
+/* describe needs the epoch the frame was reported in */
+static int remember_frame(void *arg, const pyu_walk_frame *f)
+{
+    *(pyu_walk_frame *)arg = *f;
+    return 7; /* stop: the first frame is enough */
+}
+
+static void test_describe_epoch(void)
+{
+    static fake_mem m;
+    three_threads(&m);
+    pyu_session *s = pyu_session_new();
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, &m, 99, RT), 0);
+    pyu_walk_frame f;
+    pyu_walker w = {.frame = remember_frame};
+    CHECK_EQ(pyu_walk(s, &w, &f), 7);
+    pyu_frame d;
+    CHECK_EQ(pyu_frame_describe(s, &f, &d), 0);
+    CHECK(strcmp(d.file, "f.py") == 0 && d.line == 42);
+    uint64_t epoch = pyu_code_epoch(s);
+    pyu_caches_flush(s);
+    CHECK(pyu_code_epoch(s) != epoch);
+    CHECK_EQ(pyu_frame_describe(s, &f, &d), -PYU_E_STATE);
+    CHECK(strstr(pyu_errmsg(s), "no longer cached") != NULL);
+    pyu_session_free(s);
+}
+
+/* ------------------------------------------------------ the error record */
+
+static void test_errors(void)
+{
+    pyu_err e;
+    pyu_err_clear(&e);
+    CHECK(strcmp(pyu_err_text(&e), "") == 0);
+    /* a deferred failure keeps its arguments, not its text */
+    CHECK_EQ(pyu_fail(&e, PYU_E_FAULT, "reading %s at 0x%" PRIx64
+                      " (%zu bytes): %s", "a frame", (uint64_t)0xabc,
+                      (size_t)80, pyu_strerror(PYU_E_FAULT)),
+             -PYU_E_FAULT);
+    CHECK(!e.current);
+    CHECK_EQ(pyu_fail_ctx(&e, "after %zu frames", (size_t)3), -PYU_E_FAULT);
+    CHECK_EQ(pyu_fail_ctx(&e, "interpreter %lld", (long long)-1),
+             -PYU_E_FAULT);
+    CHECK(strcmp(pyu_err_text(&e), "interpreter -1: after 3 frames: reading "
+                                   "a frame at 0xabc (80 bytes): address not "
+                                   "readable") == 0);
+    CHECK(e.current && e.code == PYU_E_FAULT);
+    /* formatted contexts over deferred ones, and 100% literal */
+    pyu_fail(&e, PYU_E_CORRUPT, "state 0x%x, %d%% of %u", 0x2cu, -5, 7u);
+    pyu_fail_ctx(&e, "thread %lu", 12UL);
+    pyu_err_ctx(&e, "file %s", "/tmp/x y");
+    CHECK(strcmp(pyu_err_text(&e), "file /tmp/x y: thread 12: state 0x2c, "
+                                   "-5% of 7") == 0);
+    /* more contexts than the record keeps: the oldest fold into the text */
+    pyu_fail(&e, PYU_E_IO, "base");
+    for (int i = 0; i < PYU_ERR_CONTEXTS + 3; i++)
+        pyu_fail_ctx(&e, "c%d", i);
+    CHECK(strcmp(pyu_err_text(&e), "c8: c7: c6: c5: c4: c3: c2: c1: c0: "
+                                   "base") == 0);
+    /* a long text is cut, never overflows */
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    pyu_err_set(&e, PYU_E_IO, "%s", big);
+    pyu_fail_ctx(&e, "ctx");
+    CHECK_EQ(strlen(pyu_err_text(&e)), PYU_ERRMSG_MAX - 1);
+}
+
 static int print_lines(int argc, char **argv)
 {
     if (argc != 5)
@@ -678,6 +948,9 @@ int main(int argc, char **argv)
     test_versions();
     test_fake_runtime();
     test_task_rendering();
+    test_walk();
+    test_describe_epoch();
+    test_errors();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
