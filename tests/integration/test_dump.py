@@ -2,7 +2,9 @@
 a gcore core and from the core the kernel writes, on every interpreter that
 scripts/get-pythons lists."""
 
+import json
 import os
+import subprocess
 import tempfile
 
 import pytest
@@ -36,8 +38,41 @@ def test_live(target):
     assert "exception" in by_id[str(roles["except"])]["status"]
     assert "exception" in by_id[str(roles["generator_except"])]["status"]
     assert "exception" not in by_id[str(roles["closure"])]["status"]
+    # every role: an exception status exactly where sys.exception() saw one
+    # (a generator without a handler of its own, run inside an `except`
+    # block, sees the caller's exception)
+    for role, exc in target.truth["exceptions"].items():
+        assert ("exception" in by_id[str(roles[role])]["status"]) == \
+            (exc is not None), (role, exc)
+    assert target.truth["exceptions"]["generator_in_except"] == "ValueError"
     if not dump["python"]["free_threaded"]:
         assert sum("has_gil" in t["status"] for t in dump["threads"]) <= 1
+
+
+PEER_STATUS = """
+import json, sys, _remote_debugging as rd
+u = rd.RemoteUnwinder(int(sys.argv[1]), all_threads=True)
+print(json.dumps({t.thread_id: t.status for i in u.get_stack_trace()
+                  for t in i.threads}))
+"""
+
+
+def test_exception_status_against_cpython(target):
+    """The exception status of every thread is the one CPython 3.15's own
+    reader (RemoteUnwinder, THREAD_STATUS_HAS_EXCEPTION) gives."""
+    if not target.label.startswith("3.15"):
+        pytest.skip("RemoteUnwinder reports thread status from 3.15")
+    r = subprocess.run([target.python, "-c", PEER_STATUS, str(target.pid)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    peer = {int(k): v for k, v in json.loads(r.stdout).items()}
+    flag = 16  # THREAD_STATUS_HAS_EXCEPTION
+    dump = dump_json(str(target.pid))
+    ours = {t["native_thread_id"]: "exception" in t["status"]
+            for t in dump["threads"] if t["interpreter_id"] == 0}
+    assert {k: bool(v & flag) for k, v in peer.items() if k in ours} == \
+        {k: v for k, v in ours.items() if k in peer}
+    assert sum(ours.values()) >= 3  # except, generator_except, the new one
 
 
 def test_live_nonblocking(target):

@@ -305,6 +305,94 @@ def test_async_stack(label, python, tmp_path):
         t.close()
 
 
+def async_peer(python, pid):
+    """CPython's get_async_stack_trace for the process: the thread running
+    a task, and its tasks (running one first) by id."""
+    r = subprocess.run([python, "-c", ASYNC_PEER, str(pid)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    peer = [p for p in json.loads(r.stdout) if p["tasks"]]
+    assert len(peer) == 1 and peer[0]["tid"] == pid
+    return peer[0]["tasks"]
+
+
+def async_thread(pid):
+    r = pyunwind("dump", "--json", "--async", "--thread", str(pid), str(pid))
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["threads"][0]
+
+
+@pytest.mark.parametrize("label,python", ASYNC, ids=[p[0] for p in ASYNC])
+def test_async_recursive_coroutine(label, python, tmp_path):
+    """dump --async when the running task's coroutine awaits itself (rec(3)
+    -> rec(2) -> rec(1) -> rec(0) -> blocking_leaf): the task's own frame is
+    found by its address, so all four rec frames are the task's, as the
+    target built them and as CPython 3.15's reader reports (3.14's reader
+    stops at the innermost rec, as pyunwind did before)."""
+    t = Target(python, "tasks.py", str(tmp_path),
+               ["--running", "--recursive", "3"], expect_threads=False)
+    try:
+        peer = async_peer(python, t.pid)
+        th = async_thread(t.pid)
+        assert [x["name"] for x in th["tasks"]][:2] == ["runner", "waiter"]
+        runner = [f["function"] for f in
+                  th["frames"][:th["tasks"][1]["first_frame"]]]
+        assert runner == ["blocking_leaf", "rec", "rec", "rec", "rec"]
+        if label.startswith("3.15"):
+            assert peer[0]["name"] == "runner"
+            assert runner == peer[0]["frames"]
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", ASYNC, ids=[p[0] for p in ASYNC])
+def test_limits_are_shown(label, python, tmp_path):
+    """What a limit cuts says so: a coroutine chain deeper than 1024 frames
+    (tasks, text and JSON), and an --async chain of more than 1024 awaiting
+    tasks (dump, text and JSON), whose first 1024 are CPython's."""
+    t = Target(python, "tasks.py", str(tmp_path),
+               ["--deep", "1100", "--chain", "1100"], expect_threads=False)
+    try:
+        r = pyunwind("tasks", "--json", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        tasks = {x["name"]: x for x in json.loads(r.stdout)["tasks"]}
+        deep = tasks["deep"]
+        assert deep["stack_truncated"] and deep["error"] is None
+        assert len(deep["stack"]) == 1024
+        assert {f["function"] for f in deep["stack"]} == {"deep"}
+        assert not any(x["stack_truncated"] or x["awaiters_truncated"]
+                       for n, x in tasks.items() if n != "deep")
+        r = pyunwind("tasks", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert "[task 'deep' (0x%x): its coroutine stack is deeper than " \
+            "1024 frames; the innermost are not shown]" % deep["id"] \
+            in r.stdout
+        r = pyunwind("tasks", "--tree", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert "[task 'deep' (0x%x): its coroutine stack" % deep["id"] \
+            in r.stdout
+
+        peer = async_peer(python, t.pid)
+        th = async_thread(t.pid)
+        assert th["truncated"] == "tasks" and th["error"] is None
+        ours = [x["name"] for x in th["tasks"]]
+        assert len(ours) == 1024
+        assert ours == ["chain-runner"] + ["link-%d" % i for i in range(1023)]
+        # the peer's chain, from the running task through the first awaiter
+        by_id = {x["id"]: x for x in peer}
+        chain = [peer[0]]
+        while chain[-1]["awaited_by"] and len(chain) < 1024:
+            chain.append(by_id[chain[-1]["awaited_by"][0]])
+        assert ours == [x["name"] for x in chain]
+        r = pyunwind("dump", "--async", "--no-source", "--thread",
+                     str(t.pid), str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert "[frames not shown: the chain of awaiting tasks is cut " \
+            "(more than 1024 tasks" in r.stdout
+    finally:
+        t.close()
+
+
 def test_bad_input(tmp_path):
     """No process, not Python, a running target whose tasks never stop
     changing (read without stopping it), cut-off cores: one-line errors or

@@ -123,12 +123,27 @@ def test_dump_async(dbg, tmp_path):
                expect_threads=False)
     try:
         mine, cli = tmp_path / "dbg.txt", tmp_path / "cli.txt"
+        js, api, via = (tmp_path / "dbg.json", tmp_path / "api.json",
+                        tmp_path / "via-gdb.json")
+        extra = []
+        if dbg.name == "gdb":  # the scripting API builds the same objects
+            extra = ["py-dump --json --async --thread %d -o %s" % (t.pid, js)]
+            for path, more in ((api, ""), (via, ", through_gdb=True")):
+                extra.append("python import json, pyunwind_gdb; json.dump("
+                             "pyunwind_gdb.dump(thread=%d, async_stacks=True%s)"
+                             ", open('%s', 'w'))" % (t.pid, more, path))
         pre, args, post = dbg.attach(t.pid)
         tr = dbg.run(["py-dump --async -o %s" % mine,
                       dbg.shell(cli_command("--async %d" % t.pid, cli)),
-                      *post], args, setup=pre)
+                      *extra, *post], args, setup=pre)
         assert_no_python_error(tr)
         assert mine.read_bytes() == cli.read_bytes()
         assert "[task 'runner' (0x" in mine.read_text()
+        if dbg.name == "gdb":
+            want = json.loads(js.read_text())
+            assert [x["name"] for x in want["threads"][0]["tasks"]][:2] == \
+                ["runner", "waiter"]
+            assert json.loads(api.read_text()) == want
+            assert json.loads(via.read_text()) == want
     finally:
         t.close()

@@ -27,6 +27,7 @@ import módulo_ñ  # noqa: E402  (non-ASCII file name, CJK function name)
 PARK = threading.Event()      # never set: parked threads wait on it
 parked = threading.Semaphore(0)
 roles = {}                    # role -> thread ident
+exceptions = {}               # role -> what sys.exception() was when parked
 stop_busy = False
 
 
@@ -40,6 +41,8 @@ def park(role=None):
     """Marks the calling thread as parked, then blocks in a C call."""
     if role:
         roles[role] = threading.get_ident()
+        exc = sys.exception()
+        exceptions[role] = type(exc).__name__ if exc is not None else None
     parked.release()
     time.sleep(1e6)
 
@@ -149,6 +152,19 @@ def generator_handling_exception():
 
 def drive_generator_handling_exception():
     next(generator_handling_exception())
+
+
+def plain_generator():
+    # no handler of its own: sys.exception() is the caller's ValueError
+    park("generator_in_except")
+    yield
+
+
+def generator_inside_except():
+    try:
+        raise ValueError("handled around a generator")
+    except ValueError:
+        next(plain_generator())
 
 
 def busy():
@@ -262,8 +278,8 @@ def main():
               make_closure(), decorated, lambda_caller, comprehension,
               list_comprehension, exec_code, eval_code, drive_generator,
               drive_coroutine, handle_exception,
-              drive_generator_handling_exception, busy, unicode_name,
-              emoji_file]
+              drive_generator_handling_exception, generator_inside_except,
+              busy, unicode_name, emoji_file]
     shapes += [(lambda i=i: numbered(i, i % 7)) for i in range(args.threads)]
     threads = [threading.Thread(target=s, daemon=True) for s in shapes]
     sub = {} if args.no_subinterpreter else {"wanted": True}
@@ -305,6 +321,7 @@ def main():
             "version": sys.version.split()[0],
             "main_ident": threading.main_thread().ident,
             "roles": dict(roles),
+            "exceptions": dict(exceptions),
             # the recorder itself, for tests that stop it in checkpoint()
             "recorder": {"ident": me, "native_id": threading.get_native_id()},
             "threads": {"0:%d" % ident: {"native_id": native.get(ident),

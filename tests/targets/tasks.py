@@ -1,6 +1,7 @@
 """Target program for the task tests: asyncio tasks parked in known shapes.
 
-    python3.14 tasks.py TRUTH.json [--many N] [--cycle] [--running] [--churn]
+    python3.14 tasks.py TRUTH.json [--many N] [--cycle] [--running]
+                        [--recursive N] [--deep N] [--chain N] [--churn]
 
 Default: two event loops in two threads and the tasks a thread left behind
 when it ended, covering TaskGroup, gather, shield, wait_for, a task awaiting
@@ -8,7 +9,12 @@ a bare Future, default Task-N names, eager tasks and a task iterating an
 async generator that awaits a coroutine.  --many N: N more
 tasks under one parent.  --cycle: two tasks awaiting each other.
 --running: also a task "runner" that blocks the main loop in time.sleep
-(the thread's running task), awaited by "waiter", awaited by main.
+(the thread's running task), awaited by "waiter", awaited by main;
+with --recursive N the runner's coroutine first awaits itself N times
+(rec -> rec -> ... -> blocking_leaf).  --deep N: also a task "deep" whose
+coroutine chain is N + 1 coroutines deep.  --chain N: also N tasks
+"link-0" ... "link-N-1", each awaiting the one before, the first awaiting a
+running task "chain-runner" that blocks the loop (instead of --running).
 --churn: also tasks that never stop being created, renamed and finished
 (for readers that must survive a running target).
 
@@ -23,6 +29,7 @@ import json
 import argparse
 import asyncio
 import os
+import sys
 import threading
 import time
 
@@ -92,8 +99,32 @@ async def blocking_child(ready):
     await blocking_leaf(ready)
 
 
-async def waiter(ready):
-    await asyncio.create_task(blocking_child(ready), name="runner")
+async def rec(n, ready):
+    if n:
+        await rec(n - 1, ready)
+    else:
+        await blocking_leaf(ready)
+
+
+async def waiter(ready, recursive):
+    coro = rec(recursive, ready) if recursive else blocking_child(ready)
+    await asyncio.create_task(coro, name="runner")
+
+
+async def deep(n, fut):
+    if n:
+        await deep(n - 1, fut)
+    else:
+        await fut
+
+
+async def chain_runner(ready):
+    await asyncio.sleep(0.3)  # the links start and await it
+    await blocking_leaf(ready)
+
+
+async def link(task):
+    await task
 
 
 async def churning():
@@ -136,11 +167,20 @@ async def main_loop(args, ready):
         if args.churn:
             parts.append(asyncio.create_task(churning(), name="churner"))
         if args.running:
-            parts.append(asyncio.create_task(waiter(ready), name="waiter"))
+            parts.append(asyncio.create_task(waiter(ready, args.recursive),
+                                             name="waiter"))
+        if args.deep:
+            parts.append(asyncio.create_task(deep(args.deep, fut),
+                                             name="deep"))
+        if args.chain:
+            t = asyncio.create_task(chain_runner(ready), name="chain-runner")
+            for i in range(args.chain):
+                t = asyncio.create_task(link(t), name="link-%d" % i)
+            parts.append(t)
         if args.many:
             parts.append(asyncio.create_task(many(fut, args.many),
                                              name="many-parent"))
-    if not args.running:
+    if not args.running and not args.chain:
         loop.call_later(0.5, ready.set)
     await asyncio.gather(*parts)
 
@@ -177,8 +217,12 @@ def main():
     ap.add_argument("--many", type=int, default=0)
     ap.add_argument("--cycle", action="store_true")
     ap.add_argument("--running", action="store_true")
+    ap.add_argument("--recursive", type=int, default=0)
+    ap.add_argument("--deep", type=int, default=0)
+    ap.add_argument("--chain", type=int, default=0)
     ap.add_argument("--churn", action="store_true")
     args = ap.parse_args()
+    sys.setrecursionlimit(max(args.deep, args.recursive) + 1000)
     ready = threading.Event()
     if not args.cycle:
         t = threading.Thread(target=finished_thread)
