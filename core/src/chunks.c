@@ -108,7 +108,8 @@ static bool copy_next(pyu_session *s, struct pyu_chunks *v)
     return true;
 }
 
-const uint8_t *pyu_chunks_find(pyu_session *s, uint64_t addr, size_t len)
+const uint8_t *pyu_chunks_find(pyu_session *s, uint64_t addr, size_t len,
+                               pyu_chunk_span *span)
 {
     struct pyu_chunks *v = s->chunks;
     if (!v)
@@ -117,8 +118,12 @@ const uint8_t *pyu_chunks_find(pyu_session *s, uint64_t addr, size_t len)
         if (i == v->n && !copy_next(s, v))
             return NULL;
         if (addr >= v->chunk[i].start && addr < v->chunk[i].end &&
-            v->chunk[i].end - addr >= len)
-            return v->buf + v->chunk[i].at + (addr - v->chunk[i].start);
+            v->chunk[i].end - addr >= len) {
+            span->start = v->chunk[i].start;
+            span->end = v->chunk[i].end;
+            span->local = v->buf + v->chunk[i].at;
+            return span->local + (addr - span->start);
+        }
     }
 }
 

@@ -14,23 +14,39 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Records live in slabs, so a record's address holds until the cache is
+ * flushed (the code epoch moves): walks and results may keep it. */
+#define SLAB 256
+
+typedef struct slab {
+    struct slab *next;
+    size_t used;
+    pyu_code rec[SLAB];
+} slab;
+
+typedef struct slot {
+    uint64_t addr; /* 0: free */
+    pyu_code *code;
+} slot;
+
 struct pyu_codes {
-    pyu_code *slots; /* open addressing by addr */
+    slot *slots; /* open addressing by addr */
     size_t cap, n;
-    uint64_t epoch;
+    pyu_code *last; /* the one found last (frames of one code come in runs) */
+    slab *slabs;
 };
 
-_Static_assert(offsetof(pyu_code, addr) == 0, "code cache key first");
-
-static pyu_code *lookup(const struct pyu_codes *t, uint64_t addr)
+static pyu_code *lookup(struct pyu_codes *t, uint64_t addr)
 {
     if (!t || !t->cap)
         return NULL;
+    if (t->last && t->last->addr == addr)
+        return t->last;
     for (size_t i = pyu_slot(addr, t->cap);; i = (i + 1) & (t->cap - 1)) {
         if (!t->slots[i].addr) /* (0 is never a key) */
             return NULL;
         if (t->slots[i].addr == addr)
-            return &t->slots[i];
+            return t->last = t->slots[i].code;
     }
 }
 
@@ -38,31 +54,47 @@ static pyu_code *insert(pyu_session *s, uint64_t addr)
 {
     struct pyu_codes *t = s->codes;
     if (t->n * 2 >= t->cap &&
-        !pyu_table_grow((void **)&t->slots, &t->cap, sizeof *t->slots))
+        !pyu_table_grow((void **)&t->slots, &t->cap, sizeof *t->slots, 256))
         return NULL;
+    if (!t->slabs || t->slabs->used == SLAB) {
+        slab *b = malloc(sizeof *b);
+        if (!b)
+            return NULL;
+        b->next = t->slabs;
+        b->used = 0;
+        t->slabs = b;
+    }
+    pyu_code *c = &t->slabs->rec[t->slabs->used++];
+    memset(c, 0, sizeof *c);
+    c->addr = addr;
     size_t i = pyu_slot(addr, t->cap);
     while (t->slots[i].addr)
         i = (i + 1) & (t->cap - 1);
+    t->slots[i] = (slot){addr, c};
     t->n++;
-    t->slots[i].addr = addr;
-    return &t->slots[i];
+    return t->last = c;
 }
 
 static void drop_entries(struct pyu_codes *t)
 {
-    for (size_t i = 0; i < t->cap; i++)
-        free(t->slots[i].linetable);
+    while (t->slabs) {
+        slab *b = t->slabs;
+        for (size_t i = 0; i < b->used; i++)
+            free(b->rec[i].linetable);
+        t->slabs = b->next;
+        free(b);
+    }
     if (t->slots)
         memset(t->slots, 0, t->cap * sizeof *t->slots);
     t->n = 0;
+    t->last = NULL;
 }
 
 void pyu_caches_flush(pyu_session *s)
 {
-    if (s->codes) {
+    if (s->codes)
         drop_entries(s->codes);
-        s->codes->epoch++;
-    }
+    s->code_epoch++;
     pyu_strings_flush(s); /* names may have been freed with the code */
     pyu_types_flush(s);   /* and classes */
 }
@@ -79,10 +111,10 @@ void pyu_codes_free(pyu_session *s)
 
 uint64_t pyu_code_epoch(const pyu_session *s)
 {
-    return s && s->codes ? s->codes->epoch : 0;
+    return s ? s->code_epoch : 0;
 }
 
-const pyu_code *pyu_code_cached(const pyu_session *s, uint64_t addr)
+const pyu_code *pyu_code_cached(pyu_session *s, uint64_t addr)
 {
     pyu_code *c = lookup(s->codes, addr);
     return c && !c->stale ? c : NULL;

@@ -26,20 +26,6 @@ void pyu_dump_free(pyu_dump *pub)
     free(d);
 }
 
-/* Makes room for one more of n elements of el bytes in *array. */
-static bool grow(void **array, size_t n, size_t *cap, size_t el)
-{
-    if (n < *cap)
-        return true;
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *a = realloc(*array, ncap * el);
-    if (!a)
-        return false;
-    *array = a;
-    *cap = ncap;
-    return true;
-}
-
 static int nomem(dump_impl *d)
 {
     return pyu_fail(&d->s->err, PYU_E_NOMEM, "out of memory");
@@ -61,8 +47,8 @@ static int on_interp(void *arg, const pyu_walk_interp *in)
 static int on_thread(void *arg, const pyu_walk_thread *wt)
 {
     dump_impl *d = arg;
-    if (!grow((void **)&d->pub.threads, d->pub.nthreads, &d->cap_threads,
-              sizeof *d->pub.threads))
+    if (!pyu_grow((void **)&d->pub.threads, d->pub.nthreads,
+                  &d->cap_threads, sizeof *d->pub.threads))
         return nomem(d);
     pyu_thread *t = &d->pub.threads[d->pub.nthreads++];
     memset(t, 0, sizeof *t);
@@ -79,8 +65,8 @@ static int on_frame(void *arg, const pyu_walk_frame *f)
 {
     dump_impl *d = arg;
     pyu_thread *t = last(d);
-    if (!grow((void **)&t->frames, t->nframes, &d->cap_frames,
-              sizeof *t->frames))
+    if (!pyu_grow((void **)&t->frames, t->nframes, &d->cap_frames,
+                  sizeof *t->frames))
         return nomem(d);
     int rc = pyu_store_frame(d->store, d->s, f, &t->frames[t->nframes]);
     if (rc < 0)
@@ -93,7 +79,8 @@ static int on_task(void *arg, const pyu_walk_task *wt)
 {
     dump_impl *d = arg;
     pyu_thread *t = last(d);
-    if (!grow((void **)&t->tasks, t->ntasks, &d->cap_tasks, sizeof *t->tasks))
+    if (!pyu_grow((void **)&t->tasks, t->ntasks, &d->cap_tasks,
+                  sizeof *t->tasks))
         return nomem(d);
     const char *name = pyu_store_str(d->store, 0, wt->name);
     if (!name)

@@ -9,12 +9,19 @@
  */
 #include "internal.h"
 
-#include <string.h>
 
 #define OWNER_FIRST_SHIM 3
 
-int pyu_frame_decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
-                     size_t fsize, pyu_walk_frame *f)
+/* The code object a chain walk met last: stacks run the same code in
+ * runs (recursion, the same loop in every thread); records hold until the
+ * caches are flushed, which moves the epoch. */
+typedef struct last_code {
+    uint64_t addr, epoch;
+    const pyu_code *c;
+} last_code;
+
+static inline int decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
+                         size_t fsize, pyu_walk_frame *f, last_code *last)
 {
     const pyu_offsets *o = &s->off;
     uint8_t owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
@@ -22,10 +29,16 @@ int pyu_frame_decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
         return 0;
     uint64_t exe = pyu_u64(buf, fsize, PYU_OFF(o, fr_executable)) &
                    ~o->tag_mask;
-    bool is_code;
-    const pyu_code *c = pyu_code_get(s, exe, &is_code);
-    if (!c)
-        return is_code ? -1 : 0;
+    const pyu_code *c;
+    if (last && exe == last->addr && s->code_epoch == last->epoch) {
+        c = last->c;
+    } else {
+        bool is_code;
+        if (!(c = pyu_code_get(s, exe, &is_code)))
+            return is_code ? -1 : 0;
+        if (last)
+            *last = (last_code){exe, s->code_epoch, c};
+    }
     int32_t tlbc = 0;
     if (o->free_threaded && PYU_HAS(o, fr_tlbc_index))
         tlbc = (int32_t)pyu_u32(buf, fsize, PYU_OFF(o, fr_tlbc_index));
@@ -34,8 +47,14 @@ int pyu_frame_decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
     f->instr = pyu_code_instr(
         s, c, pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr)), tlbc);
     f->owner = owner;
-    f->epoch = pyu_code_epoch(s);
+    f->epoch = s->code_epoch; /* after pyu_code_get, which may flush */
     return 1;
+}
+
+int pyu_frame_decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
+                     size_t fsize, pyu_walk_frame *f)
+{
+    return decode(s, addr, buf, fsize, f, NULL);
 }
 
 int pyu_chain_walk(pyu_session *s, pyu_chain *c,
@@ -43,12 +62,14 @@ int pyu_chain_walk(pyu_session *s, pyu_chain *c,
 {
     const pyu_offsets *o = &s->off;
     size_t fsize = (size_t)PYU_OFF(o, fr_size); /* <= the buffer */
-    uint8_t buf[PYU_BUF_FRAME];
+    uint8_t copy[PYU_BUF_FRAME];
     cycle cyc = {0, 1, 0};
     uint64_t frame = c->first;
+    pyu_chunk_span span = {0, 0, NULL}; /* the chunk of the last frame */
+    last_code last = {0, 0, NULL};
 
     c->truncated = PYU_TRUNC_NONE;
-    c->saw_watch = c->stopped = false;
+    c->saw_watch = c->stopped = c->fn_ended = false;
     pyu_chunks_reset(s, c->chunk, frame + fsize);
     while (frame) {
         if (cycle_step(&cyc, frame)) {
@@ -61,21 +82,30 @@ int pyu_chain_walk(pyu_session *s, pyu_chain *c,
             c->truncated = PYU_TRUNC_DEPTH;
             break;
         }
-        const uint8_t *local = pyu_chunks_find(s, frame, fsize);
-        if (local)
-            memcpy(buf, local, fsize);
-        else if (pyu_read(s, frame, buf, fsize, "a frame") < 0)
-            return -1;
+        /* the frame in its chunk's copy, or read on its own */
+        const uint8_t *buf =
+            frame >= span.start && frame < span.end &&
+                    span.end - frame >= fsize
+                ? span.local + (frame - span.start)
+                : pyu_chunks_find(s, frame, fsize, &span);
+        if (!buf) {
+            if (pyu_read(s, frame, copy, fsize, "a frame") < 0)
+                return -1;
+            buf = copy;
+        }
         uint64_t prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
         pyu_walk_frame f;
-        int rc = pyu_frame_decode(s, frame, buf, fsize, &f);
+        int rc = decode(s, frame, buf, fsize, &f, &last);
         if (rc < 0)
             return -1;
         if (rc == 1) {
             f.index = c->index++;
             rc = fn(arg, &f);
-            if (rc != PYU_WALK_NEXT)
-                return rc;
+            if (rc != PYU_WALK_NEXT) {
+                c->fn_ended = true;
+                c->fn_rc = rc;
+                return 0;
+            }
         }
         if (frame == c->stop_at) {
             c->stopped = true;

@@ -106,7 +106,7 @@ PYU_HIDDEN int pyu_fail_ctx(pyu_err *e, const char *fmt, ...)
 PYU_HIDDEN const char *pyu_err_text(pyu_err *e);
 PYU_HIDDEN void pyu_err_clear(pyu_err *e);
 
-/* ============================================= ELF files on disk (elf_file.c) */
+/* ======================================= ELF files on disk (elf_file.c) */
 
 typedef struct pyu_elf_info {
     bool has_pyruntime;      /* a .PyRuntime section */
@@ -241,6 +241,7 @@ struct pyu_session {
     pyu_offsets off;
     char version[32];
     char *found_in;
+    uint64_t code_epoch;         /* pyu_code_epoch(); moved on by code.c */
 
     struct pyu_codes *codes;     /* code.c */
     pyu_strtab *strings;         /* strings.c: remote str -> UTF-8 */
@@ -359,10 +360,19 @@ PYU_HIDDEN int pyu_runtime_find(pyu_session *s, uint64_t hint);
 
 /* Open-addressing tables whose elements start with a non-zero uint64_t
  * key (0 marks a free slot); capacities are powers of two. */
-PYU_HIDDEN size_t pyu_slot(uint64_t key, size_t cap);
-/* Doubles *slots (*cap elements of el bytes each); false when out of
- * memory. */
-PYU_HIDDEN bool pyu_table_grow(void **slots, size_t *cap, size_t el);
+static inline size_t pyu_slot(uint64_t key, size_t cap)
+{
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 20) & (cap - 1);
+}
+/* Doubles *slots (*cap elements of el bytes each; an empty table gets
+ * `first` elements); false when out of memory. */
+PYU_HIDDEN bool pyu_table_grow(void **slots, size_t *cap, size_t el,
+                               size_t first);
+
+/* Makes room for one more of the n elements (el bytes each) of *array,
+ * doubling *cap (first: 8); false when out of memory. */
+PYU_HIDDEN bool pyu_grow(void **array, size_t n, size_t *cap, size_t el);
 
 /* A string table: remote address -> owned UTF-8 copy. */
 PYU_HIDDEN pyu_strtab *pyu_strtab_new(void);
@@ -438,12 +448,12 @@ typedef struct pyu_code {
 /* The cached code object at addr, reading it on a miss; NULL with the
  * record set when addr is not a readable code object.  *is_code is false
  * (and NULL returned without error) when the object is readable but not a
- * code object. */
+ * code object.  A record stays where it is until the caches are flushed
+ * (the code epoch moves). */
 PYU_HIDDEN const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr,
                                         bool *is_code);
 /* The cached code object at addr, or NULL; never reads. */
-PYU_HIDDEN const pyu_code *pyu_code_cached(const pyu_session *s,
-                                           uint64_t addr);
+PYU_HIDDEN const pyu_code *pyu_code_cached(pyu_session *s, uint64_t addr);
 /* Index in code units of the instruction at instr_ptr, in the bytecode
  * the frame runs (thread-local copy tlbc_index on free-threaded builds);
  * PYU_INSTR_UNKNOWN when it lies outside. */
@@ -464,11 +474,18 @@ PYU_HIDDEN void pyu_codes_free(pyu_session *s);
  * `used_end` (the end of its innermost frame). */
 PYU_HIDDEN void pyu_chunks_reset(pyu_session *s, uint64_t chunk,
                                  uint64_t used_end);
+/* A chunk's copy: remote [start, end) is at local. */
+typedef struct pyu_chunk_span {
+    uint64_t start, end;
+    const uint8_t *local;
+} pyu_chunk_span;
+
 /* The local copy of len bytes at addr when they lie in one of the
- * thread's chunks (copying more chunks as needed), else NULL.  Valid until
- * the next call. */
+ * thread's chunks (copying more chunks as needed), else NULL; *span gets
+ * the chunk, so that the caller serves the next frames in it without a
+ * call.  Both are valid until the next call. */
 PYU_HIDDEN const uint8_t *pyu_chunks_find(pyu_session *s, uint64_t addr,
-                                          size_t len);
+                                          size_t len, pyu_chunk_span *span);
 PYU_HIDDEN void pyu_chunks_free(pyu_session *s);
 
 /* ============================================== frames (frames.c) */
@@ -495,11 +512,13 @@ typedef struct pyu_chain {
     /* out */
     int truncated;       /* PYU_TRUNC_DEPTH / _LOOP */
     bool saw_watch, stopped;
+    bool fn_ended;       /* fn returned fn_rc, not PYU_WALK_NEXT */
+    int fn_rc;
 } pyu_chain;
 
-/* Walks the chain, calling fn for each Python frame (index set).  Returns
- * 0, a value fn stopped it with (PYU_WALK_SKIP ends the chain quietly), or
- * -1 on an error (record set). */
+/* Walks the chain, calling fn for each Python frame (index set) until it
+ * returns anything but PYU_WALK_NEXT (then fn_ended and fn_rc are set).
+ * Returns 0 (also when fn ended it), or -1 on an error (record set). */
 PYU_HIDDEN int pyu_chain_walk(pyu_session *s, pyu_chain *c,
                               int (*fn)(void *arg, const pyu_walk_frame *f),
                               void *arg);

@@ -10,6 +10,7 @@
 typedef struct memo {
     uint64_t code; /* 0: free slot */
     uint64_t epoch;
+    const pyu_code *c; /* the session's record, while the epoch holds */
     const char *function, *name, *file;
 } memo;
 
@@ -19,6 +20,8 @@ struct pyu_store {
     size_t nown, capown;
     memo *memos; /* open addressing by code address */
     size_t capmemo, nmemo;
+    memo *last;  /* the one used last (frames of one code come in runs);
+                    NULL when the table moved */
 };
 
 pyu_store *pyu_store_new(void)
@@ -63,9 +66,14 @@ const char *pyu_store_str(pyu_store *st, uint64_t key, const char *text)
 
 static memo *memo_slot(pyu_store *st, uint64_t code)
 {
-    if (st->nmemo * 2 >= st->capmemo &&
-        !pyu_table_grow((void **)&st->memos, &st->capmemo, sizeof *st->memos))
-        return NULL;
+    if (st->last && st->last->code == code)
+        return st->last;
+    if (st->nmemo * 2 >= st->capmemo) {
+        st->last = NULL;
+        if (!pyu_table_grow((void **)&st->memos, &st->capmemo,
+                            sizeof *st->memos, 32))
+            return NULL;
+    }
     size_t i = pyu_slot(code, st->capmemo);
     while (st->memos[i].code && st->memos[i].code != code)
         i = (i + 1) & (st->capmemo - 1);
@@ -74,31 +82,32 @@ static memo *memo_slot(pyu_store *st, uint64_t code)
         st->memos[i].epoch = UINT64_MAX; /* names not copied yet */
         st->nmemo++;
     }
-    return &st->memos[i];
+    return st->last = &st->memos[i];
 }
 
 int pyu_store_frame(pyu_store *st, pyu_session *s, const pyu_walk_frame *f,
                     pyu_frame *out)
 {
-    const pyu_code *c = pyu_walk_code(s, f);
-    if (!c)
-        return pyu_fail(&s->err, PYU_E_STATE, "a frame's code object is no "
-                        "longer cached");
     memo *m = memo_slot(st, f->code_addr);
     if (!m)
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
-    if (m->epoch != f->epoch) {
+    if (m->epoch != f->epoch || f->epoch != s->code_epoch) {
+        const pyu_code *c = pyu_walk_code(s, f);
+        if (!c)
+            return pyu_fail(&s->err, PYU_E_STATE, "a frame's code object is "
+                            "no longer cached");
         m->function = pyu_store_str(st, c->str_addr[0], c->qualname);
         m->name = pyu_store_str(st, c->str_addr[1], c->name);
         m->file = pyu_store_str(st, c->str_addr[2], c->filename);
         if (!m->function || !m->name || !m->file)
             return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+        m->c = c;
         m->epoch = f->epoch;
     }
     out->function = m->function;
     out->name = m->name;
     out->file = m->file;
-    out->line = pyu_code_line(c, f->instr);
+    out->line = pyu_code_line(m->c, f->instr);
     out->code_addr = f->code_addr;
     return 0;
 }

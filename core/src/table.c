@@ -1,19 +1,13 @@
-/* Open-addressing tables keyed by a remote address, and the string table
- * built on them (remote address -> owned UTF-8 copy). */
+/* Open-addressing tables keyed by a remote address, the string table built
+ * on them (remote address -> owned UTF-8 copy), and growing arrays. */
 #include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-size_t pyu_slot(uint64_t key, size_t cap)
+bool pyu_table_grow(void **slots, size_t *cap, size_t el, size_t first)
 {
-    uint64_t h = key * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 20) & (cap - 1);
-}
-
-bool pyu_table_grow(void **slots, size_t *cap, size_t el)
-{
-    size_t ncap = *cap ? *cap * 2 : 256;
+    size_t ncap = *cap ? *cap * 2 : first;
     char *nt = calloc(ncap, el);
     if (!nt)
         return false;
@@ -37,6 +31,19 @@ bool pyu_table_grow(void **slots, size_t *cap, size_t el)
     return true;
 }
 
+bool pyu_grow(void **array, size_t n, size_t *cap, size_t el)
+{
+    if (n < *cap)
+        return true;
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *a = realloc(*array, ncap * el);
+    if (!a)
+        return false;
+    *array = a;
+    *cap = ncap;
+    return true;
+}
+
 /* ----------------------------------------------------------- string table */
 
 typedef struct strslot {
@@ -53,6 +60,8 @@ pyu_strtab *pyu_strtab_new(void)
 {
     return calloc(1, sizeof(pyu_strtab));
 }
+
+#define STRTAB_FIRST 32
 
 void pyu_strtab_free(pyu_strtab *t)
 {
@@ -83,7 +92,8 @@ const char *pyu_strtab_put(pyu_strtab *t, uint64_t key, const char *text,
     if (!t || !key)
         return NULL;
     if (t->n * 2 >= t->cap &&
-        !pyu_table_grow((void **)&t->slots, &t->cap, sizeof *t->slots))
+        !pyu_table_grow((void **)&t->slots, &t->cap, sizeof *t->slots,
+                        STRTAB_FIRST))
         return NULL;
     size_t i = pyu_slot(key, t->cap);
     while (t->slots[i].key) {

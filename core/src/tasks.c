@@ -44,19 +44,6 @@ const pyu_task *pyu_tasks_find(const pyu_tasks *t, uint64_t id)
 
 /* ------------------------------------------------------------ one task */
 
-static bool grow(void **array, size_t n, size_t *cap, size_t el)
-{
-    if (n < *cap)
-        return true;
-    size_t ncap = *cap ? *cap * 2 : 8;
-    void *a = realloc(*array, ncap * el);
-    if (!a)
-        return false;
-    *array = a;
-    *cap = ncap;
-    return true;
-}
-
 /* One frame of the task's coroutine chain (outermost first). */
 static int stack_frame(void *arg, uint64_t addr, const uint8_t *buf,
                        size_t len)
@@ -67,8 +54,8 @@ static int stack_frame(void *arg, uint64_t addr, const uint8_t *buf,
     int rc = pyu_frame_decode(t->s, addr, buf, len, &f);
     if (rc <= 0)
         return rc;
-    if (!grow((void **)&task->stack, task->nstack, &t->cap_stack,
-              sizeof *task->stack))
+    if (!pyu_grow((void **)&task->stack, task->nstack, &t->cap_stack,
+                  sizeof *task->stack))
         return pyu_fail(&t->s->err, PYU_E_NOMEM, "out of memory");
     if (pyu_store_frame(t->store, t->s, &f, &task->stack[task->nstack]) < 0)
         return -1;
@@ -80,8 +67,8 @@ static int awaiter(void *arg, uint64_t who)
 {
     tasks_impl *t = arg;
     pyu_task *task = t->task;
-    if (!grow((void **)&task->awaited_by, task->nawaited_by, &t->cap_awaiters,
-              sizeof *task->awaited_by))
+    if (!pyu_grow((void **)&task->awaited_by, task->nawaited_by,
+                  &t->cap_awaiters, sizeof *task->awaited_by))
         return pyu_fail(&t->s->err, PYU_E_NOMEM, "out of memory");
     task->awaited_by[task->nawaited_by++] = who;
     return 0;
@@ -120,8 +107,8 @@ static int on_task(void *arg, const pyu_aio_task *at)
         t->pub.truncated = 1;
         return 1;
     }
-    if (!grow((void **)&t->pub.tasks, t->pub.ntasks, &t->cap,
-              sizeof *t->pub.tasks))
+    if (!pyu_grow((void **)&t->pub.tasks, t->pub.ntasks, &t->cap,
+                  sizeof *t->pub.tasks))
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
     pyu_task *task = t->task = &t->pub.tasks[t->pub.ntasks++];
     memset(task, 0, sizeof *task);

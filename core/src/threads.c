@@ -147,8 +147,8 @@ static int read_interps(pyu_session *s, size_t *n, bool *truncated,
     *first_ts = false;
     if (t->guess_interp) {
         interp_ranges(o, t->guess_interp, &t->interps[0], &ir);
-        ir.r[ir.n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head),
-                                   &head, 8};
+        ir.r[ir.n++] = (pyu_range){
+            s->runtime + PYU_OFF(o, rt_interpreters_head), &head, 8};
         if (t->guess_tstate)
             ir.r[ir.n++] = (pyu_range){t->guess_tstate, t->spec, t->tslen};
         if (pyu_readv_quiet(s, ir.r, ir.n) == 0 && head == t->guess_interp) {

@@ -88,7 +88,7 @@ static pyu_type *insert(pyu_session *s, uint64_t addr)
         t->n = 0;
     }
     if (t->n * 2 >= t->cap &&
-        !pyu_table_grow((void **)&t->slots, &t->cap, sizeof *t->slots))
+        !pyu_table_grow((void **)&t->slots, &t->cap, sizeof *t->slots, 64))
         return NULL;
     size_t i = pyu_slot(addr, t->cap);
     while (t->slots[i].addr)

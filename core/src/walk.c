@@ -39,12 +39,6 @@ static int callback(walk_ctx *c, int rc)
     return STOPPED;
 }
 
-static int on_frame(void *arg, const pyu_walk_frame *f)
-{
-    walk_ctx *c = arg;
-    return callback(c, c->w->frame(c->arg, f));
-}
-
 /* ------------------------------------------------------------- async */
 
 static int first_awaiter(void *arg, uint64_t awaiter)
@@ -164,7 +158,10 @@ static int frames(walk_ctx *c, const pyu_interp *in, const pyu_tstate *t,
     if (c->async && t->extra[0] && t->extra[1] &&
         pyu_aio_task_read(s, t->extra[1], &run) == 0 && run.coro)
         ch.stop_at = pyu_aio_coro_frame(s, run.coro);
-    int rc = pyu_chain_walk(s, &ch, on_frame, c);
+    /* the caller's callback, called by the chain walk itself */
+    int rc = pyu_chain_walk(s, &ch, c->w->frame, c->arg);
+    if (ch.fn_ended)
+        rc = callback(c, ch.fn_rc);
     if (ch.saw_watch)
         end->status |= PYU_STATUS_GC;
     end->truncated = ch.truncated;
@@ -242,7 +239,7 @@ int pyu_walk(pyu_session *s, const pyu_walker *w, void *arg)
 
 const pyu_code *pyu_walk_code(pyu_session *s, const pyu_walk_frame *f)
 {
-    if (f->epoch != pyu_code_epoch(s))
+    if (f->epoch != s->code_epoch)
         return NULL;
     return pyu_code_cached(s, f->code_addr);
 }
