@@ -327,6 +327,23 @@ static int take_tasks(void *arg)
     return rc;
 }
 
+int pyu_cmd_take_dump(pyu_session *s, unsigned flags, bool retry,
+                      pyu_dump **out)
+{
+    taking k = {s, flags, NULL, NULL};
+    int rc = pyu_cmd_retry(retry, take_dump, &k);
+    *out = k.d;
+    return rc;
+}
+
+int pyu_cmd_take_tasks(pyu_session *s, bool retry, pyu_tasks **out)
+{
+    taking k = {s, 0, NULL, NULL};
+    int rc = pyu_cmd_retry(retry, take_tasks, &k);
+    *out = k.t;
+    return rc;
+}
+
 static void describe(pyu_session *s, const char *source, FILE *diag)
 {
     pyu_python_info py;
@@ -367,9 +384,8 @@ static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
 static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                      FILE *out, char *msg, size_t msglen)
 {
-    taking k = {s, 0, NULL, NULL};
-    int rc = pyu_cmd_retry(retry_torn, take_tasks, &k);
-    pyu_tasks *t = k.t;
+    pyu_tasks *t;
+    int rc = pyu_cmd_take_tasks(s, retry_torn, &t);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
         pyu_tasks_free(t);
@@ -406,9 +422,9 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
         return run_tasks(s, o, retry_torn, out, msg, msglen);
     /* A running process (--nonblocking, or one a debugger holds) can
      * change under the reader: a torn read is retried a few times. */
-    taking k = {s, o->async ? PYU_WALK_ASYNC : 0, NULL, NULL};
-    int rc = pyu_cmd_retry(retry_torn, take_dump, &k);
-    pyu_dump *d = k.d;
+    pyu_dump *d;
+    int rc = pyu_cmd_take_dump(s, o->async ? PYU_WALK_ASYNC : 0, retry_torn,
+                               &d);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
         pyu_dump_free(d);

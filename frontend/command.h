@@ -84,6 +84,13 @@ int pyu_cmd_exit_for(int rc);
  * turned into 0 (the partial result is kept). */
 int pyu_cmd_retry(bool retry, int (*attempt)(void *arg), void *arg);
 
+/* A dump (pyu_dump_take with walk flags) or a task list, taken again
+ * while torn when retry is set (pyu_cmd_retry).  Return what the last
+ * pyu_*_take returned; the result, also a partial one, is in *out. */
+int pyu_cmd_take_dump(pyu_session *s, unsigned flags, bool retry,
+                      pyu_dump **out);
+int pyu_cmd_take_tasks(pyu_session *s, bool retry, pyu_tasks **out);
+
 /* The --thread error: no Python thread has that id (nthreads threads
  * were read).  Returns PYU_EXIT_USAGE. */
 int pyu_cmd_no_thread(char *msg, size_t msglen, uint64_t tid,

@@ -725,23 +725,6 @@ fail:
     return NULL;
 }
 
-typedef struct {
-    pyu_session *s;
-    pyu_tasks *t;
-} tasks_take;
-
-static int tasks_attempt(void *arg)
-{
-    tasks_take *k = arg;
-    pyu_tasks_free(k->t);
-    k->t = NULL;
-    int rc = pyu_tasks_take(k->s, &k->t);
-    for (size_t i = 0; rc == 0 && i < k->t->ntasks; i++)
-        if (k->t->tasks[i].error)
-            return PYU_CMD_TORN;
-    return rc;
-}
-
 static PyObject *Session_tasks(Session *self, PyObject *args)
 {
     int retry;
@@ -749,26 +732,26 @@ static PyObject *Session_tasks(Session *self, PyObject *args)
         return NULL;
     if (!self->s || !self->opened)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
-    tasks_take k = {self->s, NULL};
-    int rc = pyu_cmd_retry(retry, tasks_attempt, &k);
+    pyu_tasks *t;
+    int rc = pyu_cmd_take_tasks(self->s, retry, &t);
     if (self->mem && self->mem->interrupted) {
-        pyu_tasks_free(k.t);
+        pyu_tasks_free(t);
         return NULL;
     }
     if (rc < 0) {
-        pyu_tasks_free(k.t);
+        pyu_tasks_free(t);
         return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
     }
     PyObject *d = result_head(self->s), *l = PyList_New(0);
-    for (size_t i = 0; d && l && i < k.t->ntasks; i++)
-        if (!append(l, task_dict(k.t, &k.t->tasks[i])))
+    for (size_t i = 0; d && l && i < t->ntasks; i++)
+        if (!append(l, task_dict(t, &t->tasks[i])))
             Py_CLEAR(l);
     if (d && (!l || !put(d, "tasks", Py_NewRef(l)) ||
-              !put(d, "truncated", PyBool_FromLong(k.t->truncated)) ||
+              !put(d, "truncated", PyBool_FromLong(t->truncated)) ||
               !put_signal(d, self->s)))
         Py_CLEAR(d);
     Py_XDECREF(l);
-    pyu_tasks_free(k.t);
+    pyu_tasks_free(t);
     return d;
 }
 
