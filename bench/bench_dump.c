@@ -1,6 +1,6 @@
 /* bench_dump: time full stack reads of a running CPython process.
  *
- *   bench_dump PID ITERATIONS [--no-cpu-state]
+ *   bench_dump PID ITERATIONS [--no-cpu-state] [--walk-only]
  *
  * Opens PID with PYU_OPEN_NONBLOCKING (the target keeps running, as it does
  * under CPython's own RemoteUnwinder), takes one warm-up dump, then times
@@ -20,6 +20,12 @@
  *
  * --no-cpu-state adds PYU_OPEN_NO_CPU_STATE (skips the per-thread
  * /proc/PID/task/TID/stat read used for the on-CPU status bit).
+ *
+ * --walk-only times pyu_walk with callbacks that only count frames and
+ * note each frame's code object and instruction: no dump is built and no
+ * name is resolved (the floor a sampler starts from).  A walk in which
+ * some thread's frames stopped early counts as partial and is retried,
+ * as for dumps.
  *
  * This is a benchmark: it reports numbers and asserts nothing about them.
  */
@@ -67,6 +73,59 @@ static int fatal(int rc)
            rc == -PYU_E_PERM || rc == -PYU_E_INVAL;
 }
 
+/* --walk-only: what the callbacks see. */
+typedef struct walk_count {
+    size_t frames, threads;
+    uint64_t sum; /* of code addresses and instructions: used, so kept */
+    bool partial;
+} walk_count;
+
+static int count_thread(void *arg, const pyu_walk_thread *t)
+{
+    (void)t;
+    ((walk_count *)arg)->threads++;
+    return PYU_WALK_NEXT;
+}
+
+static int count_frame(void *arg, const pyu_walk_frame *f)
+{
+    walk_count *c = arg;
+    c->frames++;
+    c->sum += f->code_addr + f->instr;
+    return PYU_WALK_NEXT;
+}
+
+static int count_end(void *arg, const pyu_walk_thread *t,
+                     const pyu_walk_end *e)
+{
+    (void)t;
+    if (e->error)
+        ((walk_count *)arg)->partial = true;
+    return PYU_WALK_NEXT;
+}
+
+/* One complete walk (retried as `take` retries dumps). */
+static int walk(pyu_session *s, walk_count *c, unsigned long *errors,
+                unsigned long *partials)
+{
+    static const pyu_walker w = {.thread = count_thread,
+                                 .frame = count_frame,
+                                 .thread_end = count_end};
+    for (int tries = 1;; tries++) {
+        memset(c, 0, sizeof *c);
+        int rc = pyu_walk(s, &w, c);
+        if (rc < 0) {
+            (*errors)++;
+            if (fatal(rc) || tries >= MAX_FAILURES_IN_A_ROW)
+                return rc;
+            continue;
+        }
+        if (!c->partial || tries >= MAX_FAILURES_IN_A_ROW)
+            return 0;
+        (*partials)++;
+    }
+}
+
 static bool partial(const pyu_dump *d)
 {
     for (size_t i = 0; i < d->nthreads; i++)
@@ -103,10 +162,17 @@ int main(int argc, char **argv)
 {
     long pid, iters;
     unsigned flags = PYU_OPEN_NONBLOCKING;
-    if (argc == 4 && strcmp(argv[3], "--no-cpu-state") == 0)
-        flags |= PYU_OPEN_NO_CPU_STATE;
-    else if (argc != 3)
+    bool walk_only = false;
+    if (argc < 3)
         goto usage;
+    for (int i = 3; i < argc; i++) {
+        if (strcmp(argv[i], "--no-cpu-state") == 0)
+            flags |= PYU_OPEN_NO_CPU_STATE;
+        else if (strcmp(argv[i], "--walk-only") == 0)
+            walk_only = true;
+        else
+            goto usage;
+    }
     if (parse_long(argv[1], 1, INT_MAX, &pid) < 0 ||
         parse_long(argv[2], 1, LONG_MAX, &iters) < 0)
         goto usage;
@@ -124,6 +190,28 @@ int main(int argc, char **argv)
 
     unsigned long errors = 0, partials = 0, ignored = 0;
     pyu_dump *d = NULL;
+    if (walk_only) {
+        walk_count c;
+        if (walk(s, &c, &ignored, &ignored) < 0) {
+            fprintf(stderr, "bench_dump: warm-up walk: %s\n", pyu_errmsg(s));
+            pyu_session_free(s);
+            return 1;
+        }
+        double t0 = now_us();
+        for (long i = 0; i < iters; i++)
+            if (walk(s, &c, &errors, &partials) < 0) {
+                fprintf(stderr, "bench_dump: walk %ld: %s\n", i,
+                        pyu_errmsg(s));
+                pyu_session_free(s);
+                return 1;
+            }
+        double elapsed = now_us() - t0;
+        printf("pyunwind_us_per_read %.3f frames %zu threads %zu errors %lu "
+               "partial %lu\n",
+               elapsed / (double)iters, c.frames, c.threads, errors, partials);
+        pyu_session_free(s);
+        return 0;
+    }
     if (take(s, &d, &ignored, &ignored) < 0) {
         fprintf(stderr, "bench_dump: warm-up dump: %s\n", pyu_errmsg(s));
         pyu_session_free(s);
@@ -154,6 +242,7 @@ int main(int argc, char **argv)
     return 0;
 
 usage:
-    fprintf(stderr, "usage: bench_dump PID ITERATIONS [--no-cpu-state]\n");
+    fprintf(stderr, "usage: bench_dump PID ITERATIONS [--no-cpu-state] "
+                    "[--walk-only]\n");
     return 2;
 }
