@@ -1,7 +1,8 @@
 /* pyunwind_gdb._pyunwind: the C core as a CPython extension module, built
  * against the Python that gdb embeds.  It knows nothing about gdb: the
- * Python half (pyunwind_gdb/__init__.py) decides how to open a session and
- * passes gdb's memory in as a Python callable when it must.
+ * Python half (pyunwind_gdb/__init__.py) describes gdb's target, the
+ * routine both plugins share (frontend/target.c) decides how to read it,
+ * and gdb's memory comes in as a Python callable when it must.
  *
  *   Session()                              an unopened session
  *   Session.open_target(where, conn, pid, core, exe, sysroot, forced,

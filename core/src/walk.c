@@ -26,7 +26,6 @@ typedef struct walk_ctx {
     pyu_walk_interp interp;    /* the current interpreter, as reported */
     pyu_walk_frame *coro;      /* one coroutine chain's frames (scratch) */
     size_t ncoro;
-    bool coro_nomem;
 } walk_ctx;
 
 /* A callback's return value: PYU_WALK_NEXT or _SKIP, or STOPPED. */
@@ -56,10 +55,8 @@ static int collect(void *arg, uint64_t addr, const uint8_t *buf, size_t len)
     if (rc <= 0)
         return rc; /* not Python: skipped; an error: -1 */
     if (!c->coro &&
-        !(c->coro = malloc(PYU_MAX_CORO_DEPTH * sizeof *c->coro))) {
-        c->coro_nomem = true;
+        !(c->coro = malloc(PYU_MAX_CORO_DEPTH * sizeof *c->coro)))
         return pyu_fail(&c->s->err, PYU_E_NOMEM, "out of memory");
-    }
     c->coro[c->ncoro++] = f; /* at most PYU_MAX_CORO_DEPTH calls */
     return 0;
 }
