@@ -58,7 +58,7 @@ static bool worth_a_look(const char *base)
 
 /* Checks the section's values against the structs and the buffers that
  * hold copies; NULL when they are fine, else what is wrong. */
-static const char *invalid(const pyu_session *s, const uint64_t *a)
+static const char *invalid(const uint64_t *a)
 {
     if (a[A_TASK_SIZE] < 64 || a[A_TASK_SIZE] > PYU_BUF_TASK)
         return "task size";
@@ -72,7 +72,6 @@ static const char *invalid(const pyu_session *s, const uint64_t *a)
     for (int i = A_TS_RUNNING_LOOP; i <= A_TS_TASKS_HEAD; i++)
         if (a[A_TS_SIZE] > PYU_BUF_TSTATE || a[i] + 8 > a[A_TS_SIZE])
             return "thread state field";
-    (void)s;
     return NULL;
 }
 
@@ -100,7 +99,7 @@ int pyu_aio_find(pyu_session *s)
     uint64_t a[A_COUNT];
     if (pyu_read(s, addr, a, sizeof a, "the .AsyncioDebug section") < 0)
         return -1;
-    const char *bad = invalid(s, a);
+    const char *bad = invalid(a);
     if (bad)
         return pyu_err_set(&s->err, PYU_E_OFFSETS, "the .AsyncioDebug "
                            "section at 0x%" PRIx64 " is not valid (%s)",
