@@ -3,11 +3,16 @@
 #include "pyunwind/pyunwind.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifndef PYUNWIND_VERSION
 #define PYUNWIND_VERSION "0.1.0"
@@ -57,9 +62,217 @@ static int run(enum pyu_cmd_kind kind, int argc, char **argv)
     return ex;
 }
 
+/* ------------------------------------------------------------- sample */
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    stop_requested = 1;
+}
+
+/* Ctrl-C and SIGTERM end the run (the profile is kept); no SA_RESTART, so
+ * that a sleep between samples ends at once. */
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* The program started by `sample -- PROGRAM`. */
+typedef struct child {
+    pid_t pid;
+    bool exited;
+    int status; /* its wait status, once exited */
+} child;
+
+static int child_gone(void *arg)
+{
+    child *c = arg;
+    if (!c->exited && waitpid(c->pid, &c->status, WNOHANG) == c->pid)
+        c->exited = true;
+    return c->exited;
+}
+
+/* Starts PROGRAM; its exec failing is reported through a pipe. */
+static int start_child(char **argv, child *c, char *msg, size_t msglen)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) < 0) {
+        snprintf(msg, msglen, "cannot start %s: %s", argv[0], strerror(errno));
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(msg, msglen, "cannot start %s: %s", argv[0], strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        execvp(argv[0], argv);
+        int e = errno;
+        if (write(fds[1], &e, sizeof e) < 0)
+            _exit(127);
+        _exit(127);
+    }
+    close(fds[1]);
+    int e = 0;
+    ssize_t got = read(fds[0], &e, sizeof e);
+    close(fds[0]);
+    *c = (child){pid, false, 0};
+    if (got == (ssize_t)sizeof e) {
+        waitpid(pid, &c->status, 0);
+        snprintf(msg, msglen, "cannot run %s: %s", argv[0], strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+/* Has the program's CPython started (a thread with a frame, or at least
+ * a thread state)? */
+static int count_thread(void *arg, const pyu_walk_thread *t)
+{
+    (void)t;
+    ++*(int *)arg;
+    return PYU_WALK_SKIP;
+}
+
+/* Opens the program once its runtime can be read: polls every 2 ms until
+ * it has a thread, or until it ends. */
+static int open_child(pyu_session **sp, child *c, char *msg, size_t msglen)
+{
+    struct timespec pause = {0, 2000000};
+    for (;;) {
+        pyu_session *s = pyu_session_new();
+        if (!s) {
+            snprintf(msg, msglen, "out of memory");
+            return PYU_EXIT_INTERNAL;
+        }
+        int threads = 0;
+        pyu_walker w = {.thread = count_thread};
+        if (pyu_open_pid(s, c->pid, PYU_OPEN_NONBLOCKING) == 0 &&
+            pyu_walk(s, &w, &threads) == 0 && threads > 0) {
+            *sp = s;
+            return PYU_EXIT_OK;
+        }
+        int code = pyu_errcode(s);
+        char err[512];
+        snprintf(err, sizeof err, "%s", pyu_errmsg(s));
+        pyu_session_free(s);
+        if (child_gone(c)) {
+            snprintf(msg, msglen, "the program ended before a CPython "
+                     "runtime could be read in it%s%s",
+                     *err ? ": " : "", err);
+            return code == PYU_E_NOTPY || code == PYU_E_VERSION
+                       ? PYU_EXIT_NOTPY
+                       : PYU_EXIT_TARGET;
+        }
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* The exit status of the program, as a shell reports it. */
+static int child_exit_code(const child *c)
+{
+    if (WIFEXITED(c->status))
+        return WEXITSTATUS(c->status);
+    if (WIFSIGNALED(c->status))
+        return 128 + WTERMSIG(c->status);
+    return PYU_EXIT_INTERNAL;
+}
+
+static int run_sample(int argc, char **argv)
+{
+    pyu_cmd_opts o;
+    char msg[1024];
+    int ex = pyu_cmd_parse(&o, PYU_CMD_SAMPLE, PYU_CMD_CLI, argc, argv, msg,
+                           sizeof msg);
+    if (ex != PYU_EXIT_OK)
+        return fail(msg, ex);
+    if (o.help) {
+        fputs(pyu_cmd_help(PYU_CMD_SAMPLE, PYU_CMD_CLI), stdout);
+        return PYU_EXIT_OK;
+    }
+    catch_stop_signals();
+    child c = {0, false, 0};
+    pyu_session *s = NULL;
+    if (o.launch) {
+        if (start_child(o.launch, &c, msg, sizeof msg) < 0)
+            return fail(msg, PYU_EXIT_TARGET);
+        ex = open_child(&s, &c, msg, sizeof msg);
+        if (ex != PYU_EXIT_OK) {
+            fail(msg, ex);
+            return c.exited ? child_exit_code(&c) : ex;
+        }
+    } else {
+        if (!(s = pyu_session_new()))
+            return fail("out of memory", PYU_EXIT_INTERNAL);
+        unsigned flags = o.sample_flags & PYU_SAMPLE_BLOCKING
+                             ? 0
+                             : PYU_OPEN_NONBLOCKING;
+        int rc = pyu_open_pid(s, o.pid, flags);
+        if (rc < 0) {
+            ex = fail(pyu_errmsg(s), pyu_cmd_exit_for(rc));
+            pyu_session_free(s);
+            return ex;
+        }
+    }
+    if (o.verbose) {
+        pyu_python_info py;
+        if (pyu_python(s, &py) == 0)
+            fprintf(stderr, "pyunwind: sampling process %d, CPython %s%s\n",
+                    o.launch ? (int)c.pid : o.pid, py.version,
+                    py.free_threaded ? " free-threaded" : "");
+    }
+    pyu_profile *p = pyu_profile_new();
+    if (!p) {
+        pyu_session_free(s);
+        return fail("out of memory", PYU_EXIT_INTERNAL);
+    }
+    pyu_cmd_sample_hooks h = {
+        .stop = &stop_requested,
+        .gone = o.launch ? child_gone : NULL,
+        .arg = &c,
+        .status = isatty(STDERR_FILENO) ? stderr : NULL,
+    };
+    ex = pyu_cmd_sample_run(s, &o, &h, p, stderr, msg, sizeof msg);
+    pyu_session_free(s);
+    if (ex != PYU_EXIT_OK)
+        fail(msg, ex);
+    int wex = pyu_cmd_write_profile(p, &o, stdout, msg, sizeof msg);
+    if (wex != PYU_EXIT_OK) {
+        fail(msg, wex);
+        ex = wex;
+    }
+    pyu_profile_free(p);
+    if (o.launch) {
+        /* profiled to its exit: wait for it, passing Ctrl-C on */
+        if (!c.exited && stop_requested)
+            kill(c.pid, SIGINT);
+        while (!c.exited) {
+            if (waitpid(c.pid, &c.status, 0) == c.pid)
+                c.exited = true;
+            else if (errno != EINTR)
+                break;
+        }
+        if (ex == PYU_EXIT_OK && c.exited)
+            ex = child_exit_code(&c);
+    }
+    return ex;
+}
+
 static const char overview[] =
     "usage: pyunwind dump [OPTIONS] PID | --core CORE   Python stacks\n"
     "       pyunwind tasks [OPTIONS] PID | --core CORE  asyncio tasks\n"
+    "       pyunwind sample [OPTIONS] PID | -- PROGRAM  sampling profiler\n"
     "       pyunwind --version\n"
     "`pyunwind COMMAND --help` lists a command's options.\n";
 
@@ -81,8 +294,10 @@ int main(int argc, char **argv)
         return run(PYU_CMD_DUMP, argc - 1, argv + 1);
     if (strcmp(argv[1], "tasks") == 0)
         return run(PYU_CMD_TASKS, argc - 1, argv + 1);
+    if (strcmp(argv[1], "sample") == 0)
+        return run_sample(argc - 1, argv + 1);
     fprintf(stderr, "pyunwind: error: unknown command '%s' (try: dump, "
-                    "tasks)\n",
+                    "tasks, sample)\n",
             argv[1]);
     return PYU_EXIT_USAGE;
 }

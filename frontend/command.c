@@ -10,8 +10,10 @@
 #include <string.h>
 
 #define CLI_ONLY 1u   /* options that name a target */
-#define DUMP_ONLY 2u
-#define TASKS_ONLY 4u
+#define DUMP 2u       /* the commands that take an option */
+#define TASKS 4u
+#define SAMPLE 8u
+#define ALL (DUMP | TASKS | SAMPLE)
 
 enum {
     OPT_JSON = 256,
@@ -24,24 +26,44 @@ enum {
     OPT_VERBOSE,
     OPT_TREE,
     OPT_ASYNC,
+    OPT_MODE,
+    OPT_GC,
+    OPT_NATIVE,
+    OPT_BLOCKING,
+    OPT_READ_ONLY,
+    OPT_NO_CACHE,
+    OPT_FORMAT,
+    OPT_SORT,
+    OPT_LIMIT,
 };
 
 static const struct {
     struct option opt;
     unsigned where;
 } all_opts[] = {
-    {{"json", no_argument, NULL, OPT_JSON}, 0},
-    {{"tree", no_argument, NULL, OPT_TREE}, TASKS_ONLY},
-    {{"output", required_argument, NULL, 'o'}, 0},
-    {{"thread", required_argument, NULL, OPT_THREAD}, DUMP_ONLY},
-    {{"no-source", no_argument, NULL, OPT_NOSRC}, DUMP_ONLY},
-    {{"async", no_argument, NULL, OPT_ASYNC}, DUMP_ONLY},
-    {{"verbose", no_argument, NULL, OPT_VERBOSE}, 0},
-    {{"help", no_argument, NULL, 'h'}, 0},
-    {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY},
-    {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY},
-    {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY},
-    {{"sysroot", required_argument, NULL, OPT_SYSROOT}, CLI_ONLY},
+    {{"json", no_argument, NULL, OPT_JSON}, DUMP | TASKS},
+    {{"tree", no_argument, NULL, OPT_TREE}, TASKS},
+    {{"output", required_argument, NULL, 'o'}, ALL},
+    {{"thread", required_argument, NULL, OPT_THREAD}, DUMP | SAMPLE},
+    {{"no-source", no_argument, NULL, OPT_NOSRC}, DUMP},
+    {{"async", no_argument, NULL, OPT_ASYNC}, DUMP | SAMPLE},
+    {{"duration", required_argument, NULL, 'd'}, SAMPLE},
+    {{"rate", required_argument, NULL, 'r'}, SAMPLE},
+    {{"mode", required_argument, NULL, OPT_MODE}, SAMPLE},
+    {{"gc", no_argument, NULL, OPT_GC}, SAMPLE},
+    {{"native", no_argument, NULL, OPT_NATIVE}, SAMPLE},
+    {{"blocking", no_argument, NULL, OPT_BLOCKING}, SAMPLE},
+    {{"read-only", no_argument, NULL, OPT_READ_ONLY}, SAMPLE},
+    {{"no-cache", no_argument, NULL, OPT_NO_CACHE}, SAMPLE},
+    {{"format", required_argument, NULL, OPT_FORMAT}, SAMPLE},
+    {{"sort", required_argument, NULL, OPT_SORT}, SAMPLE},
+    {{"limit", required_argument, NULL, OPT_LIMIT}, SAMPLE},
+    {{"verbose", no_argument, NULL, OPT_VERBOSE}, ALL},
+    {{"help", no_argument, NULL, 'h'}, ALL},
+    {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
+    {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
+    {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
+    {{"sysroot", required_argument, NULL, OPT_SYSROOT}, CLI_ONLY | DUMP | TASKS},
 };
 #define NOPTS (sizeof all_opts / sizeof all_opts[0])
 
@@ -122,8 +144,59 @@ static const char debugger_help[] =
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 
+#define SAMPLE_OPTIONS                                                      \
+    "\n"                                                                    \
+    "  -d, --duration SECONDS  sample this long (default: until the target\n" \
+    "                  exits or Ctrl-C)\n"                                   \
+    "  -r, --rate RATE samples per second: N, Nhz, Nk, Nkhz, or max (as\n"   \
+    "                  fast as it can; default 1000)\n"                      \
+    "  --mode MODE     wall (every thread, default), cpu (threads on a CPU),\n"\
+    "                  gil (the thread holding the GIL), exception (threads\n"\
+    "                  raising or handling an exception)\n"                  \
+    "  --thread TID    only the thread with this native id or Python ident\n"\
+    "  --gc            a <GC> frame while a thread collects garbage\n"       \
+    "  --native        a <native> frame where a thread runs C code\n"        \
+    "  --async         a thread running an asyncio task: its stack goes on\n"\
+    "                  through the tasks awaiting it (CPython 3.14+)\n"      \
+    "  --blocking      stop the target for each sample (exact, slower)\n"    \
+    "  --read-only     never write to the target (the frame cache then does\n"\
+    "                  without CPython 3.15's last_profiled_frame anchor)\n" \
+    "  --no-cache      no frame cache: read every stack whole\n"             \
+    "  --format FORMAT top (default: functions by self and total samples),\n"\
+    "                  collapsed (flame graph input), json (docs/json.md)\n" \
+    "  --sort KEY      top: self (default), total or name\n"                 \
+    "  --limit N       top: at most N rows (default 40; 0: all)\n"
+
+static const char cli_sample_help[] =
+    "usage: pyunwind sample [OPTIONS] PID\n"
+    "       pyunwind sample [OPTIONS] -- PROGRAM [ARGS...]\n"
+    "\n"
+    "Samples the Python stacks of a running CPython 3.13-3.15 process (or of\n"
+    "PROGRAM, started here and profiled to its exit) and writes a profile.\n"
+    "Ctrl-C ends the run and keeps the profile.\n"
+    SAMPLE_OPTIONS
+    "  -o, --output FILE  write the profile to FILE instead of standard output\n"
+    "  --verbose       say on standard error how the target was read and what\n"
+    "                  the sampler did (reads, frame cache, anchors)\n"
+    "  -h, --help      print this help\n";
+
+static const char debugger_sample_help[] =
+    "Sample the Python stacks of the debugged CPython for a while.\n"
+    "usage: py-sample [OPTIONS]\n"
+    "\n"
+    "The inferior runs for the window and is stopped again at its end; a\n"
+    "breakpoint or signal ends the window early.  The output is what\n"
+    "`pyunwind sample` writes for the same process.\n"
+    SAMPLE_OPTIONS
+    "  -o, --output FILE  write the profile to FILE instead of the debugger's\n"
+    "                  output\n"
+    "  --verbose       also say what the sampler did\n"
+    "  -h, --help      print this help\n";
+
 const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe)
 {
+    if (kind == PYU_CMD_SAMPLE)
+        return fe == PYU_CMD_CLI ? cli_sample_help : debugger_sample_help;
     if (kind == PYU_CMD_TASKS)
         return fe == PYU_CMD_CLI ? cli_tasks_help : debugger_tasks_help;
     return fe == PYU_CMD_CLI ? cli_help : debugger_help;
@@ -132,18 +205,17 @@ const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe)
 static bool accepts(unsigned where, enum pyu_cmd_kind kind,
                     enum pyu_cmd_frontend fe)
 {
+    static const unsigned bit[] = {DUMP, TASKS, SAMPLE};
     if ((where & CLI_ONLY) && fe != PYU_CMD_CLI)
         return false;
-    if ((where & DUMP_ONLY) && kind != PYU_CMD_DUMP)
-        return false;
-    return !(where & TASKS_ONLY) || kind == PYU_CMD_TASKS;
+    return (where & bit[kind]) != 0;
 }
 
 const char *const *pyu_cmd_options(enum pyu_cmd_kind kind,
                                    enum pyu_cmd_frontend fe)
 {
-    static char names[2][2][NOPTS + 1][16];
-    static const char *lists[2][2][NOPTS + 1];
+    static char names[3][2][NOPTS + 1][16];
+    static const char *lists[3][2][NOPTS + 1];
     const char **l = lists[kind][fe];
     if (!l[0]) {
         size_t n = 0;
@@ -180,6 +252,79 @@ static int parse_u64(const char *arg, uint64_t *v)
     return 0;
 }
 
+/* "N", "Nhz", "Nk", "Nkhz" (N may have a fraction), or "max" (0). */
+static int parse_rate(const char *arg, double *hz)
+{
+    if (strcmp(arg, "max") == 0) {
+        *hz = 0;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || !(v > 0))
+        return -1;
+    if (*end == 'k' || *end == 'K') {
+        v *= 1000;
+        end++;
+    }
+    if (strcasecmp(end, "hz") == 0)
+        end += 2;
+    if (*end || v > 1e6)
+        return -1;
+    *hz = v;
+    return 0;
+}
+
+static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
+                                         NULL};
+static const char *const format_names[] = {"top", "collapsed", "json", NULL};
+static const char *const sort_names[] = {"self", "total", "name", NULL};
+
+static int pick(const char *arg, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(arg, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The rest of a sample command line: a PID or -- PROGRAM (CLI). */
+static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
+                        char **argv, const char *name, char *msg,
+                        size_t msglen)
+{
+    if (o->async)
+        o->sample_flags |= PYU_SAMPLE_ASYNC;
+    if ((o->sample_flags & PYU_SAMPLE_ASYNC) &&
+        (o->sample_flags & PYU_SAMPLE_NATIVE))
+        return usage(msg, msglen, "--async and --native do not go together");
+    if (fe == PYU_CMD_DEBUGGER) {
+        if (optind != argc)
+            return usage(msg, msglen, "unexpected argument '%s' (%s "
+                         "samples the debugger's current target; see %s "
+                         "--help)", argv[optind], name, name);
+        return PYU_EXIT_OK;
+    }
+    if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
+        o->launch = argv + optind;
+        o->nlaunch = argc - optind;
+        return PYU_EXIT_OK;
+    }
+    if (optind + 1 != argc)
+        return usage(msg, msglen, "%s (see %s --help)",
+                     optind == argc ? "give a process id, or -- PROGRAM "
+                                      "[ARGS...]"
+                                    : "give one process id", name);
+    char *end;
+    errno = 0;
+    long pid = strtol(argv[optind], &end, 10);
+    if (errno || *end || pid <= 0 || pid > 0x3fffffff)
+        return usage(msg, msglen, "'%s' is not a process id", argv[optind]);
+    o->pid = (int)pid;
+    return PYU_EXIT_OK;
+}
+
 int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                   enum pyu_cmd_frontend fe, int argc, char **argv, char *msg,
                   size_t msglen)
@@ -190,16 +335,21 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         if (accepts(all_opts[i].where, kind, fe))
             longopts[n++] = all_opts[i].opt;
     memset(&longopts[n], 0, sizeof longopts[n]);
-    static const char *const names[2][2] = {
-        {"pyunwind dump", "py-dump"}, {"pyunwind tasks", "py-tasks"}};
+    static const char *const names[3][2] = {
+        {"pyunwind dump", "py-dump"},
+        {"pyunwind tasks", "py-tasks"},
+        {"pyunwind sample", "py-sample"}};
     const char *name = names[kind][fe];
 
     memset(o, 0, sizeof *o);
     o->kind = kind;
+    o->rate = 1000;
+    o->limit = 40;
     optind = 0; /* GNU: start over, reinitialising getopt's state */
     opterr = 0; /* our own one-line messages */
     int c;
-    while ((c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+    const char *shorts = kind == PYU_CMD_SAMPLE ? ":o:hd:r:" : ":o:h";
+    while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
         switch (c) {
         case OPT_JSON: o->json = true; break;
         case OPT_VERBOSE: o->verbose = true; break;
@@ -212,6 +362,50 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_NONBLOCK: o->open_flags |= PYU_OPEN_NONBLOCKING; break;
         case 'o': o->output = optarg; break;
         case 'h': o->help = true; return PYU_EXIT_OK;
+        case OPT_GC: o->sample_flags |= PYU_SAMPLE_GC; break;
+        case OPT_NATIVE: o->sample_flags |= PYU_SAMPLE_NATIVE; break;
+        case OPT_BLOCKING: o->sample_flags |= PYU_SAMPLE_BLOCKING; break;
+        case OPT_READ_ONLY: o->sample_flags |= PYU_SAMPLE_READ_ONLY; break;
+        case OPT_NO_CACHE: o->sample_flags |= PYU_SAMPLE_NO_CACHE; break;
+        case 'd': {
+            char *end;
+            errno = 0;
+            o->duration = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(o->duration > 0) ||
+                o->duration > 1e7)
+                return usage(msg, msglen, "'%s' is not a duration in seconds "
+                             "(for example 10 or 0.5)", optarg);
+            break;
+        }
+        case 'r':
+            if (parse_rate(optarg, &o->rate) < 0)
+                return usage(msg, msglen, "'%s' is not a rate (for example "
+                             "100, 250hz, 10k, 20khz or max; at most 1MHz)",
+                             optarg);
+            break;
+        case OPT_MODE:
+            if ((o->mode = pick(optarg, mode_names)) < 0)
+                return usage(msg, msglen, "'%s' is not a mode (wall, cpu, "
+                             "gil or exception)", optarg);
+            break;
+        case OPT_FORMAT:
+            if ((o->format = pick(optarg, format_names)) < 0)
+                return usage(msg, msglen, "'%s' is not a format (top, "
+                             "collapsed or json)", optarg);
+            break;
+        case OPT_SORT:
+            if ((o->sort = pick(optarg, sort_names)) < 0)
+                return usage(msg, msglen, "'%s' is not a sort key (self, "
+                             "total or name)", optarg);
+            break;
+        case OPT_LIMIT: {
+            uint64_t v = 0;
+            if (strcmp(optarg, "0") != 0 && parse_u64(optarg, &v) < 0)
+                return usage(msg, msglen, "'%s' is not a number of rows",
+                             optarg);
+            o->limit = (size_t)v;
+            break;
+        }
         case OPT_THREAD:
             if (parse_u64(optarg, &o->thread) < 0)
                 return usage(msg, msglen, "'%s' is not a thread id (give the "
@@ -226,6 +420,8 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                          argv[optind - 1], name);
         }
     }
+    if (kind == PYU_CMD_SAMPLE)
+        return check_sample(o, fe, argc, argv, name, msg, msglen);
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
             return usage(msg, msglen, "unexpected argument '%s' (%s "

@@ -30,7 +30,7 @@ enum pyu_cmd_exit {
 };
 
 /* The commands. */
-enum pyu_cmd_kind { PYU_CMD_DUMP, PYU_CMD_TASKS };
+enum pyu_cmd_kind { PYU_CMD_DUMP, PYU_CMD_TASKS, PYU_CMD_SAMPLE };
 
 /* Who parses: the CLI takes a target (PID or --core ...) on its command
  * line; a debugger command reads the debugger's current target. */
@@ -47,11 +47,24 @@ typedef struct pyu_cmd_opts {
     unsigned text_flags;  /* PYU_TEXT_* (--no-source) */
     const char *output;   /* -o FILE, or NULL for the front end's output */
     uint64_t thread;      /* --thread TID (native id or ident); 0 = all */
+    /* sample / py-sample */
+    double duration;      /* -d SECONDS; 0: until the target exits */
+    double rate;          /* -r: samples per second; 0: as fast as it can */
+    int mode;             /* --mode: PYU_MODE_* */
+    unsigned sample_flags; /* PYU_SAMPLE_* */
+    int format;           /* --format: PYU_CMD_FORMAT_* */
+    int sort;             /* --sort: PYU_TOP_SORT_* */
+    size_t limit;         /* --limit rows of top (0: all) */
     /* CLI only */
     unsigned open_flags;  /* PYU_OPEN_* (--nonblocking) */
     int pid;
     const char *core, *exe, *sysroot;
+    char **launch;        /* sample -- PROGRAM ARGS...: argv to start */
+    int nlaunch;
 } pyu_cmd_opts;
+
+/* Profile formats of --format. */
+enum { PYU_CMD_FORMAT_TOP, PYU_CMD_FORMAT_COLLAPSED, PYU_CMD_FORMAT_JSON };
 
 /* The help text of a command in a front end ("py-dump", "pyunwind
  * tasks"...); a static string. */
@@ -105,6 +118,40 @@ int pyu_cmd_no_thread(char *msg, size_t msglen, uint64_t tid,
 int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                 const char *source, FILE *out, FILE *diag, char *msg,
                 size_t msglen);
+
+/* ------------------------------------------------------------ sampling */
+
+#include <signal.h>
+
+/* How a sampling run learns that it should end, and where its status line
+ * goes. */
+typedef struct pyu_cmd_sample_hooks {
+    volatile sig_atomic_t *stop; /* becomes non-zero to end it (Ctrl-C) */
+    int (*gone)(void *arg);      /* may be NULL; non-zero once the target
+                                    has ended (a program started here) */
+    void *arg;
+    FILE *status; /* a terminal for the live status line, or NULL */
+} pyu_cmd_sample_hooks;
+
+/* Samples the session's target into p with the options of `sample`: on an
+ * absolute schedule at o->rate (ticks that could not be served are counted
+ * as missed), until o->duration, the target's end or *stop.  Then writes
+ * the summary (and with --verbose the sampler's statistics) to diag.
+ * Returns a PYU_EXIT_* code (a message in msg when not OK); the profile is
+ * kept in every case. */
+int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
+                       const pyu_cmd_sample_hooks *h, pyu_profile *p,
+                       FILE *diag, char *msg, size_t msglen);
+
+/* The end-of-run line: samples, time, rate, failed and missed, and why the
+ * run ended ("interrupted", "the target exited") when ended is set. */
+void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
+                            const char *ended);
+
+/* Writes the profile in o->format to o->output, or to out when there is
+ * none.  Returns PYU_EXIT_OK or PYU_EXIT_INTERNAL (message in msg). */
+int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
+                          char *msg, size_t msglen);
 
 #ifdef __cplusplus
 }

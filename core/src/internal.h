@@ -242,6 +242,7 @@ struct pyu_session {
     char version[32];
     char *found_in;
     uint64_t code_epoch;         /* pyu_code_epoch(); moved on by code.c */
+    uint64_t reads;              /* read calls made (source.c) */
 
     struct pyu_codes *codes;     /* code.c */
     pyu_strtab *strings;         /* strings.c: remote str -> UTF-8 */
@@ -569,14 +570,40 @@ typedef struct pyu_threads_cb {
  * Returns 0, a callback's stop value, or -1 on an error (record set). */
 PYU_HIDDEN int pyu_threads_each(pyu_session *s, const pyu_threads_cb *cb,
                                 void *arg);
+
+/* The pieces of the iterator, for a caller that reads interpreters and
+ * thread states in batches of its own (the sampler). */
+typedef struct pyu_interp_read {
+    uint64_t id, gen, tlbc_gen;
+    int32_t collecting;
+    pyu_range r[8]; /* point into this struct and the pyu_interp */
+    size_t n;
+} pyu_interp_read;
+/* The ranges that read the interpreter state at addr into *ii and *ir. */
+PYU_HIDDEN void pyu_interp_plan(const pyu_offsets *o, uint64_t addr,
+                                pyu_interp *ii, pyu_interp_read *ir);
+/* Completes *ii once the ranges are read (noting the code generation,
+ * which may flush the caches). */
+PYU_HIDDEN void pyu_interp_take(pyu_session *s, pyu_interp *ii,
+                                const pyu_interp_read *ir);
+/* The bytes of a thread state copy with the words at extra_off. */
+PYU_HIDDEN size_t pyu_tstate_len(const pyu_session *s,
+                                 const uint64_t extra_off[2]);
+/* Decodes a copy of the thread state at ts into *r; *next gets the next
+ * one of the list. */
+PYU_HIDDEN void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
+                                const uint64_t extra_off[2], uint64_t ts,
+                                const uint8_t *buf, size_t len, pyu_tstate *r,
+                                uint64_t *next);
 PYU_HIDDEN void pyu_threads_free(pyu_session *s);
 
 /* ============================================ thread status (status.c) */
 
 /* PYU_STATUS_* of a thread (all but the 3.15 GC frame check, which needs
- * its frames). */
+ * its frames).  The bits in `want` that cost reads (PYU_STATUS_ON_CPU, a
+ * /proc read; PYU_STATUS_EXCEPTION) are looked up only when asked. */
 PYU_HIDDEN unsigned pyu_status_of(pyu_session *s, const pyu_interp *in,
-                                  const pyu_tstate *t);
+                                  const pyu_tstate *t, unsigned want);
 
 /* ============================================= asyncio (asyncio.c) */
 
@@ -660,6 +687,11 @@ PYU_HIDDEN const char *pyu_store_str(pyu_store *st, uint64_t key,
  * store (once per code object).  Returns 0 or -PYU_E_NOMEM (record set). */
 PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
                                const pyu_walk_frame *f, pyu_frame *out);
+
+/* ============================================ profiles (out_*.c) */
+
+/* One line: process, version, mode, samples, rate, failed, missed. */
+PYU_HIDDEN void pyu_profile_summary(FILE *out, const pyu_profile_data *d);
 
 /* ============================================ rendering (json.c) */
 

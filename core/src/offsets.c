@@ -187,6 +187,8 @@ static const check checks[] = {
     {L(ts_native_thread_id), L(ts_size), 8, true},
     {L(ts_datastack_chunk), L(ts_size), 8, true},
     {L(ts_base_frame), L(ts_size), 8, false},
+    {L(ts_last_profiled_frame), L(ts_size), 8, false},
+    {L(ts_last_profiled_frame_seq), L(ts_size), 8, false},
     {L(ts_holds_gil), L(ts_size), 4, false},
     {L(ts_gil_requested), L(ts_size), 4, false},
     {L(ts_current_exception), L(ts_size), 8, false},

@@ -10,6 +10,7 @@
 
 int pyu_readv(pyu_session *s, const pyu_range *r, size_t n, const char *what)
 {
+    s->reads++;
     int rc = s->ops->read(s->ctx, r, n);
     if (rc >= 0)
         return 0;
@@ -40,6 +41,7 @@ int pyu_read(pyu_session *s, uint64_t addr, void *buf, size_t len,
 
 int pyu_readv_quiet(pyu_session *s, const pyu_range *r, size_t n)
 {
+    s->reads++;
     int rc = s->ops->read(s->ctx, r, n);
     return rc < 0 ? rc : 0;
 }

@@ -45,7 +45,7 @@ static uint64_t handled_exception(pyu_session *s, const pyu_tstate *t)
 }
 
 unsigned pyu_status_of(pyu_session *s, const pyu_interp *in,
-                       const pyu_tstate *t)
+                       const pyu_tstate *t, unsigned want)
 {
     const pyu_offsets *o = &s->off;
     unsigned st = 0;
@@ -60,12 +60,13 @@ unsigned pyu_status_of(pyu_session *s, const pyu_interp *in,
         (st & PYU_STATUS_HAS_GIL))
         st |= PYU_STATUS_GC;
     char sched;
-    if (s->ops->thread_state &&
+    if ((want & PYU_STATUS_ON_CPU) && s->ops->thread_state &&
         s->ops->thread_state(s->ctx, t->native_id, &sched) == 0 &&
         sched == 'R')
         st |= PYU_STATUS_ON_CPU;
     /* an exception being raised is never None */
-    if (t->current_exception || is_exception(s, handled_exception(s, t)))
+    if ((want & PYU_STATUS_EXCEPTION) &&
+        (t->current_exception || is_exception(s, handled_exception(s, t))))
         st |= PYU_STATUS_EXCEPTION;
     return st;
 }

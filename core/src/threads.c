@@ -73,16 +73,8 @@ static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
     pyu_caches_flush(s); /* not seen before: nothing cached can be trusted */
 }
 
-/* The fields of an interpreter state a walk needs, as ranges. */
-typedef struct interp_read {
-    uint64_t id, gen, tlbc_gen;
-    int32_t collecting;
-    pyu_range r[8];
-    size_t n;
-} interp_read;
-
-static void interp_ranges(const pyu_offsets *o, uint64_t interp,
-                          pyu_interp *ii, interp_read *ir)
+void pyu_interp_plan(const pyu_offsets *o, uint64_t interp, pyu_interp *ii,
+                     pyu_interp_read *ir)
 {
     memset(ir, 0, sizeof *ir);
     memset(ii, 0, sizeof *ii);
@@ -113,7 +105,8 @@ static void interp_ranges(const pyu_offsets *o, uint64_t interp,
     ir->n = n;
 }
 
-static void interp_done(pyu_session *s, pyu_interp *ii, const interp_read *ir)
+void pyu_interp_take(pyu_session *s, pyu_interp *ii,
+                     const pyu_interp_read *ir)
 {
     ii->id = (int64_t)ir->id;
     ii->gc_collecting = ir->collecting != 0;
@@ -124,12 +117,12 @@ static void interp_done(pyu_session *s, pyu_interp *ii, const interp_read *ir)
 
 /* The length of a thread state copy: the struct, and the caller's extra
  * words (they may lie in the larger _PyThreadStateImpl). */
-static size_t tstate_len(const pyu_session *s, const pyu_threads_cb *cb)
+size_t pyu_tstate_len(const pyu_session *s, const uint64_t extra_off[2])
 {
     size_t len = (size_t)PYU_OFF(&s->off, ts_size);
     for (int i = 0; i < 2; i++)
-        if (cb->extra_off[i] != PYU_ABSENT && cb->extra_off[i] + 8 > len)
-            len = (size_t)cb->extra_off[i] + 8;
+        if (extra_off[i] != PYU_ABSENT && extra_off[i] + 8 > len)
+            len = (size_t)extra_off[i] + 8;
     return len; /* <= PYU_BUF_TSTATE: both were validated against it */
 }
 
@@ -142,11 +135,11 @@ static int read_interps(pyu_session *s, size_t *n, bool *truncated,
     struct pyu_threads *t = s->threads;
     const pyu_offsets *o = &s->off;
     uint64_t head = 0, interp;
-    interp_read ir;
+    pyu_interp_read ir;
     bool have_first = false;
     *first_ts = false;
     if (t->guess_interp) {
-        interp_ranges(o, t->guess_interp, &t->interps[0], &ir);
+        pyu_interp_plan(o, t->guess_interp, &t->interps[0], &ir);
         ir.r[ir.n++] = (pyu_range){
             s->runtime + PYU_OFF(o, rt_interpreters_head), &head, 8};
         if (t->guess_tstate)
@@ -175,12 +168,12 @@ static int read_interps(pyu_session *s, size_t *n, bool *truncated,
         }
         pyu_interp *ii = &t->interps[*n];
         if (*n == 0 && have_first) {
-            interp_done(s, ii, &ir);
+            pyu_interp_take(s, ii, &ir);
         } else {
-            interp_ranges(o, interp, ii, &ir);
+            pyu_interp_plan(o, interp, ii, &ir);
             if (pyu_readv(s, ir.r, ir.n, "an interpreter state") < 0)
                 return pyu_fail_ctx(&s->err, "interpreter %zu", *n);
-            interp_done(s, ii, &ir);
+            pyu_interp_take(s, ii, &ir);
         }
         (*n)++;
     }
@@ -214,10 +207,10 @@ static void order_interps(struct pyu_threads *t, size_t n, bool list_order)
 
 /* ---------------------------------------------------------------- threads */
 
-static void take_fields(pyu_session *s, const pyu_interp *in,
-                        const pyu_threads_cb *cb, uint64_t ts,
-                        const uint8_t *buf, size_t len, pyu_tstate *r,
-                        uint64_t *next)
+void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
+                     const uint64_t extra_off[2], uint64_t ts,
+                     const uint8_t *buf, size_t len, pyu_tstate *r,
+                     uint64_t *next)
 {
     const pyu_offsets *o = &s->off;
     memset(r, 0, sizeof *r);
@@ -252,8 +245,8 @@ static void take_fields(pyu_session *s, const pyu_interp *in,
         r->exc_previous = pyu_u64(buf, len, at + PYU_OFF(o, err_previous_item));
     }
     for (int i = 0; i < 2; i++)
-        if (cb->extra_off[i] != PYU_ABSENT)
-            r->extra[i] = pyu_u64(buf, len, cb->extra_off[i]);
+        if (extra_off[i] != PYU_ABSENT)
+            r->extra[i] = pyu_u64(buf, len, extra_off[i]);
 }
 
 static bool grow_recs(struct pyu_threads *t, size_t need)
@@ -296,7 +289,8 @@ static int read_threads(pyu_session *s, const pyu_threads_cb *cb,
         }
         if (!grow_recs(t, *n + 1))
             return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
-        take_fields(s, in, cb, ts, buf, t->tslen, &t->recs[*n], &ts);
+        pyu_tstate_take(s, in, cb->extra_off, ts, buf, t->tslen,
+                        &t->recs[*n], &ts);
     }
     if (cb->flags & PYU_WALK_LIST_ORDER)
         return 0;
@@ -322,7 +316,7 @@ int pyu_threads_each(pyu_session *s, const pyu_threads_cb *cb, void *arg)
     struct pyu_threads *t = s->threads;
     if (!t && !(t = s->threads = calloc(1, sizeof *t)))
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
-    size_t len = tstate_len(s, cb);
+    size_t len = pyu_tstate_len(s, cb->extra_off);
     if (len != t->tslen) {
         uint8_t *b = realloc(t->tsbuf, len), *c = b ? realloc(t->spec, len)
                                                       : NULL;

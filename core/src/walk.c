@@ -183,7 +183,7 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *t)
 {
     walk_ctx *c = arg;
     pyu_walk_thread wt = {in->id, t->addr, t->thread_id, t->native_id,
-                          t->main, pyu_status_of(c->s, in, t)};
+                          t->main, pyu_status_of(c->s, in, t, ~0u)};
     int rc = c->w->thread ? callback(c, c->w->thread(c->arg, &wt))
                           : PYU_WALK_NEXT;
     if (rc != PYU_WALK_NEXT)

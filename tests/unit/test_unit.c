@@ -401,6 +401,7 @@ static void build_fake(fake_mem *m)
     SET(ts_status, 0x38); SET(ts_holds_gil, 0x3C); SET(ts_gil_requested, 0x40);
     SET(ts_current_exception, 0x48); SET(ts_exc_state, 0x50);
     SET(ts_base_frame, 0x80);
+    SET(ts_last_profiled_frame, 0xE0); SET(ts_last_profiled_frame_seq, 0xE8);
     SET(fr_size, 0x50); SET(fr_previous, 8); SET(fr_executable, 0);
     SET(fr_instr_ptr, 0x38); SET(fr_stackpointer, 0x40);
     SET(fr_tlbc_index, 0x48); SET(fr_owner, 0x4A); SET(fr_localsplus, 0x50);
@@ -844,6 +845,218 @@ static void test_errors(void)
     CHECK_EQ(strlen(pyu_err_text(&e)), PYU_ERRMSG_MAX - 1);
 }
 
+/* ------------------------------------------------ the sampler's frame cache */
+
+/* A simulated interpreter over the synthetic runtime: one thread whose
+ * frames (one code object, lines 42 and 43) are pushed and popped at
+ * frames FRAMES + i * 0x50, moving the 3.15 anchor and its sequence number
+ * as CPython does when an anchored frame is popped.  Between two ranges of
+ * a read (when `racy`) or between samples it takes random steps, and it
+ * logs every stack it ever had, so that each stack the sampler records can
+ * be checked against the stacks that existed while that sample ran. */
+#define SIM_MAX 30
+#define SIM_FRAME(i) (FRAMES + (uint64_t)(i) * 0x50)
+#define SIM_ANCHOR (TSTATE + 0xE0)
+#define SIM_SEQ (TSTATE + 0xE8)
+#define SIM_LOG (1u << 16)
+
+typedef struct sim {
+    fake_mem m;
+    int depth;
+    unsigned unit[SIM_MAX]; /* 0: line 42, 4: line 43 */
+    uint64_t rng;
+    int racy;               /* steps inside reads, 1 in `racy` ranges */
+    uint32_t log[SIM_LOG];  /* each stack it had, as a bit pattern + depth */
+    size_t nlog;
+} sim;
+
+static uint64_t sim_rand(sim *x)
+{
+    x->rng ^= x->rng << 13;
+    x->rng ^= x->rng >> 7;
+    x->rng ^= x->rng << 17;
+    return x->rng;
+}
+
+static uint32_t sim_key_of(const unsigned *unit, int depth)
+{
+    uint32_t k = (uint32_t)depth << 24;
+    for (int i = 0; i < depth; i++)
+        k |= (unit[i] ? 1u : 0u) << i;
+    return k;
+}
+
+static void sim_publish(sim *x)
+{
+    put64(&x->m, TSTATE + 0x20, x->depth ? SIM_FRAME(x->depth - 1) : 0);
+    if (x->nlog < SIM_LOG)
+        x->log[x->nlog++] = sim_key_of(x->unit, x->depth);
+}
+
+static void sim_step(sim *x)
+{
+    uint64_t r = sim_rand(x) % 8;
+    if (x->depth > 1 && (r < 3 || x->depth == SIM_MAX)) { /* return */
+        uint64_t f = SIM_FRAME(x->depth - 1), anchor, seq;
+        memcpy(&anchor, x->m.img + (SIM_ANCHOR - IMG_BASE), 8);
+        memcpy(&seq, x->m.img + (SIM_SEQ - IMG_BASE), 8);
+        if (anchor == f) {
+            put64(&x->m, SIM_ANCHOR, SIM_FRAME(x->depth - 2));
+            put64(&x->m, SIM_SEQ, seq + 1);
+        }
+        x->depth--;
+    } else if (r < 6) { /* call: a new frame at the next slot */
+        x->unit[x->depth] = sim_rand(x) & 1 ? 4 : 0;
+        put_frame(&x->m, SIM_FRAME(x->depth), CODE,
+                  x->depth ? SIM_FRAME(x->depth - 1) : TSTATE + 0x80, 0,
+                  x->unit[x->depth]);
+        x->depth++;
+    } else { /* the innermost frame runs on to another line */
+        x->unit[x->depth - 1] ^= 4;
+        put64(&x->m, SIM_FRAME(x->depth - 1) + 0x38,
+              CODE + 0xC0 + 2 * x->unit[x->depth - 1]);
+    }
+    sim_publish(x);
+}
+
+static int sim_read(void *ctx, const pyu_range *r, size_t n)
+{
+    sim *x = ctx;
+    for (size_t i = 0; i < n; i++) {
+        if (x->racy && sim_rand(x) % (uint64_t)x->racy == 0)
+            sim_step(x);
+        int rc = fake_read(&x->m, &r[i], 1);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+static int sim_write(void *ctx, uint64_t addr, const void *buf, size_t len)
+{
+    sim *x = ctx;
+    if (addr != SIM_ANCHOR || len != 8)
+        return -PYU_E_INVAL; /* the one write the sampler may make */
+    memcpy(x->m.img + (addr - IMG_BASE), buf, 8);
+    return 0;
+}
+
+static const pyu_memory_ops sim_ops = {.read = sim_read, .write = sim_write};
+
+/* The stack the profile counted last, as sim_key_of gives it: the stack
+ * whose count grew since `before` (counts of the previous sample). */
+static long sim_counted(pyu_profile *p, uint64_t *before, size_t *nbefore)
+{
+    const pyu_profile_data *d = pyu_profile_get(p);
+    long key = -1;
+    for (size_t i = 0; i < d->nstacks; i++) {
+        uint64_t old = i < *nbefore ? before[i] : 0;
+        if (d->stacks[i].count != old) {
+            unsigned unit[SIM_MAX];
+            uint32_t depth = d->nodes[d->stacks[i].node].depth, k = depth;
+            if (depth > SIM_MAX)
+                return -2;
+            for (uint32_t nd = d->stacks[i].node; nd; nd = d->nodes[nd].parent)
+                unit[--k] = d->frames[d->nodes[nd].frame].line == 43 ? 4 : 0;
+            key = sim_key_of(unit, (int)depth);
+        }
+        before[i] = d->stacks[i].count;
+    }
+    *nbefore = d->nstacks;
+    return key;
+}
+
+/* Runs `samples` samples with sampler flags `flags`; returns how many
+ * recorded a stack the simulation never had while the sample ran. */
+static int sim_run(sim *x, unsigned flags, int racy, int samples,
+                   pyu_sampler_stats *st, int *failed)
+{
+    static uint64_t before[1u << 16];
+    size_t nbefore = 0;
+    int impossible = 0;
+    pyu_session *s = pyu_session_new();
+    pyu_profile *p = pyu_profile_new();
+    pyu_sampler *sm = NULL;
+    CHECK_EQ(pyu_open_memory(s, &sim_ops, x, 99, RT), 0);
+    pyu_sampler_opts o = {PYU_MODE_WALL, flags, 0};
+    CHECK_EQ(pyu_sampler_new(s, &o, p, &sm), 0);
+    *failed = 0;
+    for (int i = 0; sm && i < samples; i++) {
+        for (int k = (int)(sim_rand(x) % 4); k > 0; k--)
+            sim_step(x);
+        size_t from = x->nlog - 1;
+        x->racy = racy;
+        int rc = pyu_sampler_take(sm);
+        x->racy = 0;
+        long key = sim_counted(p, before, &nbefore);
+        if (rc != 1) {
+            ++*failed;
+            continue;
+        }
+        bool ok = false;
+        for (size_t k = from; k < x->nlog && !ok; k++)
+            ok = x->log[k] == (uint32_t)key;
+        if (!ok)
+            impossible++;
+        if (x->nlog > SIM_LOG - 4096) { /* keep the window, drop the rest */
+            x->log[0] = x->log[x->nlog - 1];
+            x->nlog = 1;
+        }
+    }
+    if (sm)
+        pyu_sampler_stats_get(sm, st);
+    pyu_sampler_free(sm);
+    pyu_profile_free(p);
+    pyu_session_free(s);
+    return impossible;
+}
+
+static void sim_init(sim *x, uint64_t seed)
+{
+    memset(x, 0, sizeof *x);
+    build_fake(&x->m);
+    x->rng = seed;
+    x->unit[0] = 0;
+    put_frame(&x->m, SIM_FRAME(0), CODE, TSTATE + 0x80, 0, 0);
+    x->m.img[TSTATE + 0x80 + 0x4A - IMG_BASE] = 3;
+    x->depth = 1;
+    for (int i = 0; i < 12; i++)
+        sim_step(x);
+}
+
+static void test_sampler_cache(void)
+{
+    static sim x;
+    pyu_sampler_stats st;
+    int failed;
+    static const unsigned modes[] = {0, PYU_SAMPLE_READ_ONLY,
+                                     PYU_SAMPLE_NO_CACHE};
+    for (size_t m = 0; m < 3; m++) {
+        /* the target changes only between samples: every stack exact */
+        sim_init(&x, 0x9E3779B97F4A7C15ull + m);
+        CHECK_EQ(sim_run(&x, modes[m], 0, 20000, &st, &failed), 0);
+        CHECK_EQ(failed, 0);
+        if (m == 0) { /* the anchor did its work */
+            CHECK(st.anchor_writes > 0);
+            CHECK(st.cache_full + st.cache_partial > 10000);
+            CHECK(st.frames_cached > st.frames_read);
+        } else {
+            CHECK_EQ(st.anchor_writes, 0);
+            CHECK_EQ(st.frames_cached, 0);
+        }
+        /* and while it reads: never a stack that was not there */
+        /* and while it reads: a stack that changes under the read is left
+         * out, never recorded as a stack it did not have; here the
+         * simulation takes a step between two ranges of a read in one of
+         * `racy` ranges (on average several steps during a sample) */
+        sim_init(&x, 0x1234567 + m);
+        CHECK_EQ(sim_run(&x, modes[m], m == 0 ? 16 : 64, 20000, &st,
+                         &failed), 0);
+        CHECK(failed > 0 && failed < 20000 / 2);
+        CHECK(st.torn > 0);
+    }
+}
+
 static int print_lines(int argc, char **argv)
 {
     if (argc != 5)
@@ -951,6 +1164,7 @@ int main(int argc, char **argv)
     test_walk();
     test_describe_epoch();
     test_errors();
+    test_sampler_cache();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -120,6 +120,10 @@ typedef int (*pyu_mapping_fn)(void *arg, const pyu_mapping *m);
  *           it was delivered to and returns 0; otherwise returns
  *           -PYU_E_STATE.
  * destroy   May be NULL.  Frees ctx; called once, by pyu_session_free.
+ * write     May be NULL (the target cannot be written).  Writes len bytes
+ *           at addr.  The one write pyunwind makes is the sampler's frame
+ *           cache anchor on CPython 3.15 (see pyu_sampler_new); returns 0
+ *           or a negated error as read does.
  */
 typedef struct pyu_memory_ops {
     int (*read)(void *ctx, const pyu_range *ranges, size_t nranges);
@@ -130,6 +134,7 @@ typedef struct pyu_memory_ops {
     int (*thread_state)(void *ctx, uint64_t tid, char *state);
     int (*fatal_signal)(void *ctx, int *signo, uint64_t *tid);
     void (*destroy)(void *ctx);
+    int (*write)(void *ctx, uint64_t addr, const void *buf, size_t len);
 } pyu_memory_ops;
 
 /* ---------------------------------------------------------------- sessions */
@@ -483,6 +488,206 @@ PYU_API const pyu_task *pyu_tasks_find(const pyu_tasks *t, uint64_t id);
 PYU_API int pyu_tasks_write_table(const pyu_tasks *t, FILE *out);
 PYU_API int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *cycle);
 PYU_API int pyu_tasks_write_json(const pyu_tasks *t, FILE *out);
+
+/* ---------------------------------------------------------------- profiles */
+
+/* A profile: what a sampler (or a caller feeding stacks one at a time)
+ * recorded.  Stacks are interned: a frame is a function and a line; a
+ * stack is a node of a tree whose root is the empty stack, each node one
+ * frame deeper than its parent; the profile counts samples per (thread,
+ * node).  Every output format is written from this one structure. */
+typedef struct pyu_profile pyu_profile;
+
+/* What a function of a profile is. */
+#define PYU_FUNC_PYTHON 0 /* Python code */
+#define PYU_FUNC_GC 1     /* "<GC>": the thread runs the garbage collector */
+#define PYU_FUNC_NATIVE 2 /* "<native>": C code outside the eval loop */
+
+typedef struct pyu_profile_func {
+    const char *name; /* co_qualname, or "<GC>", "<native>" */
+    const char *file; /* co_filename ("" for the others) */
+    int first_line;   /* co_firstlineno (0 for the others) */
+    int kind;         /* PYU_FUNC_* */
+} pyu_profile_func;
+
+typedef struct pyu_profile_frame {
+    uint32_t func; /* index into funcs */
+    int line;      /* line of the instruction it ran; 0 when unknown */
+} pyu_profile_frame;
+
+typedef struct pyu_profile_node {
+    uint32_t parent; /* the stack without its innermost frame (0: root) */
+    uint32_t frame;  /* its innermost frame (index into frames) */
+    uint32_t depth;  /* number of frames; the root (node 0) has 0 */
+} pyu_profile_node;
+
+typedef struct pyu_profile_thread {
+    uint64_t thread_id;        /* threading.get_ident() */
+    uint64_t native_thread_id; /* kernel thread id */
+    int64_t interpreter_id;
+    int main;                  /* its interpreter's main thread */
+    uint64_t samples;          /* stacks recorded for it */
+    uint64_t status[8];        /* of those, how many had status bit i
+                                  (1u << i: PYU_STATUS_*) */
+} pyu_profile_thread;
+
+typedef struct pyu_profile_stack {
+    uint32_t thread; /* index into threads */
+    uint32_t node;   /* index into nodes; its innermost frame last */
+    uint64_t count;
+} pyu_profile_stack;
+
+/* Sampling modes: which threads a sample records. */
+#define PYU_MODE_WALL 0      /* every thread */
+#define PYU_MODE_CPU 1       /* threads running on a CPU */
+#define PYU_MODE_GIL 2       /* the thread holding the GIL */
+#define PYU_MODE_EXCEPTION 3 /* threads raising or handling an exception
+                                while they hold the GIL (as CPython's
+                                sampler: where time goes to exceptions) */
+
+/* About the run, set by the sampler and its caller. */
+typedef struct pyu_profile_info {
+    int pid;
+    char python[32];       /* the target's CPython version */
+    int mode;              /* PYU_MODE_* */
+    unsigned flags;        /* the sampler's PYU_SAMPLE_* flags */
+    uint64_t interval_ns;  /* the schedule's period; 0: as fast as possible */
+    uint64_t start_ns;     /* CLOCK_REALTIME at the start */
+    uint64_t duration_ns;  /* wall time sampled */
+    uint64_t samples;      /* samples taken (failed ones included) */
+    uint64_t failed;       /* samples in which a stack could not be read
+                              consistently (it was left out) */
+    uint64_t missed;       /* ticks of the schedule never served */
+} pyu_profile_info;
+
+/* The whole profile: arrays valid until the profile changes. */
+typedef struct pyu_profile_data {
+    const pyu_profile_info *info;
+    const pyu_profile_func *funcs;
+    size_t nfuncs;
+    const pyu_profile_frame *frames;
+    size_t nframes;
+    const pyu_profile_node *nodes; /* nodes[0] is the root */
+    size_t nnodes;
+    const pyu_profile_thread *threads;
+    size_t nthreads;
+    const pyu_profile_stack *stacks; /* in order of first appearance */
+    size_t nstacks;
+    uint64_t total;                  /* sum of all counts */
+} pyu_profile_data;
+
+/* A new, empty profile, or NULL when out of memory. */
+PYU_API pyu_profile *pyu_profile_new(void);
+PYU_API void pyu_profile_free(pyu_profile *p);
+/* Its contents (never NULL for a profile). */
+PYU_API const pyu_profile_data *pyu_profile_get(pyu_profile *p);
+/* Its run information, for the caller to complete (duration, missed). */
+PYU_API pyu_profile_info *pyu_profile_info_of(pyu_profile *p);
+
+/* Building a profile by hand (a debugger script feeding the stacks it saw
+ * at breakpoints; the sampler uses the same calls).  Each returns an index
+ * (>= 0), or a negated error when out of memory.  Strings are copied. */
+PYU_API long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
+                                    uint64_t native_thread_id,
+                                    int64_t interpreter_id, int main);
+PYU_API long pyu_profile_add_func(pyu_profile *p, const char *name,
+                                  const char *file, int first_line,
+                                  int kind);
+PYU_API long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line);
+/* The node for stack `parent` with `frame` added innermost. */
+PYU_API long pyu_profile_push(pyu_profile *p, uint32_t parent,
+                              uint32_t frame);
+/* Counts n samples of stack `node` on thread `thread`, with thread status
+ * `status` (PYU_STATUS_* bits).  Returns 0 or a negated error. */
+PYU_API int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
+                              uint64_t n, unsigned status);
+
+/* Output.  collapsed: one line per (thread, stack), "tid:NATIVE_ID;frame;
+ * ...;frame COUNT", outermost frame first, a frame as "file:function:line"
+ * with the file's base name (Brendan Gregg's format as CPython's sampler
+ * writes it; read by flamegraph.pl, speedscope, inferno); most samples
+ * first.  top: functions by self and total
+ * samples, like pstats (sort: PYU_TOP_SORT_*; limit: rows, 0 = all).
+ * json: the whole profile (docs/json.md).  Return 0 or -PYU_E_IO. */
+PYU_API int pyu_profile_write_collapsed(pyu_profile *p, FILE *out);
+#define PYU_TOP_SORT_SELF 0
+#define PYU_TOP_SORT_TOTAL 1
+#define PYU_TOP_SORT_NAME 2
+PYU_API int pyu_profile_write_top(pyu_profile *p, FILE *out, int sort,
+                                  size_t limit);
+PYU_API int pyu_profile_write_json(pyu_profile *p, FILE *out);
+
+/* ---------------------------------------------------------------- sampling */
+
+/* A sampler reads the stacks of the threads a mode selects, again and
+ * again, into a profile.  It keeps what it can prove unchanged from one
+ * sample to the next (the frame cache), so that a sample of a thread whose
+ * stack changed little costs one read of the target. */
+typedef struct pyu_sampler pyu_sampler;
+
+/* Flags of pyu_sampler_opts. */
+#define PYU_SAMPLE_GC 1u        /* a "<GC>" frame innermost while a thread
+                                   runs the garbage collector */
+#define PYU_SAMPLE_NATIVE 2u    /* a "<native>" frame where C code called
+                                   back into Python (an entry frame between
+                                   two Python frames), as CPython's sampler
+                                   --native */
+#define PYU_SAMPLE_ASYNC 4u     /* the running task's stack continued
+                                   through its awaiters (PYU_WALK_ASYNC) */
+#define PYU_SAMPLE_BLOCKING 8u  /* stop the target for each sample (when the
+                                   memory source can) */
+#define PYU_SAMPLE_READ_ONLY 16u /* never write to the target: the frame
+                                   cache does without its anchor */
+#define PYU_SAMPLE_NO_CACHE 32u /* no frame cache: every stack is read and
+                                   resolved whole (the reference the cache
+                                   is tested against) */
+
+typedef struct pyu_sampler_opts {
+    int mode;        /* PYU_MODE_* */
+    unsigned flags;  /* PYU_SAMPLE_* */
+    uint64_t thread; /* only this thread (native id or ident), 0: all */
+} pyu_sampler_opts;
+
+typedef struct pyu_sampler_stats {
+    uint64_t samples;        /* pyu_sampler_take calls */
+    uint64_t failed;         /* samples with a stack left out */
+    uint64_t stacks;         /* stacks recorded */
+    uint64_t torn;           /* thread stacks that changed under the read
+                                (read again once, then left out) */
+    uint64_t reads;          /* read calls made to the memory source */
+    uint64_t frames_read;    /* frames read from the target */
+    uint64_t frames_cached;  /* frames taken from the frame cache */
+    uint64_t cache_full;     /* stacks whose frames below the innermost
+                                came from the cache */
+    uint64_t cache_partial;  /* stacks with some frames from the cache */
+    uint64_t cache_miss;     /* stacks read whole */
+    uint64_t unproven;       /* stacks kept with more frames read above
+                                the anchor than prove them consistent
+                                (none on 3.13/3.14: nothing proves them) */
+    uint64_t anchor_writes;  /* anchors written into the target */
+    int anchors;             /* 1 when the sampler writes anchors */
+} pyu_sampler_stats;
+
+/* A sampler over an opened session, recording into p (which it fills in
+ * p's info: pid, python, mode, flags).  On CPython 3.15 with a memory
+ * source that can write, and unless PYU_SAMPLE_READ_ONLY, it writes each
+ * sampled thread's `last_profiled_frame` (the frame cache anchor CPython
+ * 3.15 keeps for remote profilers: the interpreter moves it to the caller
+ * when that frame returns), as CPython's own sampler does: the one write
+ * pyunwind makes to a target.  Returns 0 or a negated error. */
+PYU_API int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
+                            pyu_profile *p, pyu_sampler **out);
+/* Takes one sample: reads the selected threads' stacks and counts each in
+ * the profile.  Returns the number of stacks recorded, or a negated error
+ * when the sample failed as a whole (-PYU_E_NOPROC: the process is gone;
+ * the message in pyu_errmsg).  A thread whose stack changed under the read
+ * is read once more, then left out (the sample counts as failed). */
+PYU_API int pyu_sampler_take(pyu_sampler *sm);
+PYU_API void pyu_sampler_stats_get(const pyu_sampler *sm,
+                                   pyu_sampler_stats *out);
+/* Frees the sampler; first clears the anchors it wrote in threads that
+ * still exist (a live target).  Accepts NULL. */
+PYU_API void pyu_sampler_free(pyu_sampler *sm);
 
 /* ------------------------------------------------------ decoding helpers */
 

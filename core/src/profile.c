@@ -1,0 +1,334 @@
+/* Profiles: interned functions, frames, stacks and per-thread counts.
+ *
+ * Everything is stored in growing arrays and found again through
+ * open-addressing indexes over them (an index holds element numbers; the
+ * element itself is the key), so that counting a stack that was seen
+ * before allocates nothing.  Strings are interned by content and owned by
+ * the profile: it outlives the session whose target it describes.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* An index over one array: slot = element number + 1 (0: free) and the
+ * key's hash, so that most probes compare no element. */
+typedef struct ix_slot {
+    uint32_t elem1;
+    uint32_t hash;
+} ix_slot;
+
+typedef struct ix {
+    ix_slot *slots;
+    size_t cap, n;
+} ix;
+
+typedef struct pstr {
+    char *text; /* owned */
+    size_t len;
+} pstr;
+
+struct pyu_profile {
+    pyu_profile_info info;
+    pyu_profile_data data; /* what pyu_profile_get hands out */
+    pstr *strs;
+    size_t nstrs, capstrs;
+    pyu_profile_func *funcs;
+    size_t nfuncs, capfuncs;
+    pyu_profile_frame *frames;
+    size_t nframes, capframes;
+    pyu_profile_node *nodes;
+    size_t nnodes, capnodes;
+    pyu_profile_thread *threads;
+    size_t nthreads, capthreads;
+    pyu_profile_stack *stacks;
+    size_t nstacks, capstacks;
+    ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
+    uint64_t total;
+};
+
+static inline uint32_t mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return (uint32_t)h;
+}
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
+static bool ix_grow(ix *x)
+{
+    size_t ncap = x->cap ? x->cap * 2 : 64;
+    ix_slot *ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+        return false;
+    for (size_t k = 0; k < x->cap; k++) {
+        if (!x->slots[k].elem1)
+            continue;
+        size_t i = x->slots[k].hash & (ncap - 1);
+        while (ns[i].elem1)
+            i = (i + 1) & (ncap - 1);
+        ns[i] = x->slots[k];
+    }
+    free(x->slots);
+    x->slots = ns;
+    x->cap = ncap;
+    return true;
+}
+
+/* Probes for hash: returns the element number of the first slot whose
+ * element `eq` accepts, or -1 with *at set to the free slot to fill. */
+#define IX_FIND(x, h, at, EQ)                                               \
+    ({                                                                      \
+        long found_ = -1;                                                   \
+        size_t i_ = (h) & ((x)->cap - 1);                                   \
+        for (; (x)->slots[i_].elem1; i_ = (i_ + 1) & ((x)->cap - 1)) {      \
+            if ((x)->slots[i_].hash == (h)) {                               \
+                size_t e = (x)->slots[i_].elem1 - 1;                        \
+                (void)e;                                                    \
+                if (EQ) {                                                   \
+                    found_ = (long)e;                                       \
+                    break;                                                  \
+                }                                                           \
+            }                                                               \
+        }                                                                   \
+        *(at) = i_;                                                         \
+        found_;                                                             \
+    })
+
+/* Makes room before an insertion (after a failed find, find again). */
+static bool ix_room(ix *x)
+{
+    return (x->n + 1) * 4 < x->cap * 3 || ix_grow(x);
+}
+
+static void ix_put(ix *x, size_t at, uint32_t h, size_t elem)
+{
+    x->slots[at] = (ix_slot){(uint32_t)elem + 1, h};
+    x->n++;
+}
+
+/* The elements of each array are limited to what 32-bit ids can name. */
+#define MAX_ELEMS (UINT32_MAX - 1)
+
+static bool room(void **a, size_t n, size_t *cap, size_t el)
+{
+    return n < MAX_ELEMS && pyu_grow(a, n, cap, el);
+}
+
+pyu_profile *pyu_profile_new(void)
+{
+    pyu_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    if (!ix_grow(&p->istrs) || !ix_grow(&p->ifuncs) ||
+        !ix_grow(&p->iframes) || !ix_grow(&p->inodes) ||
+        !ix_grow(&p->ithreads) || !ix_grow(&p->istacks) ||
+        !room((void **)&p->nodes, 0, &p->capnodes, sizeof *p->nodes)) {
+        pyu_profile_free(p);
+        return NULL;
+    }
+    p->nodes[0] = (pyu_profile_node){0, 0, 0}; /* the root */
+    p->nnodes = 1;
+    return p;
+}
+
+void pyu_profile_free(pyu_profile *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->nstrs; i++)
+        free(p->strs[i].text);
+    free(p->strs);
+    free(p->funcs);
+    free(p->frames);
+    free(p->nodes);
+    free(p->threads);
+    free(p->stacks);
+    ix *all[] = {&p->istrs, &p->ifuncs, &p->iframes,
+                 &p->inodes, &p->ithreads, &p->istacks};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        free(all[i]->slots);
+    free(p);
+}
+
+const pyu_profile_data *pyu_profile_get(pyu_profile *p)
+{
+    p->data = (pyu_profile_data){
+        &p->info,  p->funcs,    p->nfuncs,   p->frames,  p->nframes,
+        p->nodes,  p->nnodes,   p->threads,  p->nthreads, p->stacks,
+        p->nstacks, p->total};
+    return &p->data;
+}
+
+pyu_profile_info *pyu_profile_info_of(pyu_profile *p)
+{
+    return &p->info;
+}
+
+/* The profile's copy of a string. */
+static const char *intern_str(pyu_profile *p, const char *s)
+{
+    if (!s)
+        s = "";
+    size_t len = strlen(s), at;
+    uint32_t h = mix(hash_bytes(s, len));
+    long e = IX_FIND(&p->istrs, h, &at,
+                     p->strs[e].len == len &&
+                         memcmp(p->strs[e].text, s, len) == 0);
+    if (e >= 0)
+        return p->strs[e].text;
+    if (!room((void **)&p->strs, p->nstrs, &p->capstrs, sizeof *p->strs))
+        return NULL;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, s, len + 1);
+    if (!ix_room(&p->istrs)) {
+        free(copy);
+        return NULL;
+    }
+    IX_FIND(&p->istrs, h, &at, false);
+    p->strs[p->nstrs] = (pstr){copy, len};
+    ix_put(&p->istrs, at, h, p->nstrs);
+    p->nstrs++;
+    return copy;
+}
+
+long pyu_profile_add_func(pyu_profile *p, const char *name, const char *file,
+                          int first_line, int kind)
+{
+    const char *n = intern_str(p, name), *f = n ? intern_str(p, file) : NULL;
+    if (!f)
+        return -PYU_E_NOMEM;
+    uint32_t h = mix((uint64_t)(uintptr_t)n * 31 ^ (uint64_t)(uintptr_t)f ^
+                     ((uint64_t)(uint32_t)first_line << 32) ^
+                     (uint64_t)kind << 60);
+    size_t at;
+    long e = IX_FIND(&p->ifuncs, h, &at,
+                     p->funcs[e].name == n && p->funcs[e].file == f &&
+                         p->funcs[e].first_line == first_line &&
+                         p->funcs[e].kind == kind);
+    if (e >= 0)
+        return e;
+    if (!room((void **)&p->funcs, p->nfuncs, &p->capfuncs,
+              sizeof *p->funcs) ||
+        !ix_room(&p->ifuncs))
+        return -PYU_E_NOMEM;
+    IX_FIND(&p->ifuncs, h, &at, false);
+    p->funcs[p->nfuncs] = (pyu_profile_func){n, f, first_line, kind};
+    ix_put(&p->ifuncs, at, h, p->nfuncs);
+    return (long)p->nfuncs++;
+}
+
+long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line)
+{
+    if (func >= p->nfuncs)
+        return -PYU_E_INVAL;
+    uint32_t h = mix(((uint64_t)func << 32) | (uint32_t)line);
+    size_t at;
+    long e = IX_FIND(&p->iframes, h, &at,
+                     p->frames[e].func == func && p->frames[e].line == line);
+    if (e >= 0)
+        return e;
+    if (!room((void **)&p->frames, p->nframes, &p->capframes,
+              sizeof *p->frames) ||
+        !ix_room(&p->iframes))
+        return -PYU_E_NOMEM;
+    IX_FIND(&p->iframes, h, &at, false);
+    p->frames[p->nframes] = (pyu_profile_frame){func, line};
+    ix_put(&p->iframes, at, h, p->nframes);
+    return (long)p->nframes++;
+}
+
+long pyu_profile_push(pyu_profile *p, uint32_t parent, uint32_t frame)
+{
+    if (parent >= p->nnodes || frame >= p->nframes)
+        return -PYU_E_INVAL;
+    uint32_t h = mix(((uint64_t)parent << 32) | frame);
+    size_t at;
+    long e = IX_FIND(&p->inodes, h, &at,
+                     p->nodes[e].parent == parent &&
+                         p->nodes[e].frame == frame && e != 0);
+    if (e >= 0)
+        return e;
+    if (!room((void **)&p->nodes, p->nnodes, &p->capnodes,
+              sizeof *p->nodes) ||
+        !ix_room(&p->inodes))
+        return -PYU_E_NOMEM;
+    IX_FIND(&p->inodes, h, &at, false);
+    p->nodes[p->nnodes] =
+        (pyu_profile_node){parent, frame, p->nodes[parent].depth + 1};
+    ix_put(&p->inodes, at, h, p->nnodes);
+    return (long)p->nnodes++;
+}
+
+long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
+                            uint64_t native_thread_id, int64_t interpreter_id,
+                            int main)
+{
+    uint32_t h = mix(thread_id * 31 ^ native_thread_id ^
+                     (uint64_t)interpreter_id << 48);
+    size_t at;
+    long e = IX_FIND(&p->ithreads, h, &at,
+                     p->threads[e].thread_id == thread_id &&
+                         p->threads[e].native_thread_id ==
+                             native_thread_id &&
+                         p->threads[e].interpreter_id == interpreter_id);
+    if (e >= 0) {
+        p->threads[e].main |= main != 0;
+        return e;
+    }
+    if (!room((void **)&p->threads, p->nthreads, &p->capthreads,
+              sizeof *p->threads) ||
+        !ix_room(&p->ithreads))
+        return -PYU_E_NOMEM;
+    IX_FIND(&p->ithreads, h, &at, false);
+    p->threads[p->nthreads] = (pyu_profile_thread){
+        .thread_id = thread_id,
+        .native_thread_id = native_thread_id,
+        .interpreter_id = interpreter_id,
+        .main = main != 0,
+    };
+    ix_put(&p->ithreads, at, h, p->nthreads);
+    return (long)p->nthreads++;
+}
+
+int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
+                      uint64_t n, unsigned status)
+{
+    if (thread >= p->nthreads || node >= p->nnodes)
+        return -PYU_E_INVAL;
+    uint32_t h = mix(((uint64_t)thread << 32) | node);
+    size_t at;
+    long e = IX_FIND(&p->istacks, h, &at,
+                     p->stacks[e].thread == thread &&
+                         p->stacks[e].node == node);
+    if (e < 0) {
+        if (!room((void **)&p->stacks, p->nstacks, &p->capstacks,
+                  sizeof *p->stacks) ||
+            !ix_room(&p->istacks))
+            return -PYU_E_NOMEM;
+        IX_FIND(&p->istacks, h, &at, false);
+        p->stacks[p->nstacks] = (pyu_profile_stack){thread, node, 0};
+        ix_put(&p->istacks, at, h, p->nstacks);
+        e = (long)p->nstacks++;
+    }
+    p->stacks[e].count += n;
+    p->total += n;
+    pyu_profile_thread *t = &p->threads[thread];
+    t->samples += n;
+    for (unsigned b = 0; status && b < 8; b++, status >>= 1)
+        if (status & 1)
+            t->status[b] += n;
+    return 0;
+}

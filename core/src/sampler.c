@@ -1,0 +1,1129 @@
+/* The sampler: one stack per selected thread, again and again, into a
+ * profile, reading as little of the target as can be proven enough.
+ *
+ * Steady state (the threads the last sample found are still there): one
+ * read of the target per sample brings the runtime's interpreter list
+ * head, each interpreter's fields, each thread state, and for each thread
+ * the frames at the addresses its innermost frames had last time.  The
+ * list is checked link by link against the prediction; any difference
+ * sends the sample through the full iterator (threads.c), which sets up
+ * the next prediction.
+ *
+ * The frame cache.  Each thread's stack of the last good sample is kept,
+ * base first, with the profile node of every prefix.  On CPython 3.15 the
+ * thread state carries an anchor, last_profiled_frame, and a sequence
+ * number: when the frame the anchor names is popped (returns, yields),
+ * the interpreter moves the anchor to that frame's caller and adds one to
+ * the sequence.  So if a sample read the anchor A and sequence q before it
+ * read the stack, and A was the frame at position i, then at any later
+ * time an anchor equal to the frame at position i-k with sequence q+k
+ * proves that exactly k anchored frames were popped: the frames below
+ * position i-k are the ones read then, and only the frames from i-k up
+ * need reading.  Nothing else is trusted: the anchor and the sequence must
+ * have been read before the stack they vouch for, so after the sampler
+ * writes a new anchor (the innermost frame, when many frames were read
+ * above the old one) the next sample reads the whole stack.  Frame
+ * addresses are reused (the ABA problem the sequence number exists for);
+ * the rule above never relies on an address alone.
+ *
+ * Without an anchor (3.13, 3.14, a read-only sampler) each sample reads
+ * the whole chain, but frames identical to the last sample's at the same
+ * depth (same frame, code object and instruction, under an unchanged code
+ * epoch, and everything below identical too) keep their profile node
+ * without being resolved again.
+ *
+ * A chain that does not reach the thread's base frame (3.15), loops, or
+ * does not meet the anchor it was promised changed under the read: the
+ * thread is read once more in full, then left out and the sample counted
+ * as failed.
+ */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PREFETCH 3          /* frames read with the thread state: where
+                               the innermost was, where a call from it
+                               would go, where its caller was */
+#define SINGLE_READS 3      /* frames read one by one before the chunks */
+#define RECHECK 3           /* innermost frames read twice (see read_stack) */
+#define MAX_UNPROVEN (RECHECK - 1) /* frames above the anchor a stack may
+                               hold and still be proven consistent */
+#define DELTAS 4096         /* code -> callee offset memo (lossy) */
+#define TAIL_MAX 256        /* the thread state words read again */
+#define MEMO_MAX (1u << 16) /* (code, instruction) -> frame memo entries */
+#define OWNER_FIRST_SHIM 3
+
+/* A frame read in this sample. */
+typedef struct fresh {
+    uint64_t addr, code, ip; /* ip: instr_ptr, the tlbc index mixed in */
+    uint64_t prev;
+    uint64_t instr_ptr;
+    int32_t tlbc;
+    uint8_t owner;
+} fresh;
+
+/* One thread: its place in the profile and its frame cache. */
+typedef struct sthread {
+    uint64_t tstate, thread_id, native_id;
+    long pthread;   /* profile thread, or -1 before its first stack */
+    /* the stack of the last good sample, base first */
+    uint64_t *addr, *code, *ip; /* owned */
+    uint32_t *node;             /* node of the stack up to each frame */
+    size_t n, cap;
+    uint64_t epoch; /* code epoch of the ip-based matches */
+    bool valid;
+    bool anchored;      /* the anchor read before that stack was in it */
+    size_t anchor_at;   /* ... at this position */
+    uint64_t seq;       /* ... with this sequence number */
+    bool wrote;         /* we wrote its anchor */
+    uint64_t predict[PREFETCH]; /* see PREFETCH */
+    uint64_t chunk, chunk_end;  /* its current data-stack chunk */
+} sthread;
+
+/* A (code object, instruction) -> profile frame memo. */
+typedef struct memo_slot {
+    uint64_t code; /* 0: free */
+    uint64_t ip;
+    long frame;    /* profile frame, or -1: not Python code */
+} memo_slot;
+
+/* One interpreter of the prediction. */
+typedef struct sinterp {
+    pyu_interp in;
+    pyu_interp_read ir;
+    size_t first, n; /* its threads in sm->threads */
+} sinterp;
+
+struct pyu_sampler {
+    pyu_session *s;
+    pyu_profile *p;
+    pyu_sampler_opts o;
+    pyu_sampler_stats st;
+    bool anchors;       /* the target has anchors and we may write them */
+    bool read_anchors;  /* the target has anchors (3.15.0b4+) */
+    bool code_gen;      /* the target reports freed code objects */
+    uint64_t extra_off[2];
+    size_t fsize, tslen;
+    long gc_frame, native_frame; /* profile frames of <GC>, <native> */
+    /* the prediction: interpreters and threads in list order */
+    sinterp *interps;
+    size_t ninterps, capinterps;
+    sthread *threads;
+    size_t nthreads, capthreads;
+    bool predicted;
+    uint64_t head; /* the runtime's interpreter list head, as read */
+    /* per-sample buffers */
+    pyu_range *ranges;
+    size_t capranges;
+    uint8_t *tsbuf; /* nthreads thread state copies */
+    uint8_t *pfbuf; /* nthreads * PREFETCH frame copies */
+    uint8_t *tailbuf; /* nthreads words read again after the frames */
+    size_t tail_off, tail_len; /* current_frame .. the anchor's sequence */
+    size_t captsbuf;
+    uint64_t *next; /* each thread state's next, as read */
+    pyu_tstate *recs;
+    fresh *fresh;   /* one chain */
+    size_t capfresh;
+    struct {
+        uint64_t code, delta;
+    } deltas[DELTAS]; /* where a frame of that code puts its callee's */
+    memo_slot *memo;
+    size_t memocap, memon;
+    uint64_t memo_epoch;
+    uint8_t frame_copy[PYU_BUF_FRAME];
+    uint8_t recheck[RECHECK][PYU_BUF_FRAME]; /* second copies */
+};
+
+/* ------------------------------------------------------------------ memo */
+
+static void memo_clear(pyu_sampler *sm)
+{
+    if (sm->memo)
+        memset(sm->memo, 0, sm->memocap * sizeof *sm->memo);
+    sm->memon = 0;
+    sm->memo_epoch = sm->s->code_epoch;
+}
+
+static inline memo_slot *memo_find(pyu_sampler *sm, uint64_t code,
+                                   uint64_t ip, bool *found)
+{
+    size_t i = pyu_slot(code ^ (ip << 7) ^ (ip >> 29), sm->memocap);
+    for (;; i = (i + 1) & (sm->memocap - 1)) {
+        memo_slot *m = &sm->memo[i];
+        if (!m->code) {
+            *found = false;
+            return m;
+        }
+        if (m->code == code && m->ip == ip) {
+            *found = true;
+            return m;
+        }
+    }
+}
+
+/* The profile frame a Python frame ran: -1 when its executable is not a
+ * code object (not a Python frame), -2 on an error (record set). */
+static long frame_of(pyu_sampler *sm, const fresh *f)
+{
+    pyu_session *s = sm->s;
+    if (sm->memo_epoch != s->code_epoch || sm->memon * 2 >= sm->memocap) {
+        if (sm->memon * 2 >= sm->memocap && sm->memocap < MEMO_MAX) {
+            size_t ncap = sm->memocap ? sm->memocap * 2 : 1024;
+            memo_slot *nm = calloc(ncap, sizeof *nm);
+            if (!nm) {
+                pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+                return -2;
+            }
+            free(sm->memo);
+            sm->memo = nm;
+            sm->memocap = ncap;
+        }
+        memo_clear(sm);
+    }
+    bool found;
+    memo_slot *m = memo_find(sm, f->code, f->ip, &found);
+    if (found)
+        return m->frame;
+    bool is_code;
+    const pyu_code *c = pyu_code_get(s, f->code, &is_code);
+    long frame = -1;
+    if (c) {
+        uint32_t instr = pyu_code_instr(s, c, f->instr_ptr, f->tlbc);
+        long func = pyu_profile_add_func(sm->p, c->qualname, c->filename,
+                                         c->firstlineno, PYU_FUNC_PYTHON);
+        frame = func < 0 ? func
+                         : pyu_profile_add_frame(sm->p, (uint32_t)func,
+                                                 pyu_code_line(c, instr));
+        if (frame < 0) {
+            pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+            return -2;
+        }
+    } else if (is_code) {
+        return -2;
+    }
+    if (sm->memo_epoch != s->code_epoch) /* pyu_code_get flushed */
+        memo_clear(sm);
+    m = memo_find(sm, f->code, f->ip, &found);
+    *m = (memo_slot){f->code, f->ip, frame};
+    sm->memon++;
+    return frame;
+}
+
+/* ---------------------------------------------------------------- threads */
+
+static bool reserve_stack(sthread *t, size_t n)
+{
+    if (n <= t->cap)
+        return true;
+    size_t ncap = t->cap ? t->cap : 64;
+    while (ncap < n)
+        ncap *= 2;
+    uint64_t *a = realloc(t->addr, ncap * 8);
+    if (a)
+        t->addr = a;
+    uint64_t *c = a ? realloc(t->code, ncap * 8) : NULL;
+    if (c)
+        t->code = c;
+    uint64_t *i = c ? realloc(t->ip, ncap * 8) : NULL;
+    if (i)
+        t->ip = i;
+    uint32_t *nd = i ? realloc(t->node, ncap * 4) : NULL;
+    if (!nd)
+        return false;
+    t->node = nd;
+    t->cap = ncap;
+    return true;
+}
+
+static void thread_free(sthread *t)
+{
+    free(t->addr);
+    free(t->code);
+    free(t->ip);
+    free(t->node);
+}
+
+/* Outcome of reading a stack. */
+enum { STACK_OK = 0, STACK_TORN = 1, STACK_EMPTY = 2, STACK_UNPROVEN = 3 };
+
+/* Decodes the frame fields the sampler uses from a copy. */
+static inline void take_frame(const pyu_offsets *o, size_t fsize,
+                              uint64_t addr, const uint8_t *buf, fresh *f,
+                              uint64_t *prev)
+{
+    f->addr = addr;
+    f->owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
+    f->code = pyu_u64(buf, fsize, PYU_OFF(o, fr_executable)) & ~o->tag_mask;
+    f->instr_ptr = pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr));
+    f->tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index)
+                  ? (int32_t)pyu_u32(buf, fsize, PYU_OFF(o, fr_tlbc_index))
+                  : 0;
+    f->ip = f->instr_ptr ^ ((uint64_t)(uint32_t)f->tlbc << 48);
+    *prev = f->prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
+}
+
+static bool same_frame(const fresh *a, const fresh *b)
+{
+    return a->code == b->code && a->ip == b->ip && a->prev == b->prev &&
+           a->owner == b->owner;
+}
+
+/* The words of the thread state read again after its frames: its current
+ * frame and the anchor's sequence number. */
+static void tail_words(const pyu_sampler *sm, const uint8_t *tail,
+                       uint64_t *current, uint64_t *seq)
+{
+    const pyu_offsets *o = &sm->s->off;
+    *current = pyu_u64(tail, sm->tail_len,
+                       PYU_OFF(o, ts_current_frame) - sm->tail_off);
+    *seq = sm->read_anchors
+               ? pyu_u64(tail, sm->tail_len,
+                         PYU_OFF(o, ts_last_profiled_frame_seq) - sm->tail_off)
+               : 0;
+}
+
+static void learn_delta(pyu_sampler *sm, uint64_t code, uint64_t parent,
+                        uint64_t child)
+{
+    if (child > parent && child - parent < (1u << 16)) {
+        size_t i = pyu_slot(code, DELTAS);
+        sm->deltas[i].code = code;
+        sm->deltas[i].delta = child - parent;
+    }
+}
+
+/* Reads a thread's stack into its cache, taking from the cache what the
+ * anchor proves unchanged (use_cache).  pf: its prefetched frames and
+ * tail: its current frame and sequence read after them, in the same read
+ * as the thread state (NULL: none).  Returns STACK_*, or -1 on an error
+ * that ends the sample.
+ *
+ * Consistency: the current frame and the sequence number are read again
+ * after the frames; a change means the stack moved under the read (torn).
+ * Unchanged, they prove the frames below the anchor (3.15); the frames
+ * above it were read at slightly different moments, which cannot mix two
+ * stacks when there are at most MAX_UNPROVEN of them (each was read with
+ * its `previous` still naming the next).  A stack with more is kept, and
+ * the anchor is moved to its innermost frame, so that the next sample's
+ * read is proven whole. */
+static int read_stack(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
+                      const uint8_t *pf, const uint8_t *tail, bool use_cache)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    size_t fsize = sm->fsize;
+    uint64_t first = ts->current_frame;
+    uint64_t anchor = ts->extra[0], seq = ts->extra[1];
+    if (!first) {
+        t->valid = false;
+        return STACK_EMPTY;
+    }
+
+    /* what the anchor proves: the frames below position keep */
+    size_t keep = 0;
+    bool hit = false;
+    if (use_cache && sm->read_anchors && t->valid && t->anchored && anchor) {
+        uint64_t k = seq - t->seq;
+        if (k <= t->anchor_at && t->addr[t->anchor_at - k] == anchor) {
+            keep = (size_t)(t->anchor_at - k);
+            hit = true;
+        }
+    }
+
+    /* the frames above it, innermost first */
+    size_t nf = 0, singles = 0;
+    int slot[RECHECK]; /* the prefetch slot of each innermost frame */
+    bool found = false, base = false, chunks = false;
+    cycle cyc = {0, 1, 0};
+    pyu_chunk_span span = {0, 0, NULL};
+    uint64_t frame = first;
+    while (frame) {
+        if (nf >= PYU_MAX_FRAMES || cycle_step(&cyc, frame))
+            return STACK_TORN;
+        if (nf == sm->capfresh &&
+            !pyu_grow((void **)&sm->fresh, nf, &sm->capfresh,
+                      sizeof *sm->fresh))
+            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+        const uint8_t *buf = NULL;
+        if (nf < RECHECK)
+            slot[nf] = -1;
+        for (int i = 0; pf && i < PREFETCH; i++)
+            if (t->predict[i] == frame) {
+                buf = pf + (size_t)i * fsize;
+                if (nf < RECHECK)
+                    slot[nf] = i;
+                break;
+            }
+        if (!buf && frame >= span.start && frame < span.end &&
+            span.end - frame >= fsize)
+            buf = span.local + (frame - span.start);
+        if (!buf && !chunks && singles == SINGLE_READS) {
+            /* a long walk: copy the chunks instead */
+            pyu_chunks_reset(s, ts->chunk, frame + fsize);
+            chunks = true;
+        }
+        if (!buf && chunks)
+            buf = pyu_chunks_find(s, frame, fsize, &span);
+        if (!buf) {
+            int rc = pyu_read_quiet(s, frame, sm->frame_copy, fsize);
+            if (rc == -PYU_E_NOPROC)
+                return pyu_fail(&s->err, PYU_E_NOPROC,
+                                "the process has exited"), -1;
+            if (rc < 0)
+                return STACK_TORN; /* freed under the read */
+            buf = sm->frame_copy;
+            singles++;
+        }
+        uint64_t prev;
+        take_frame(o, fsize, frame, buf, &sm->fresh[nf++], &prev);
+        if (hit && frame == anchor) {
+            found = true;
+            break;
+        }
+        if (frame == ts->base_frame) {
+            base = true;
+            break;
+        }
+        frame = prev;
+    }
+    if (hit ? !found : (ts->base_frame && !base))
+        return STACK_TORN;
+
+    /* did it move under the read?  Its innermost frames were read twice
+     * (in the batch when they were predicted, else now), then its current
+     * frame and sequence number: all must be as they were. */
+    size_t k = nf < RECHECK ? nf : RECHECK;
+    bool in_batch = tail != NULL;
+    for (size_t i = 0; i < k; i++)
+        in_batch &= slot[i] >= 0;
+    uint8_t again[TAIL_MAX];
+    const uint8_t *second[RECHECK];
+    if (in_batch) {
+        for (size_t i = 0; i < k; i++)
+            second[i] = pf + (size_t)(PREFETCH + slot[i]) * fsize;
+    } else {
+        pyu_range r[RECHECK + 1];
+        for (size_t i = 0; i < k; i++) {
+            r[i] = (pyu_range){sm->fresh[i].addr, sm->recheck[i], fsize};
+            second[i] = sm->recheck[i];
+        }
+        r[k] = (pyu_range){ts->addr + sm->tail_off, again, sm->tail_len};
+        if (pyu_readv_quiet(s, r, k + 1) < 0)
+            return STACK_TORN;
+        tail = again;
+    }
+    for (size_t i = 0; i < k; i++) {
+        fresh g;
+        uint64_t prev;
+        take_frame(o, fsize, sm->fresh[i].addr, second[i], &g, &prev);
+        if (!same_frame(&sm->fresh[i], &g))
+            return STACK_TORN;
+    }
+    uint64_t now_first, now_seq;
+    tail_words(sm, tail, &now_first, &now_seq);
+    if (now_first != first || now_seq != seq)
+        return STACK_TORN;
+    /* proven: the anchor named the current frame (nothing below it can
+     * have changed), or at most MAX_UNPROVEN frames lie above it, each read
+     * twice alike */
+    bool proven = !sm->read_anchors || anchor == first ||
+                  (hit && nf - 1 <= MAX_UNPROVEN);
+
+    sm->st.frames_read += nf;
+    sm->st.frames_cached += keep;
+    if (!hit)
+        sm->st.cache_miss++;
+    else if (nf == 1)
+        sm->st.cache_full++;
+    else
+        sm->st.cache_partial++;
+
+    /* the new stack, base first: [0, keep) stays, the frames read go on
+     * top; a frame identical to the old one at its depth, with everything
+     * below identical too, keeps its node */
+    size_t n = keep + nf;
+    if (!reserve_stack(t, n))
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+    bool same = t->valid && t->epoch == s->code_epoch && sm->code_gen &&
+                use_cache;
+    uint32_t parent = keep ? t->node[keep - 1] : 0;
+    for (size_t p = keep, j = nf; j-- > 0; p++) {
+        const fresh *f = &sm->fresh[j];
+        uint32_t node;
+        if (same && p < t->n && t->addr[p] == f->addr &&
+            t->code[p] == f->code && t->ip[p] == f->ip) {
+            node = t->node[p];
+        } else {
+            same = false;
+            /* a shim between Python frames is where C code called back
+             * into Python: "<native>" with PYU_SAMPLE_NATIVE (the chain's
+             * bottom frame is not) */
+            long fr = f->owner < OWNER_FIRST_SHIM ? frame_of(sm, f)
+                      : (sm->o.flags & PYU_SAMPLE_NATIVE) && p > 0
+                          ? sm->native_frame
+                          : -1;
+            if (fr == -2)
+                return s->err.code == PYU_E_NOMEM ||
+                               s->err.code == PYU_E_NOPROC
+                           ? -1
+                           : STACK_TORN;
+            long nd = fr < 0 ? (long)parent
+                             : pyu_profile_push(sm->p, parent, (uint32_t)fr);
+            if (nd < 0)
+                return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+            node = (uint32_t)nd;
+            if (p > 0)
+                learn_delta(sm, t->code[p - 1], t->addr[p - 1], f->addr);
+        }
+        t->addr[p] = f->addr;
+        t->code[p] = f->code;
+        t->ip[p] = f->ip;
+        t->node[p] = node;
+        parent = node;
+    }
+    t->n = n;
+    t->valid = true;
+    t->epoch = s->code_epoch;
+    /* next time: the innermost frame, where a call from it would put its
+     * callee (when that lies in the current chunk: a read past a mapping
+     * would fail the whole batch), and its caller */
+    if (ts->chunk != t->chunk) {
+        uint64_t size = 0;
+        t->chunk = ts->chunk;
+        t->chunk_end = pyu_read_quiet(s, ts->chunk + 8, &size, 8) == 0 &&
+                               size < (1u << 30)
+                           ? ts->chunk + size
+                           : 0;
+    }
+    uint64_t top_code = t->code[n - 1];
+    size_t di = pyu_slot(top_code, DELTAS);
+    uint64_t callee = t->addr[n - 1] + sm->deltas[di].delta;
+    t->predict[0] = t->addr[n - 1];
+    t->predict[1] = sm->deltas[di].code == top_code &&
+                            callee >= t->chunk && callee < t->chunk_end &&
+                            t->chunk_end - callee >= fsize
+                        ? callee
+                        : 0;
+    t->predict[2] = n > 1 ? t->addr[n - 2] : 0;
+
+    /* where the anchor read with this stack sits in it (a stack not
+     * proven consistent is no base for the next) */
+    t->anchored = false;
+    if (sm->read_anchors && anchor && proven) {
+        if (hit) {
+            t->anchored = true;
+            t->anchor_at = keep;
+        } else {
+            for (size_t p = n; p-- > 0;)
+                if (t->addr[p] == anchor) {
+                    t->anchored = true;
+                    t->anchor_at = p;
+                    break;
+                }
+        }
+        t->seq = seq;
+    }
+    /* not proven whole, or too many frames above the anchor: move the
+     * anchor to the innermost frame; the next sample then reads the whole
+     * stack once, proven by it */
+    size_t above = t->anchored ? n - 1 - t->anchor_at : n;
+    if (sm->anchors && anchor != first &&
+        (!proven || above > MAX_UNPROVEN)) {
+        uint64_t at = ts->addr + PYU_OFF(o, ts_last_profiled_frame);
+        if (s->ops->write(s->ctx, at, &first, 8) == 0) {
+            sm->st.anchor_writes++;
+            t->wrote = true;
+            t->anchored = false;
+            if (!proven)
+                return STACK_UNPROVEN; /* read it again under the anchor */
+        } else {
+            sm->anchors = false; /* refused: do without */
+        }
+    }
+    if (!proven)
+        sm->st.unproven++;
+    return STACK_OK;
+}
+
+/* The node of the innermost frame of the thread's stack, with the
+ * synthetic frames asked for. */
+static long leaf_node(pyu_sampler *sm, const sthread *t, unsigned status)
+{
+    long node = t->node[t->n - 1];
+    if ((sm->o.flags & PYU_SAMPLE_GC) && (status & PYU_STATUS_GC))
+        node = pyu_profile_push(sm->p, (uint32_t)node, (uint32_t)sm->gc_frame);
+    return node;
+}
+
+/* Is the thread one the mode records? */
+static bool selected(const pyu_sampler *sm, const pyu_tstate *ts,
+                     unsigned status)
+{
+    if (sm->o.thread && sm->o.thread != ts->native_id &&
+        sm->o.thread != ts->thread_id)
+        return false;
+    switch (sm->o.mode) {
+    case PYU_MODE_CPU:
+        return status & PYU_STATUS_ON_CPU;
+    case PYU_MODE_GIL:
+        return status & PYU_STATUS_HAS_GIL;
+    case PYU_MODE_EXCEPTION: /* and running, as CPython's sampler has it */
+        return (status & PYU_STATUS_EXCEPTION) &&
+               (status & (PYU_STATUS_HAS_GIL | PYU_STATUS_ON_CPU));
+    default:
+        return true;
+    }
+}
+
+static unsigned status_wanted(const pyu_sampler *sm)
+{
+    return PYU_STATUS_EXCEPTION |
+           (sm->o.mode == PYU_MODE_CPU ? PYU_STATUS_ON_CPU : 0u);
+}
+
+/* Reads a thread state again on its own (for a second try). */
+static int reread_tstate(pyu_sampler *sm, const pyu_interp *in,
+                         pyu_tstate *ts, uint8_t *buf)
+{
+    uint64_t next;
+    if (pyu_read_quiet(sm->s, ts->addr, buf, sm->tslen) < 0)
+        return -1;
+    pyu_tstate_take(sm->s, in, sm->extra_off, ts->addr, buf, sm->tslen, ts,
+                    &next);
+    return 0;
+}
+
+/* One thread of a sample.  Returns 1 when a stack was counted, 0 when
+ * none (not selected, no Python frames), 2 when it tore twice, -1 on an
+ * error that ends the sample. */
+static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
+                         pyu_tstate *ts, sthread *t, const uint8_t *pf,
+                         const uint8_t *tail, uint8_t *tsbuf)
+{
+    pyu_session *s = sm->s;
+    unsigned status = pyu_status_of(s, in, ts, status_wanted(sm));
+    if (!selected(sm, ts, status))
+        return 0;
+    int rc = read_stack(sm, ts, t, pf, tail,
+                        !(sm->o.flags & PYU_SAMPLE_NO_CACHE));
+    if (rc == STACK_UNPROVEN) {
+        /* the anchor now names the innermost frame: read the stack again,
+         * proven whole unless it moved meanwhile */
+        if (reread_tstate(sm, in, ts, tsbuf) < 0)
+            rc = STACK_TORN;
+        else
+            rc = read_stack(sm, ts, t, NULL, NULL, false);
+    }
+    if (rc == STACK_TORN) {
+        sm->st.torn++;
+        t->valid = false;
+        if (reread_tstate(sm, in, ts, tsbuf) < 0)
+            return 2;
+        rc = read_stack(sm, ts, t, NULL, NULL, false);
+        if (rc == STACK_TORN) {
+            t->valid = false;
+            return 2;
+        }
+    }
+    if (rc == STACK_UNPROVEN) { /* moved again: as good as it gets */
+        sm->st.unproven++;
+        rc = STACK_OK;
+    }
+    if (rc < 0)
+        return -1;
+    if (rc == STACK_EMPTY)
+        return 0;
+    /* 3.15 names the frame that started a collection */
+    if (in->gc_collecting && in->gc_frame)
+        for (size_t p = 0; p < t->n; p++)
+            if (t->addr[p] == in->gc_frame) {
+                status |= PYU_STATUS_GC;
+                break;
+            }
+    if (t->pthread < 0 &&
+        (t->pthread = pyu_profile_add_thread(sm->p, ts->thread_id,
+                                             ts->native_id, in->id,
+                                             ts->main)) < 0)
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+    long node = leaf_node(sm, t, status);
+    if (node < 0 || pyu_profile_count(sm->p, (uint32_t)t->pthread,
+                                      (uint32_t)node, 1, status) < 0)
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+    return 1;
+}
+
+/* ------------------------------------------------------------ prediction */
+
+static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
+{
+    if (nthreads <= sm->captsbuf)
+        return true;
+    size_t ncap = sm->captsbuf ? sm->captsbuf : 8;
+    while (ncap < nthreads)
+        ncap *= 2;
+    uint8_t *a = realloc(sm->tsbuf, ncap * sm->tslen);
+    if (a)
+        sm->tsbuf = a;
+    uint8_t *b = a ? realloc(sm->pfbuf, ncap * 2 * PREFETCH * sm->fsize)
+                   : NULL;
+    if (b)
+        sm->pfbuf = b;
+    uint8_t *tl = b ? realloc(sm->tailbuf, ncap * sm->tail_len) : NULL;
+    if (tl)
+        sm->tailbuf = tl;
+    uint64_t *nx = tl ? realloc(sm->next, ncap * 8) : NULL;
+    if (nx)
+        sm->next = nx;
+    pyu_tstate *r = nx ? realloc(sm->recs, ncap * sizeof *r) : NULL;
+    if (!r)
+        return false;
+    sm->recs = r;
+    sm->captsbuf = ncap;
+    return true;
+}
+
+/* The thread of the old prediction with this thread state (its cache
+ * carries over), or a new one. */
+typedef struct discover {
+    pyu_sampler *sm;
+    sthread *old;
+    size_t nold;
+    int rc;
+} discover;
+
+static int on_interp(void *arg, const pyu_interp *in, size_t nthreads,
+                     bool tcut, bool icut)
+{
+    discover *d = arg;
+    pyu_sampler *sm = d->sm;
+    (void)nthreads, (void)tcut, (void)icut;
+    if (!pyu_grow((void **)&sm->interps, sm->ninterps, &sm->capinterps,
+                  sizeof *sm->interps))
+        return d->rc = -PYU_E_NOMEM, 2;
+    sinterp *si = &sm->interps[sm->ninterps++];
+    si->in = *in;
+    si->first = sm->nthreads;
+    si->n = 0;
+    return PYU_WALK_NEXT;
+}
+
+static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
+{
+    discover *d = arg;
+    pyu_sampler *sm = d->sm;
+    (void)in;
+    if (!pyu_grow((void **)&sm->threads, sm->nthreads, &sm->capthreads,
+                  sizeof *sm->threads))
+        return d->rc = -PYU_E_NOMEM, 2;
+    sthread *t = &sm->threads[sm->nthreads++];
+    memset(t, 0, sizeof *t);
+    t->pthread = -1;
+    for (size_t i = 0; i < d->nold; i++) {
+        sthread *o = &d->old[i];
+        if (o->tstate == ts->addr && o->native_id == ts->native_id &&
+            o->thread_id == ts->thread_id) {
+            *t = *o;
+            memset(o, 0, sizeof *o); /* moved */
+            break;
+        }
+    }
+    t->tstate = ts->addr;
+    t->thread_id = ts->thread_id;
+    t->native_id = ts->native_id;
+    sm->interps[sm->ninterps - 1].n++;
+    return PYU_WALK_NEXT;
+}
+
+/* Reads the interpreter and thread lists in full and makes them the
+ * prediction (in list order). */
+static int rediscover(pyu_sampler *sm)
+{
+    discover d = {sm, sm->threads, sm->nthreads, 0};
+    sm->threads = NULL;
+    sm->nthreads = sm->capthreads = 0;
+    sm->ninterps = 0;
+    pyu_threads_cb cb = {
+        .flags = PYU_WALK_LIST_ORDER,
+        .extra_off = {sm->extra_off[0], sm->extra_off[1]},
+        .interp = on_interp,
+        .thread = on_thread,
+    };
+    int rc = pyu_threads_each(sm->s, &cb, &d);
+    for (size_t i = 0; i < d.nold; i++)
+        thread_free(&d.old[i]);
+    /* a batch that failed may have failed on a prediction */
+    for (size_t i = 0; i < sm->nthreads; i++)
+        memset(sm->threads[i].predict, 0, sizeof sm->threads[i].predict);
+    free(d.old);
+    sm->predicted = false;
+    if (rc == 2 || d.rc)
+        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    if (rc != 0)
+        return -1;
+    if (!reserve_sample(sm, sm->nthreads))
+        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    sm->head = sm->ninterps ? sm->interps[0].in.addr : 0;
+    sm->predicted = true;
+    return 0;
+}
+
+/* The one read of a sample: the list head, the interpreters, the thread
+ * states and their predicted innermost frames.  Returns 1 when the lists
+ * are as predicted (sm->recs filled), 0 when not, -1 on an error. */
+static int read_predicted(pyu_sampler *sm)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + 2 * PREFETCH),
+           n = 0;
+    if (need > sm->capranges) {
+        pyu_range *r = realloc(sm->ranges, need * sizeof *r);
+        if (!r)
+            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+        sm->ranges = r;
+        sm->capranges = need;
+    }
+    pyu_range *r = sm->ranges;
+    uint64_t head = 0;
+    r[n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head), &head,
+                         8};
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        sinterp *si = &sm->interps[i];
+        pyu_interp_plan(o, si->in.addr, &si->in, &si->ir);
+        memcpy(r + n, si->ir.r, si->ir.n * sizeof *r);
+        n += si->ir.n;
+    }
+    for (size_t j = 0; j < sm->nthreads; j++) {
+        sthread *t = &sm->threads[j];
+        r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen, sm->tslen};
+        /* its predicted frames twice, then its current frame and sequence
+         * again (the kernel reads the ranges in order) */
+        for (size_t copy = 0; copy < 2; copy++)
+            for (size_t k = 0; k < PREFETCH; k++)
+                if (t->predict[k])
+                    r[n++] = (pyu_range){
+                        t->predict[k],
+                        sm->pfbuf +
+                            ((j * 2 + copy) * PREFETCH + k) * sm->fsize,
+                        sm->fsize};
+        r[n++] = (pyu_range){t->tstate + sm->tail_off,
+                             sm->tailbuf + j * sm->tail_len, sm->tail_len};
+    }
+    int rc = pyu_readv_quiet(s, r, n);
+    if (rc == -PYU_E_NOPROC)
+        return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
+    if (rc < 0 || head != sm->head)
+        return 0;
+    /* link by link */
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        sinterp *si = &sm->interps[i];
+        uint64_t want_next =
+            i + 1 < sm->ninterps ? sm->interps[i + 1].in.addr : 0;
+        uint64_t want_head = si->n ? sm->threads[si->first].tstate : 0;
+        if (si->in.next != want_next || si->in.threads_head != want_head)
+            return 0;
+        pyu_interp_take(s, &si->in, &si->ir);
+        for (size_t j = si->first; j < si->first + si->n; j++) {
+            pyu_tstate_take(s, &si->in, sm->extra_off, sm->threads[j].tstate,
+                            sm->tsbuf + j * sm->tslen, sm->tslen,
+                            &sm->recs[j], &sm->next[j]);
+            uint64_t want =
+                j + 1 < si->first + si->n ? sm->threads[j + 1].tstate : 0;
+            if (sm->next[j] != want)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* ---------------------------------------------------------------- sample */
+
+static int take_cached(pyu_session *s, void *arg)
+{
+    pyu_sampler *sm = arg;
+    int rc = 0;
+    if (!sm->code_gen) /* no way to tell whether code objects were freed */
+        pyu_caches_flush(s);
+    if (sm->predicted)
+        rc = read_predicted(sm);
+    if (rc < 0)
+        return -1;
+    if (rc == 0) {
+        if (rediscover(sm) < 0 || (rc = read_predicted(sm)) < 0)
+            return -1;
+        if (rc == 0) /* changing faster than it can be read */
+            return pyu_fail(&s->err, PYU_E_CORRUPT,
+                            "the thread list changed under the read");
+    }
+    int stacks = 0;
+    bool torn = false;
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        const sinterp *si = &sm->interps[i];
+        for (size_t j = si->first; j < si->first + si->n; j++) {
+            sthread *t = &sm->threads[j];
+            int r = sample_thread(sm, &si->in, &sm->recs[j], t,
+                                  sm->pfbuf + j * 2 * PREFETCH * sm->fsize,
+                                  sm->tailbuf + j * sm->tail_len,
+                                  sm->tsbuf + j * sm->tslen);
+            if (r < 0)
+                return -1;
+            if (r == 1)
+                stacks++;
+            if (r == 2)
+                torn = true;
+        }
+    }
+    if (torn)
+        sm->st.failed++;
+    return stacks;
+}
+
+/* ------------------------------------------------- through pyu_walk */
+
+/* PYU_SAMPLE_ASYNC: each sample is a pyu_walk; its frames
+ * are pushed as they come (innermost first) into a scratch list and
+ * interned from the outermost at the thread's end. */
+typedef struct walk_sample {
+    pyu_sampler *sm;
+    pyu_walk_frame *frames;
+    size_t n, cap;
+    int stacks;
+    bool torn;
+    int err;
+} walk_sample;
+
+static int ws_thread(void *arg, const pyu_walk_thread *t)
+{
+    walk_sample *w = arg;
+    pyu_tstate ts = {.native_id = t->native_thread_id,
+                     .thread_id = t->thread_id};
+    w->n = 0;
+    return selected(w->sm, &ts, t->status) ? PYU_WALK_NEXT : PYU_WALK_SKIP;
+}
+
+static int ws_frame(void *arg, const pyu_walk_frame *f)
+{
+    walk_sample *w = arg;
+    if (!pyu_grow((void **)&w->frames, w->n, &w->cap, sizeof *w->frames))
+        return w->err = -PYU_E_NOMEM, 2;
+    w->frames[w->n++] = *f;
+    return PYU_WALK_NEXT;
+}
+
+static int ws_thread_end(void *arg, const pyu_walk_thread *t,
+                         const pyu_walk_end *end)
+{
+    walk_sample *w = arg;
+    pyu_sampler *sm = w->sm;
+    pyu_session *s = sm->s;
+    if (end->error || end->truncated) {
+        w->torn = true;
+        sm->st.torn++;
+        return PYU_WALK_NEXT;
+    }
+    if (!w->n)
+        return PYU_WALK_NEXT;
+    sm->st.frames_read += w->n;
+    sm->st.cache_miss++;
+    long node = 0;
+    for (size_t i = w->n; i-- > 0 && node >= 0;) {
+        pyu_frame d;
+        if (pyu_frame_describe(s, &w->frames[i], &d) < 0)
+            return w->err = -PYU_E_STATE, 2;
+        const pyu_code *c = pyu_walk_code(s, &w->frames[i]);
+        long func = pyu_profile_add_func(sm->p, d.function, d.file,
+                                         c ? c->firstlineno : 0,
+                                         PYU_FUNC_PYTHON);
+        long fr = func < 0 ? func
+                           : pyu_profile_add_frame(sm->p, (uint32_t)func,
+                                                   d.line);
+        node = fr < 0 ? fr : pyu_profile_push(sm->p, (uint32_t)node,
+                                              (uint32_t)fr);
+    }
+    unsigned status = end->status;
+    if (node >= 0 && (sm->o.flags & PYU_SAMPLE_GC) &&
+        (status & PYU_STATUS_GC))
+        node = pyu_profile_push(sm->p, (uint32_t)node,
+                                (uint32_t)sm->gc_frame);
+    long th = node < 0 ? node
+                       : pyu_profile_add_thread(sm->p, t->thread_id,
+                                                t->native_thread_id,
+                                                t->interpreter_id, t->main);
+    if (th < 0 || pyu_profile_count(sm->p, (uint32_t)th, (uint32_t)node, 1,
+                                    status) < 0)
+        return w->err = -PYU_E_NOMEM, 2;
+    w->stacks++;
+    return PYU_WALK_NEXT;
+}
+
+static int take_walked(pyu_sampler *sm)
+{
+    walk_sample w = {.sm = sm};
+    pyu_walker wk = {
+        .flags = sm->o.flags & PYU_SAMPLE_ASYNC ? PYU_WALK_ASYNC : 0,
+        .thread = ws_thread,
+        .frame = ws_frame,
+        .thread_end = ws_thread_end,
+    };
+    int rc = pyu_walk(sm->s, &wk, &w);
+    free(w.frames);
+    if (w.err)
+        return pyu_fail(&sm->s->err, -w.err, "out of memory");
+    if (rc < 0)
+        return rc;
+    if (w.torn)
+        sm->st.failed++;
+    return w.stacks;
+}
+
+/* -------------------------------------------------------------- public */
+
+int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
+                    pyu_profile *p, pyu_sampler **out)
+{
+    if (!s || !o || !p || !out || o->mode < PYU_MODE_WALL ||
+        o->mode > PYU_MODE_EXCEPTION)
+        return -PYU_E_INVAL;
+    *out = NULL;
+    if (!s->opened)
+        return pyu_err_set(&s->err, PYU_E_STATE, "the session is not open");
+    pyu_sampler *sm = calloc(1, sizeof *sm);
+    if (!sm)
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    sm->s = s;
+    sm->p = p;
+    sm->o = *o;
+    const pyu_offsets *off = &s->off;
+    sm->read_anchors = PYU_HAS(off, ts_last_profiled_frame) &&
+                       PYU_HAS(off, ts_last_profiled_frame_seq);
+    sm->anchors = sm->read_anchors && s->ops->write &&
+                  !(o->flags & (PYU_SAMPLE_READ_ONLY | PYU_SAMPLE_NO_CACHE));
+    sm->code_gen = PYU_HAS(off, is_code_object_generation);
+    sm->extra_off[0] = sm->read_anchors
+                           ? PYU_OFF(off, ts_last_profiled_frame)
+                           : PYU_ABSENT;
+    sm->extra_off[1] = sm->read_anchors
+                           ? PYU_OFF(off, ts_last_profiled_frame_seq)
+                           : PYU_ABSENT;
+    sm->fsize = (size_t)PYU_OFF(off, fr_size);
+    sm->tslen = pyu_tstate_len(s, sm->extra_off);
+    uint64_t lo = PYU_OFF(off, ts_current_frame), hi = lo + 8;
+    if (sm->read_anchors) {
+        uint64_t q = PYU_OFF(off, ts_last_profiled_frame_seq);
+        lo = q < lo ? q : lo;
+        hi = q + 8 > hi ? q + 8 : hi;
+    }
+    if (hi - lo > TAIL_MAX) { /* far apart: read what lies between (bounded by
+                           the thread state's size, validated) */
+        lo = PYU_OFF(off, ts_current_frame);
+        hi = lo + 8;
+        sm->read_anchors = sm->anchors = false;
+    }
+    sm->tail_off = (size_t)lo;
+    sm->tail_len = (size_t)(hi - lo);
+    long gcf = pyu_profile_add_func(p, "<GC>", "", 0, PYU_FUNC_GC);
+    sm->gc_frame = gcf < 0 ? gcf : pyu_profile_add_frame(p, (uint32_t)gcf, 0);
+    long nf = pyu_profile_add_func(p, "<native>", "", 0, PYU_FUNC_NATIVE);
+    sm->native_frame = nf < 0 ? nf : pyu_profile_add_frame(p, (uint32_t)nf, 0);
+    if (sm->gc_frame < 0 || sm->native_frame < 0) {
+        free(sm);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
+    pyu_profile_info *pi = pyu_profile_info_of(p);
+    pi->pid = s->pid;
+    snprintf(pi->python, sizeof pi->python, "%s", s->version);
+    pi->mode = o->mode;
+    pi->flags = o->flags;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (!pi->start_ns)
+        pi->start_ns = (uint64_t)now.tv_sec * 1000000000u +
+                       (uint64_t)now.tv_nsec;
+    sm->memo_epoch = s->code_epoch;
+    *out = sm;
+    return 0;
+}
+
+static int take(pyu_session *s, void *arg)
+{
+    pyu_sampler *sm = arg;
+    if (sm->o.flags & PYU_SAMPLE_ASYNC)
+        return take_walked(sm);
+    return take_cached(s, sm);
+}
+
+int pyu_sampler_take(pyu_sampler *sm)
+{
+    if (!sm)
+        return -PYU_E_INVAL;
+    pyu_session *s = sm->s;
+    uint64_t reads = s->reads, failed = sm->st.failed;
+    int rc;
+    if ((sm->o.flags & PYU_SAMPLE_BLOCKING) &&
+        !(sm->o.flags & PYU_SAMPLE_ASYNC))
+        rc = pyu_paused(s, take, sm);
+    else
+        rc = take(s, sm); /* pyu_walk stops the target itself, if asked */
+    sm->st.samples++;
+    sm->st.reads += s->reads - reads;
+    pyu_profile_info *pi = pyu_profile_info_of(sm->p);
+    pi->samples++;
+    if (rc < 0) {
+        if (sm->st.failed == failed)
+            sm->st.failed++;
+        pi->failed++;
+        return s->err.code ? -s->err.code : -PYU_E_IO;
+    }
+    if (sm->st.failed != failed)
+        pi->failed++;
+    sm->st.stacks += (uint64_t)rc;
+    return rc;
+}
+
+void pyu_sampler_stats_get(const pyu_sampler *sm, pyu_sampler_stats *out)
+{
+    *out = sm->st;
+    out->anchors = sm->anchors;
+}
+
+/* Clears the anchors written, in the thread states the runtime still
+ * lists (a thread that ended freed its own). */
+static void clear_anchors(pyu_sampler *sm)
+{
+    bool any = false;
+    for (size_t i = 0; i < sm->nthreads; i++)
+        any |= sm->threads[i].wrote;
+    if (!any || rediscover(sm) < 0)
+        return;
+    const uint64_t zero = 0;
+    for (size_t i = 0; i < sm->nthreads; i++)
+        if (sm->threads[i].wrote)
+            sm->s->ops->write(sm->s->ctx,
+                              sm->threads[i].tstate +
+                                  PYU_OFF(&sm->s->off, ts_last_profiled_frame),
+                              &zero, 8);
+}
+
+void pyu_sampler_free(pyu_sampler *sm)
+{
+    if (!sm)
+        return;
+    if (sm->anchors || sm->st.anchor_writes)
+        clear_anchors(sm);
+    for (size_t i = 0; i < sm->nthreads; i++)
+        thread_free(&sm->threads[i]);
+    free(sm->threads);
+    free(sm->interps);
+    free(sm->ranges);
+    free(sm->tsbuf);
+    free(sm->pfbuf);
+    free(sm->tailbuf);
+    free(sm->next);
+    free(sm->recs);
+    free(sm->fresh);
+    free(sm->memo);
+    free(sm);
+}

@@ -1,0 +1,187 @@
+/* A sampling run, shared by `pyunwind sample` and the debuggers'
+ * py-sample: the schedule, the status line, the summary and the profile's
+ * output (see command.h). */
+#include "command.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define STATUS_EVERY_NS 250000000ull /* status line refresh */
+#define GIVE_UP_NS 5000000000ull     /* failing this long in a row: stop */
+
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void sleep_until(uint64_t at)
+{
+    struct timespec t = {(time_t)(at / 1000000000u),
+                         (long)(at % 1000000000u)};
+    /* EINTR (Ctrl-C) returns early: the loop looks at the stop flag */
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
+}
+
+static void status_line(FILE *f, const pyu_cmd_opts *o, uint64_t elapsed,
+                        const pyu_profile_info *in)
+{
+    double secs = (double)elapsed / 1e9;
+    fprintf(f, "\rpyunwind: sampling %.1f", secs);
+    if (o->duration > 0)
+        fprintf(f, "/%.1f", o->duration);
+    fprintf(f, " s, %" PRIu64 " samples (%.0f/s), %" PRIu64 " failed, %" PRIu64
+               " missed\033[K",
+            in->samples, secs > 0 ? (double)in->samples / secs : 0.0,
+            in->failed, in->missed);
+    fflush(f);
+}
+
+void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
+                            const char *ended)
+{
+    double secs = (double)in->duration_ns / 1e9;
+    uint64_t expected = in->samples + in->missed;
+    fprintf(diag,
+            "pyunwind: %" PRIu64 " samples in %.2f s (%.1f/s), %" PRIu64
+            " failed (%.2f%%), %" PRIu64 " missed of %" PRIu64
+            " ticks (%.2f%%)%s%s\n",
+            in->samples, secs, secs > 0 ? (double)in->samples / secs : 0.0,
+            in->failed,
+            in->samples ? 100.0 * (double)in->failed / (double)in->samples
+                        : 0.0,
+            in->missed, expected,
+            expected ? 100.0 * (double)in->missed / (double)expected : 0.0,
+            ended ? "; " : "", ended ? ended : "");
+}
+
+static void stats_line(FILE *diag, const pyu_sampler_stats *st)
+{
+    fprintf(diag,
+            "pyunwind: %" PRIu64 " stacks; %" PRIu64 " reads (%.2f a sample); "
+            "frames: %" PRIu64 " read, %" PRIu64
+            " from the cache; stacks: %" PRIu64 " cached but the innermost "
+            "frame, %" PRIu64 " partly, %" PRIu64 " read whole, %" PRIu64
+            " torn; anchors %s, %" PRIu64 " written\n",
+            st->stacks, st->reads,
+            st->samples ? (double)st->reads / (double)st->samples : 0.0,
+            st->frames_read, st->frames_cached, st->cache_full,
+            st->cache_partial, st->cache_miss, st->torn,
+            st->anchors ? "on" : "off", st->anchor_writes);
+}
+
+int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
+                          char *msg, size_t msglen)
+{
+    FILE *f = out;
+    if (o->output && !(f = fopen(o->output, "w"))) {
+        snprintf(msg, msglen, "cannot write %s: %s", o->output,
+                 strerror(errno));
+        return PYU_EXIT_INTERNAL;
+    }
+    int rc = o->format == PYU_CMD_FORMAT_COLLAPSED
+                 ? pyu_profile_write_collapsed(p, f)
+             : o->format == PYU_CMD_FORMAT_JSON
+                 ? pyu_profile_write_json(p, f)
+                 : pyu_profile_write_top(p, f, o->sort, o->limit);
+    if (fflush(f) != 0)
+        rc = -PYU_E_IO;
+    if (f != out && fclose(f) != 0)
+        rc = -PYU_E_IO;
+    if (rc < 0) {
+        snprintf(msg, msglen, "writing the profile to %s failed",
+                 o->output ? o->output : "the output");
+        return PYU_EXIT_INTERNAL;
+    }
+    return PYU_EXIT_OK;
+}
+
+/* Errors after which sampling cannot go on. */
+static bool fatal(int rc)
+{
+    return rc == -PYU_E_NOMEM || rc == -PYU_E_VERSION || rc == -PYU_E_INVAL ||
+           rc == -PYU_E_PERM;
+}
+
+int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
+                       const pyu_cmd_sample_hooks *h, pyu_profile *p,
+                       FILE *diag, char *msg, size_t msglen)
+{
+    pyu_sampler_opts so = {o->mode, o->sample_flags, o->thread};
+    pyu_sampler *sm;
+    int rc = pyu_sampler_new(s, &so, p, &sm);
+    if (rc < 0) {
+        snprintf(msg, msglen, "%s", pyu_errmsg(s));
+        return pyu_cmd_exit_for(rc);
+    }
+    pyu_profile_info *in = pyu_profile_info_of(p);
+    uint64_t interval = o->rate > 0 ? (uint64_t)(1e9 / o->rate) : 0;
+    in->interval_ns = interval;
+    uint64_t start = now_ns(), tick = 0, last_status = start;
+    uint64_t deadline = o->duration > 0
+                            ? start + (uint64_t)(o->duration * 1e9)
+                            : UINT64_MAX;
+    uint64_t failing_since = 0;
+    const char *ended = NULL;
+    int ex = PYU_EXIT_OK;
+    for (;;) {
+        if (h->stop && *h->stop) {
+            ended = "interrupted";
+            break;
+        }
+        uint64_t t = now_ns();
+        if (t >= deadline)
+            break;
+        rc = pyu_sampler_take(sm);
+        if (rc == -PYU_E_NOPROC || (h->gone && h->gone(h->arg))) {
+            ended = "the target exited";
+            break;
+        }
+        if (rc < 0 && (fatal(rc) || (failing_since &&
+                                     t - failing_since > GIVE_UP_NS))) {
+            snprintf(msg, msglen, "sampling stopped: %s", pyu_errmsg(s));
+            ex = pyu_cmd_exit_for(rc);
+            break;
+        }
+        failing_since = rc < 0 ? (failing_since ? failing_since : t) : 0;
+        if (h->status && t - last_status >= STATUS_EVERY_NS) {
+            status_line(h->status, o, t - start, in);
+            last_status = t;
+        }
+        if (!interval)
+            continue;
+        /* an absolute schedule: tick k is due at start + k * interval;
+         * ticks already past when the sample ends are missed */
+        tick++;
+        uint64_t now = now_ns(), due = start + tick * interval;
+        if (now >= due + interval) {
+            uint64_t behind = (now - due) / interval;
+            in->missed += behind;
+            tick += behind;
+            due = start + tick * interval;
+        }
+        if (due > deadline)
+            due = deadline;
+        if (due > now)
+            sleep_until(due);
+    }
+    in->duration_ns = now_ns() - start;
+    if (h->status) {
+        fputs("\r\033[K", h->status);
+        fflush(h->status);
+    }
+    if (diag) {
+        pyu_cmd_sample_summary(diag, in, ended);
+        if (o->verbose) {
+            pyu_sampler_stats st;
+            pyu_sampler_stats_get(sm, &st);
+            stats_line(diag, &st);
+        }
+    }
+    pyu_sampler_free(sm);
+    return ex;
+}
