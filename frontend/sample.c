@@ -62,15 +62,15 @@ void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
 static void stats_line(FILE *diag, const pyu_sampler_stats *st)
 {
     fprintf(diag,
-            "pyunwind: %" PRIu64 " stacks; %" PRIu64 " reads (%.2f a sample); "
-            "frames: %" PRIu64 " read, %" PRIu64
-            " from the cache; stacks: %" PRIu64 " cached but the innermost "
-            "frame, %" PRIu64 " partly, %" PRIu64 " read whole, %" PRIu64
-            " torn; anchors %s, %" PRIu64 " written\n",
+            "pyunwind: %" PRIu64 " stacks, %" PRIu64 " reads (%.2f a sample); "
+            "frames: %" PRIu64 " read, %" PRIu64 " from the cache; stacks: "
+            "%" PRIu64 " from the cache but the innermost frame, %" PRIu64
+            " read whole, %" PRIu64 " torn, %" PRIu64 " unproven; anchors %s, "
+            "%" PRIu64 " written\n",
             st->stacks, st->reads,
             st->samples ? (double)st->reads / (double)st->samples : 0.0,
             st->frames_read, st->frames_cached, st->cache_full,
-            st->cache_partial, st->cache_miss, st->torn,
+            st->cache_miss, st->torn, st->unproven,
             st->anchors ? "on" : "off", st->anchor_writes);
 }
 

@@ -3,39 +3,38 @@
  *
  * Steady state (the threads the last sample found are still there): one
  * read of the target per sample brings the runtime's interpreter list
- * head, each interpreter's fields, each thread state, and for each thread
- * the frames at the addresses its innermost frames had last time.  The
- * list is checked link by link against the prediction; any difference
- * sends the sample through the full iterator (threads.c), which sets up
- * the next prediction.
+ * head, each interpreter's fields, and for each thread its thread state,
+ * the frame at the address its innermost frame had last time, and its
+ * current frame and sequence number again.  The lists are checked link by
+ * link against the prediction; any difference sends the sample through
+ * the full iterator (threads.c), which sets up the next prediction.
  *
- * The frame cache.  Each thread's stack of the last good sample is kept,
- * base first, with the profile node of every prefix.  On CPython 3.15 the
- * thread state carries an anchor, last_profiled_frame, and a sequence
- * number: when the frame the anchor names is popped (returns, yields),
- * the interpreter moves the anchor to that frame's caller and adds one to
- * the sequence.  So if a sample read the anchor A and sequence q before it
- * read the stack, and A was the frame at position i, then at any later
- * time an anchor equal to the frame at position i-k with sequence q+k
- * proves that exactly k anchored frames were popped: the frames below
- * position i-k are the ones read then, and only the frames from i-k up
- * need reading.  Nothing else is trusted: the anchor and the sequence must
- * have been read before the stack they vouch for, so after the sampler
- * writes a new anchor (the innermost frame, when many frames were read
- * above the old one) the next sample reads the whole stack.  Frame
- * addresses are reused (the ABA problem the sequence number exists for);
- * the rule above never relies on an address alone.
+ * Proof (CPython 3.15).  The thread state carries an anchor,
+ * last_profiled_frame, and a sequence number: when the frame the anchor
+ * names returns or yields, the interpreter moves the anchor to its caller
+ * and adds one to the sequence.  If a read of the thread state finds the
+ * anchor naming the current frame C, and a later read finds the current
+ * frame still C and the sequence unchanged, then C was not popped in
+ * between: every frame below it stayed as it was, and a stack read in
+ * that interval is one the thread really had.  Such a stack is cached;
+ * later, an anchor equal to the frame at position i-k of it with the
+ * sequence k further proves that exactly k anchored frames were popped
+ * and that the frames below i-k are still the ones cached: a sample whose
+ * current frame is that anchor reads that one frame and takes the rest
+ * from the cache.  When the anchor does not name the current frame, the
+ * sampler writes it there (the one write it makes to a target) and reads
+ * the stack again under it.  Frame addresses are reused (the ABA problem
+ * the sequence number exists for): the rules above never trust an address
+ * alone.
  *
- * Without an anchor (3.13, 3.14, a read-only sampler) each sample reads
- * the whole chain, but frames identical to the last sample's at the same
+ * Without a writable anchor (3.13, 3.14, PYU_SAMPLE_READ_ONLY or _NO_CACHE)
+ * nothing proves a stack read from a running thread: each sample reads the
+ * whole chain, reads its innermost frames and the current frame again, and
+ * leaves the stack out when they changed (best effort; counted in
+ * stats.unproven).  Frames identical to the last sample's at the same
  * depth (same frame, code object and instruction, under an unchanged code
- * epoch, and everything below identical too) keep their profile node
- * without being resolved again.
- *
- * A chain that does not reach the thread's base frame (3.15), loops, or
- * does not meet the anchor it was promised changed under the read: the
- * thread is read once more in full, then left out and the sample counted
- * as failed.
+ * epoch, everything below identical too) keep their profile node without
+ * being resolved again.
  */
 #include "internal.h"
 
@@ -44,16 +43,11 @@
 #include <string.h>
 #include <time.h>
 
-#define PREFETCH 3          /* frames read with the thread state: where
-                               the innermost was, where a call from it
-                               would go, where its caller was */
 #define SINGLE_READS 3      /* frames read one by one before the chunks */
-#define RECHECK 3           /* innermost frames read twice (see read_stack) */
-#define MAX_UNPROVEN (RECHECK - 1) /* frames above the anchor a stack may
-                               hold and still be proven consistent */
-#define DELTAS 4096         /* code -> callee offset memo (lossy) */
+#define RECHECK 3           /* innermost frames read twice (best effort) */
 #define TAIL_MAX 256        /* the thread state words read again */
 #define MEMO_MAX (1u << 16) /* (code, instruction) -> frame memo entries */
+#define PROOF_TRIES 2       /* writes of the anchor for one stack */
 #define OWNER_FIRST_SHIM 3
 
 /* A frame read in this sample. */
@@ -75,11 +69,9 @@ typedef struct sthread {
     size_t n, cap;
     uint64_t epoch; /* code epoch of the ip-based matches */
     bool valid;
-    bool anchored;      /* the anchor read before that stack was in it */
-    size_t anchor_at;   /* ... at this position */
+    bool anchored;      /* proven: the anchor named its innermost frame */
     uint64_t seq;       /* ... with this sequence number */
     bool wrote;         /* we wrote its anchor */
-    uint64_t predict[PREFETCH]; /* see PREFETCH */
     uint64_t chunk, chunk_end;  /* its current data-stack chunk */
 } sthread;
 
@@ -107,6 +99,7 @@ struct pyu_sampler {
     bool code_gen;      /* the target reports freed code objects */
     uint64_t extra_off[2];
     size_t fsize, tslen;
+    size_t tail_off, tail_len; /* current_frame .. the anchor's sequence */
     long gc_frame, native_frame; /* profile frames of <GC>, <native> */
     /* the prediction: interpreters and threads in list order */
     sinterp *interps;
@@ -118,18 +111,16 @@ struct pyu_sampler {
     /* per-sample buffers */
     pyu_range *ranges;
     size_t capranges;
-    uint8_t *tsbuf; /* nthreads thread state copies */
-    uint8_t *pfbuf; /* nthreads * PREFETCH frame copies */
-    uint8_t *tailbuf; /* nthreads words read again after the frames */
-    size_t tail_off, tail_len; /* current_frame .. the anchor's sequence */
+    uint8_t *tsbuf;   /* nthreads thread state copies */
+    uint8_t *pfbuf;   /* nthreads copies of the predicted innermost frame */
+    uint8_t *tailbuf; /* nthreads words read again after it */
     size_t captsbuf;
     uint64_t *next; /* each thread state's next, as read */
     pyu_tstate *recs;
     fresh *fresh;   /* one chain */
     size_t capfresh;
-    struct {
-        uint64_t code, delta;
-    } deltas[DELTAS]; /* where a frame of that code puts its callee's */
+    uint8_t *prefix; /* a chunk's frames, read with a thread state */
+    size_t capprefix;
     memo_slot *memo;
     size_t memocap, memon;
     uint64_t memo_epoch;
@@ -214,30 +205,6 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
 
 /* ---------------------------------------------------------------- threads */
 
-static bool reserve_stack(sthread *t, size_t n)
-{
-    if (n <= t->cap)
-        return true;
-    size_t ncap = t->cap ? t->cap : 64;
-    while (ncap < n)
-        ncap *= 2;
-    uint64_t *a = realloc(t->addr, ncap * 8);
-    if (a)
-        t->addr = a;
-    uint64_t *c = a ? realloc(t->code, ncap * 8) : NULL;
-    if (c)
-        t->code = c;
-    uint64_t *i = c ? realloc(t->ip, ncap * 8) : NULL;
-    if (i)
-        t->ip = i;
-    uint32_t *nd = i ? realloc(t->node, ncap * 4) : NULL;
-    if (!nd)
-        return false;
-    t->node = nd;
-    t->cap = ncap;
-    return true;
-}
-
 static void thread_free(sthread *t)
 {
     free(t->addr);
@@ -247,12 +214,11 @@ static void thread_free(sthread *t)
 }
 
 /* Outcome of reading a stack. */
-enum { STACK_OK = 0, STACK_TORN = 1, STACK_EMPTY = 2, STACK_UNPROVEN = 3 };
+enum { STACK_OK = 0, STACK_TORN = 1, STACK_EMPTY = 2 };
 
 /* Decodes the frame fields the sampler uses from a copy. */
 static inline void take_frame(const pyu_offsets *o, size_t fsize,
-                              uint64_t addr, const uint8_t *buf, fresh *f,
-                              uint64_t *prev)
+                              uint64_t addr, const uint8_t *buf, fresh *f)
 {
     f->addr = addr;
     f->owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
@@ -262,13 +228,7 @@ static inline void take_frame(const pyu_offsets *o, size_t fsize,
                   ? (int32_t)pyu_u32(buf, fsize, PYU_OFF(o, fr_tlbc_index))
                   : 0;
     f->ip = f->instr_ptr ^ ((uint64_t)(uint32_t)f->tlbc << 48);
-    *prev = f->prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
-}
-
-static bool same_frame(const fresh *a, const fresh *b)
-{
-    return a->code == b->code && a->ip == b->ip && a->prev == b->prev &&
-           a->owner == b->owner;
+    f->prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
 }
 
 /* The words of the thread state read again after its frames: its current
@@ -285,170 +245,101 @@ static void tail_words(const pyu_sampler *sm, const uint8_t *tail,
                : 0;
 }
 
-static void learn_delta(pyu_sampler *sm, uint64_t code, uint64_t parent,
-                        uint64_t child)
-{
-    if (child > parent && child - parent < (1u << 16)) {
-        size_t i = pyu_slot(code, DELTAS);
-        sm->deltas[i].code = code;
-        sm->deltas[i].delta = child - parent;
-    }
-}
+/* Where the frames of one chain come from, in order of preference: a copy
+ * read with the thread state, the chunk prefix read with it, the chunk
+ * copies (chunks.c), a read of its own. */
+typedef struct source {
+    const uint8_t *pf;   /* the predicted innermost frame's copy, or NULL */
+    uint64_t pf_addr;
+    pyu_chunk_span span; /* a copied chunk (prefix) */
+    bool chunks;         /* the chunk copies are started */
+    size_t singles;
+    bool after;          /* a frame was read after the tail */
+} source;
 
-/* Reads a thread's stack into its cache, taking from the cache what the
- * anchor proves unchanged (use_cache).  pf: its prefetched frames and
- * tail: its current frame and sequence read after them, in the same read
- * as the thread state (NULL: none).  Returns STACK_*, or -1 on an error
- * that ends the sample.
- *
- * Consistency: the current frame and the sequence number are read again
- * after the frames; a change means the stack moved under the read (torn).
- * Unchanged, they prove the frames below the anchor (3.15); the frames
- * above it were read at slightly different moments, which cannot mix two
- * stacks when there are at most MAX_UNPROVEN of them (each was read with
- * its `previous` still naming the next).  A stack with more is kept, and
- * the anchor is moved to its innermost frame, so that the next sample's
- * read is proven whole. */
-static int read_stack(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
-                      const uint8_t *pf, const uint8_t *tail, bool use_cache)
+/* Walks the chain from `first` into sm->fresh, until `stop` (inclusive)
+ * or the base frame.  Returns the number of frames, or -STACK_TORN, or -1
+ * on an error that ends the sample (record set). */
+static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
+                       uint64_t stop, source *src)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
-    size_t fsize = sm->fsize;
-    uint64_t first = ts->current_frame;
-    uint64_t anchor = ts->extra[0], seq = ts->extra[1];
-    if (!first) {
-        t->valid = false;
-        return STACK_EMPTY;
-    }
-
-    /* what the anchor proves: the frames below position keep */
-    size_t keep = 0;
-    bool hit = false;
-    if (use_cache && sm->read_anchors && t->valid && t->anchored && anchor) {
-        uint64_t k = seq - t->seq;
-        if (k <= t->anchor_at && t->addr[t->anchor_at - k] == anchor) {
-            keep = (size_t)(t->anchor_at - k);
-            hit = true;
-        }
-    }
-
-    /* the frames above it, innermost first */
-    size_t nf = 0, singles = 0;
-    int slot[RECHECK]; /* the prefetch slot of each innermost frame */
-    bool found = false, base = false, chunks = false;
+    size_t fsize = sm->fsize, nf = 0;
     cycle cyc = {0, 1, 0};
-    pyu_chunk_span span = {0, 0, NULL};
-    uint64_t frame = first;
-    while (frame) {
+    for (uint64_t frame = first; frame;) {
         if (nf >= PYU_MAX_FRAMES || cycle_step(&cyc, frame))
-            return STACK_TORN;
+            return -STACK_TORN;
         if (nf == sm->capfresh &&
             !pyu_grow((void **)&sm->fresh, nf, &sm->capfresh,
                       sizeof *sm->fresh))
             return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+        pyu_chunk_span *sp = &src->span;
         const uint8_t *buf = NULL;
-        if (nf < RECHECK)
-            slot[nf] = -1;
-        for (int i = 0; pf && i < PREFETCH; i++)
-            if (t->predict[i] == frame) {
-                buf = pf + (size_t)i * fsize;
-                if (nf < RECHECK)
-                    slot[nf] = i;
-                break;
+        if (src->pf && frame == src->pf_addr)
+            buf = src->pf;
+        else if (frame >= sp->start && frame < sp->end &&
+                 sp->end - frame >= fsize)
+            buf = sp->local + (frame - sp->start);
+        if (!buf) {
+            src->after = true;
+            if (!src->chunks && src->singles == SINGLE_READS) {
+                /* a long walk: copy the chunks instead */
+                pyu_chunks_reset(s, ts->chunk, frame + fsize);
+                src->chunks = true;
             }
-        if (!buf && frame >= span.start && frame < span.end &&
-            span.end - frame >= fsize)
-            buf = span.local + (frame - span.start);
-        if (!buf && !chunks && singles == SINGLE_READS) {
-            /* a long walk: copy the chunks instead */
-            pyu_chunks_reset(s, ts->chunk, frame + fsize);
-            chunks = true;
+            if (src->chunks)
+                buf = pyu_chunks_find(s, frame, fsize, sp);
         }
-        if (!buf && chunks)
-            buf = pyu_chunks_find(s, frame, fsize, &span);
         if (!buf) {
             int rc = pyu_read_quiet(s, frame, sm->frame_copy, fsize);
             if (rc == -PYU_E_NOPROC)
                 return pyu_fail(&s->err, PYU_E_NOPROC,
                                 "the process has exited"), -1;
             if (rc < 0)
-                return STACK_TORN; /* freed under the read */
+                return -STACK_TORN; /* freed under the read */
             buf = sm->frame_copy;
-            singles++;
+            src->singles++;
         }
-        uint64_t prev;
-        take_frame(o, fsize, frame, buf, &sm->fresh[nf++], &prev);
-        if (hit && frame == anchor) {
-            found = true;
-            break;
-        }
-        if (frame == ts->base_frame) {
-            base = true;
-            break;
-        }
-        frame = prev;
+        fresh *f = &sm->fresh[nf++];
+        take_frame(o, fsize, frame, buf, f);
+        if (frame == stop || frame == ts->base_frame)
+            return (long)nf;
+        frame = f->prev;
     }
-    if (hit ? !found : (ts->base_frame && !base))
-        return STACK_TORN;
+    /* the chain ended before the base frame (3.15 has one) */
+    return ts->base_frame ? -STACK_TORN : (long)nf;
+}
 
-    /* did it move under the read?  Its innermost frames were read twice
-     * (in the batch when they were predicted, else now), then its current
-     * frame and sequence number: all must be as they were. */
-    size_t k = nf < RECHECK ? nf : RECHECK;
-    bool in_batch = tail != NULL;
-    for (size_t i = 0; i < k; i++)
-        in_batch &= slot[i] >= 0;
-    uint8_t again[TAIL_MAX];
-    const uint8_t *second[RECHECK];
-    if (in_batch) {
-        for (size_t i = 0; i < k; i++)
-            second[i] = pf + (size_t)(PREFETCH + slot[i]) * fsize;
-    } else {
-        pyu_range r[RECHECK + 1];
-        for (size_t i = 0; i < k; i++) {
-            r[i] = (pyu_range){sm->fresh[i].addr, sm->recheck[i], fsize};
-            second[i] = sm->recheck[i];
-        }
-        r[k] = (pyu_range){ts->addr + sm->tail_off, again, sm->tail_len};
-        if (pyu_readv_quiet(s, r, k + 1) < 0)
-            return STACK_TORN;
-        tail = again;
-    }
-    for (size_t i = 0; i < k; i++) {
-        fresh g;
-        uint64_t prev;
-        take_frame(o, fsize, sm->fresh[i].addr, second[i], &g, &prev);
-        if (!same_frame(&sm->fresh[i], &g))
-            return STACK_TORN;
-    }
-    uint64_t now_first, now_seq;
-    tail_words(sm, tail, &now_first, &now_seq);
-    if (now_first != first || now_seq != seq)
-        return STACK_TORN;
-    /* proven: the anchor named the current frame (nothing below it can
-     * have changed), or at most MAX_UNPROVEN frames lie above it, each read
-     * twice alike */
-    bool proven = !sm->read_anchors || anchor == first ||
-                  (hit && nf - 1 <= MAX_UNPROVEN);
-
-    sm->st.frames_read += nf;
-    sm->st.frames_cached += keep;
-    if (!hit)
-        sm->st.cache_miss++;
-    else if (nf == 1)
-        sm->st.cache_full++;
-    else
-        sm->st.cache_partial++;
-
-    /* the new stack, base first: [0, keep) stays, the frames read go on
-     * top; a frame identical to the old one at its depth, with everything
-     * below identical too, keeps its node */
+/* Makes the cached stack: positions [0, keep) stay, the nf frames read go
+ * on top.  A frame identical to the old one at its depth, with everything
+ * below identical too, keeps its node.  Returns STACK_OK, STACK_TORN (a
+ * frame's code object could not be read) or -1. */
+static int commit_stack(pyu_sampler *sm, sthread *t, size_t keep, size_t nf,
+                        bool reuse)
+{
+    pyu_session *s = sm->s;
     size_t n = keep + nf;
-    if (!reserve_stack(t, n))
-        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
-    bool same = t->valid && t->epoch == s->code_epoch && sm->code_gen &&
-                use_cache;
+    if (n > t->cap) {
+        size_t ncap = t->cap ? t->cap : 64;
+        while (ncap < n)
+            ncap *= 2;
+        uint64_t *a = realloc(t->addr, ncap * 8);
+        if (a)
+            t->addr = a;
+        uint64_t *c = a ? realloc(t->code, ncap * 8) : NULL;
+        if (c)
+            t->code = c;
+        uint64_t *i = c ? realloc(t->ip, ncap * 8) : NULL;
+        if (i)
+            t->ip = i;
+        uint32_t *nd = i ? realloc(t->node, ncap * 4) : NULL;
+        if (!nd)
+            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+        t->node = nd;
+        t->cap = ncap;
+    }
+    bool same = reuse && t->valid && t->epoch == s->code_epoch && sm->code_gen;
     uint32_t parent = keep ? t->node[keep - 1] : 0;
     for (size_t p = keep, j = nf; j-- > 0; p++) {
         const fresh *f = &sm->fresh[j];
@@ -465,18 +356,18 @@ static int read_stack(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
                       : (sm->o.flags & PYU_SAMPLE_NATIVE) && p > 0
                           ? sm->native_frame
                           : -1;
-            if (fr == -2)
+            if (fr == -2) {
+                t->valid = false;
                 return s->err.code == PYU_E_NOMEM ||
                                s->err.code == PYU_E_NOPROC
                            ? -1
                            : STACK_TORN;
+            }
             long nd = fr < 0 ? (long)parent
                              : pyu_profile_push(sm->p, parent, (uint32_t)fr);
             if (nd < 0)
                 return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
             node = (uint32_t)nd;
-            if (p > 0)
-                learn_delta(sm, t->code[p - 1], t->addr[p - 1], f->addr);
         }
         t->addr[p] = f->addr;
         t->code[p] = f->code;
@@ -487,64 +378,208 @@ static int read_stack(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
     t->n = n;
     t->valid = true;
     t->epoch = s->code_epoch;
-    /* next time: the innermost frame, where a call from it would put its
-     * callee (when that lies in the current chunk: a read past a mapping
-     * would fail the whole batch), and its caller */
-    if (ts->chunk != t->chunk) {
-        uint64_t size = 0;
-        t->chunk = ts->chunk;
-        t->chunk_end = pyu_read_quiet(s, ts->chunk + 8, &size, 8) == 0 &&
-                               size < (1u << 30)
-                           ? ts->chunk + size
-                           : 0;
-    }
-    uint64_t top_code = t->code[n - 1];
-    size_t di = pyu_slot(top_code, DELTAS);
-    uint64_t callee = t->addr[n - 1] + sm->deltas[di].delta;
-    t->predict[0] = t->addr[n - 1];
-    t->predict[1] = sm->deltas[di].code == top_code &&
-                            callee >= t->chunk && callee < t->chunk_end &&
-                            t->chunk_end - callee >= fsize
-                        ? callee
-                        : 0;
-    t->predict[2] = n > 1 ? t->addr[n - 2] : 0;
+    return STACK_OK;
+}
 
-    /* where the anchor read with this stack sits in it (a stack not
-     * proven consistent is no base for the next) */
-    t->anchored = false;
-    if (sm->read_anchors && anchor && proven) {
-        if (hit) {
+/* Reads the tail words again (after frames read on their own). */
+static int read_tail(pyu_sampler *sm, const pyu_tstate *ts, uint64_t *current,
+                     uint64_t *seq)
+{
+    uint8_t tail[TAIL_MAX];
+    if (pyu_read_quiet(sm->s, ts->addr + sm->tail_off, tail, sm->tail_len) <
+        0)
+        return -1;
+    tail_words(sm, tail, current, seq);
+    return 0;
+}
+
+/* Notes where the thread's current chunk ends (for the prefix reads). */
+static void note_chunk(pyu_sampler *sm, sthread *t, uint64_t chunk)
+{
+    if (chunk == t->chunk)
+        return;
+    uint64_t size = 0;
+    t->chunk = chunk;
+    t->chunk_end = chunk && pyu_read_quiet(sm->s, chunk + 8, &size, 8) == 0 &&
+                           size < (1u << 30)
+                       ? chunk + size
+                       : 0;
+}
+
+/* Proven reading (3.15, anchors writable).  ts was read at some moment
+ * t0 with pf (the predicted innermost frame) and tail (the current frame
+ * and sequence number) read after it in the same call, or pf and tail
+ * NULL.  Returns STACK_*, or -1. */
+static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
+                       const uint8_t *pf, const uint8_t *tail,
+                       const pyu_interp *in, uint8_t *buf)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    size_t fsize = sm->fsize;
+    for (int tries = 0;; tries++) {
+        uint64_t first = ts->current_frame;
+        uint64_t anchor = ts->extra[0], seq = ts->extra[1];
+        if (!first) {
+            t->valid = false;
+            return STACK_EMPTY;
+        }
+        if (anchor == first) {
+            /* the cache: the anchor k pops below the frame it named */
+            size_t keep = 0;
+            bool hit = false;
+            uint64_t k = seq - t->seq;
+            if (t->valid && t->anchored && k < t->n &&
+                t->addr[t->n - 1 - k] == anchor) {
+                keep = (size_t)(t->n - 1 - k);
+                hit = true;
+            }
+            source src = {.pf = t->valid ? pf : NULL,
+                          .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
+            long nf = walk_chain(sm, ts, first, hit ? anchor : 0, &src);
+            if (nf == -1)
+                return -1;
+            if (nf == -STACK_TORN || (hit && sm->fresh[nf - 1].addr != anchor))
+                return STACK_TORN;
+            uint64_t now_first, now_seq;
+            if (src.after || !tail) {
+                if (read_tail(sm, ts, &now_first, &now_seq) < 0)
+                    return STACK_TORN;
+            } else {
+                tail_words(sm, tail, &now_first, &now_seq);
+            }
+            if (now_first != first || now_seq != seq)
+                return STACK_TORN;
+            int rc = commit_stack(sm, t, keep, (size_t)nf, true);
+            if (rc != STACK_OK)
+                return rc;
             t->anchored = true;
-            t->anchor_at = keep;
-        } else {
-            for (size_t p = n; p-- > 0;)
-                if (t->addr[p] == anchor) {
-                    t->anchored = true;
-                    t->anchor_at = p;
-                    break;
-                }
+            t->seq = seq;
+            sm->st.frames_read += (uint64_t)nf;
+            sm->st.frames_cached += keep;
+            if (hit)
+                sm->st.cache_full++;
+            else
+                sm->st.cache_miss++;
+            return STACK_OK;
         }
-        t->seq = seq;
-    }
-    /* not proven whole, or too many frames above the anchor: move the
-     * anchor to the innermost frame; the next sample then reads the whole
-     * stack once, proven by it */
-    size_t above = t->anchored ? n - 1 - t->anchor_at : n;
-    if (sm->anchors && anchor != first &&
-        (!proven || above > MAX_UNPROVEN)) {
+        /* the anchor elsewhere: write it, read the thread state again,
+         * with the frames of its chunk up to the current frame */
+        if (tries == PROOF_TRIES)
+            return STACK_TORN;
         uint64_t at = ts->addr + PYU_OFF(o, ts_last_profiled_frame);
-        if (s->ops->write(s->ctx, at, &first, 8) == 0) {
-            sm->st.anchor_writes++;
-            t->wrote = true;
-            t->anchored = false;
-            if (!proven)
-                return STACK_UNPROVEN; /* read it again under the anchor */
-        } else {
+        if (s->ops->write(s->ctx, at, &first, 8) < 0) {
             sm->anchors = false; /* refused: do without */
+            return STACK_TORN;
         }
+        sm->st.anchor_writes++;
+        t->wrote = true;
+        t->anchored = false;
+        note_chunk(sm, t, ts->chunk);
+        pyu_range r[3];
+        size_t n = 0;
+        r[n++] = (pyu_range){ts->addr, buf, sm->tslen};
+        size_t plen = 0;
+        if (first > t->chunk && first < t->chunk_end &&
+            t->chunk_end - first >= fsize &&
+            first + fsize - t->chunk <= (64u << 10)) {
+            plen = (size_t)(first + fsize - t->chunk);
+            if (plen > sm->capprefix) {
+                uint8_t *np = realloc(sm->prefix, plen);
+                if (!np)
+                    return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"),
+                           -1;
+                sm->prefix = np;
+                sm->capprefix = plen;
+            }
+            r[n++] = (pyu_range){t->chunk, sm->prefix, plen};
+        }
+        uint8_t again[TAIL_MAX];
+        r[n++] = (pyu_range){ts->addr + sm->tail_off, again, sm->tail_len};
+        int rc = pyu_readv_quiet(s, r, n);
+        if (rc == -PYU_E_NOPROC)
+            return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited"),
+                   -1;
+        if (rc < 0)
+            return STACK_TORN;
+        uint64_t next;
+        pyu_tstate_take(s, in, sm->extra_off, ts->addr, buf, sm->tslen, ts,
+                        &next);
+        /* proven from here if the anchor still names the current frame */
+        pf = tail = NULL;
+        if (ts->extra[0] != ts->current_frame)
+            continue;
+        uint64_t now_first, now_seq;
+        tail_words(sm, again, &now_first, &now_seq);
+        source src = {0};
+        if (plen)
+            src.span = (pyu_chunk_span){t->chunk, t->chunk + plen,
+                                        sm->prefix};
+        long nf = walk_chain(sm, ts, ts->current_frame, 0, &src);
+        if (nf == -1)
+            return -1;
+        if (nf == -STACK_TORN)
+            return STACK_TORN;
+        if (src.after && read_tail(sm, ts, &now_first, &now_seq) < 0)
+            return STACK_TORN;
+        if (now_first != ts->current_frame || now_seq != ts->extra[1])
+            return STACK_TORN;
+        rc = commit_stack(sm, t, 0, (size_t)nf, true);
+        if (rc != STACK_OK)
+            return rc;
+        t->anchored = true;
+        t->seq = ts->extra[1];
+        sm->st.frames_read += (uint64_t)nf;
+        sm->st.cache_miss++;
+        return STACK_OK;
     }
-    if (!proven)
-        sm->st.unproven++;
+}
+
+/* Best-effort reading (no writable anchor).  Returns STACK_*, or -1. */
+static int read_best(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
+                     const uint8_t *pf, bool reuse)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    size_t fsize = sm->fsize;
+    uint64_t first = ts->current_frame;
+    if (!first) {
+        t->valid = false;
+        return STACK_EMPTY;
+    }
+    source src = {.pf = t->valid ? pf : NULL,
+                  .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
+    long nf = walk_chain(sm, ts, first, 0, &src);
+    if (nf < 0)
+        return nf == -1 ? -1 : STACK_TORN;
+    /* its innermost frames and current frame again, after it all; the
+     * innermost frame's instruction moves on while it runs */
+    size_t k = (size_t)nf < RECHECK ? (size_t)nf : RECHECK;
+    pyu_range r[RECHECK + 1];
+    uint8_t again[TAIL_MAX];
+    for (size_t i = 0; i < k; i++)
+        r[i] = (pyu_range){sm->fresh[i].addr, sm->recheck[i], fsize};
+    r[k] = (pyu_range){ts->addr + sm->tail_off, again, sm->tail_len};
+    if (pyu_readv_quiet(s, r, k + 1) < 0)
+        return STACK_TORN;
+    for (size_t i = 0; i < k; i++) {
+        fresh g;
+        const fresh *f = &sm->fresh[i];
+        take_frame(o, fsize, f->addr, sm->recheck[i], &g);
+        if (g.code != f->code || g.prev != f->prev || g.owner != f->owner ||
+            (i > 0 && g.ip != f->ip))
+            return STACK_TORN;
+    }
+    uint64_t now_first, now_seq;
+    tail_words(sm, again, &now_first, &now_seq);
+    if (now_first != first || now_seq != ts->extra[1])
+        return STACK_TORN;
+    int rc = commit_stack(sm, t, 0, (size_t)nf, reuse);
+    if (rc != STACK_OK)
+        return rc;
+    sm->st.frames_read += (uint64_t)nf;
+    sm->st.cache_miss++;
+    sm->st.unproven++;
     return STACK_OK;
 }
 
@@ -584,16 +619,14 @@ static unsigned status_wanted(const pyu_sampler *sm)
            (sm->o.mode == PYU_MODE_CPU ? PYU_STATUS_ON_CPU : 0u);
 }
 
-/* Reads a thread state again on its own (for a second try). */
-static int reread_tstate(pyu_sampler *sm, const pyu_interp *in,
-                         pyu_tstate *ts, uint8_t *buf)
+/* Reads a thread's stack, proven when the anchor can be written. */
+static int read_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
+                      sthread *t, const uint8_t *pf, const uint8_t *tail,
+                      uint8_t *tsbuf)
 {
-    uint64_t next;
-    if (pyu_read_quiet(sm->s, ts->addr, buf, sm->tslen) < 0)
-        return -1;
-    pyu_tstate_take(sm->s, in, sm->extra_off, ts->addr, buf, sm->tslen, ts,
-                    &next);
-    return 0;
+    if (sm->anchors)
+        return read_proven(sm, ts, t, pf, tail, in, tsbuf);
+    return read_best(sm, ts, t, pf, !(sm->o.flags & PYU_SAMPLE_NO_CACHE));
 }
 
 /* One thread of a sample.  Returns 1 when a stack was counted, 0 when
@@ -607,30 +640,21 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
     unsigned status = pyu_status_of(s, in, ts, status_wanted(sm));
     if (!selected(sm, ts, status))
         return 0;
-    int rc = read_stack(sm, ts, t, pf, tail,
-                        !(sm->o.flags & PYU_SAMPLE_NO_CACHE));
-    if (rc == STACK_UNPROVEN) {
-        /* the anchor now names the innermost frame: read the stack again,
-         * proven whole unless it moved meanwhile */
-        if (reread_tstate(sm, in, ts, tsbuf) < 0)
-            rc = STACK_TORN;
-        else
-            rc = read_stack(sm, ts, t, NULL, NULL, false);
-    }
+    int rc = read_stack(sm, in, ts, t, pf, tail, tsbuf);
     if (rc == STACK_TORN) {
+        /* once more, from a new read of its thread state */
+        uint64_t next;
         sm->st.torn++;
         t->valid = false;
-        if (reread_tstate(sm, in, ts, tsbuf) < 0)
+        if (pyu_read_quiet(s, ts->addr, tsbuf, sm->tslen) < 0)
             return 2;
-        rc = read_stack(sm, ts, t, NULL, NULL, false);
+        pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
+                        &next);
+        rc = read_stack(sm, in, ts, t, NULL, NULL, tsbuf);
         if (rc == STACK_TORN) {
             t->valid = false;
             return 2;
         }
-    }
-    if (rc == STACK_UNPROVEN) { /* moved again: as good as it gets */
-        sm->st.unproven++;
-        rc = STACK_OK;
     }
     if (rc < 0)
         return -1;
@@ -667,8 +691,7 @@ static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
     uint8_t *a = realloc(sm->tsbuf, ncap * sm->tslen);
     if (a)
         sm->tsbuf = a;
-    uint8_t *b = a ? realloc(sm->pfbuf, ncap * 2 * PREFETCH * sm->fsize)
-                   : NULL;
+    uint8_t *b = a ? realloc(sm->pfbuf, ncap * sm->fsize) : NULL;
     if (b)
         sm->pfbuf = b;
     uint8_t *tl = b ? realloc(sm->tailbuf, ncap * sm->tail_len) : NULL;
@@ -756,7 +779,7 @@ static int rediscover(pyu_sampler *sm)
         thread_free(&d.old[i]);
     /* a batch that failed may have failed on a prediction */
     for (size_t i = 0; i < sm->nthreads; i++)
-        memset(sm->threads[i].predict, 0, sizeof sm->threads[i].predict);
+        sm->threads[i].valid = false;
     free(d.old);
     sm->predicted = false;
     if (rc == 2 || d.rc)
@@ -777,8 +800,7 @@ static int read_predicted(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
-    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + 2 * PREFETCH),
-           n = 0;
+    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * 3, n = 0;
     if (need > sm->capranges) {
         pyu_range *r = realloc(sm->ranges, need * sizeof *r);
         if (!r)
@@ -799,16 +821,11 @@ static int read_predicted(pyu_sampler *sm)
     for (size_t j = 0; j < sm->nthreads; j++) {
         sthread *t = &sm->threads[j];
         r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen, sm->tslen};
-        /* its predicted frames twice, then its current frame and sequence
-         * again (the kernel reads the ranges in order) */
-        for (size_t copy = 0; copy < 2; copy++)
-            for (size_t k = 0; k < PREFETCH; k++)
-                if (t->predict[k])
-                    r[n++] = (pyu_range){
-                        t->predict[k],
-                        sm->pfbuf +
-                            ((j * 2 + copy) * PREFETCH + k) * sm->fsize,
-                        sm->fsize};
+        /* its innermost frame where it was, then its current frame and
+         * sequence again (the kernel reads the ranges in order) */
+        if (t->valid && t->n)
+            r[n++] = (pyu_range){t->addr[t->n - 1],
+                                 sm->pfbuf + j * sm->fsize, sm->fsize};
         r[n++] = (pyu_range){t->tstate + sm->tail_off,
                              sm->tailbuf + j * sm->tail_len, sm->tail_len};
     }
@@ -865,7 +882,7 @@ static int take_cached(pyu_session *s, void *arg)
         for (size_t j = si->first; j < si->first + si->n; j++) {
             sthread *t = &sm->threads[j];
             int r = sample_thread(sm, &si->in, &sm->recs[j], t,
-                                  sm->pfbuf + j * 2 * PREFETCH * sm->fsize,
+                                  sm->pfbuf + j * sm->fsize,
                                   sm->tailbuf + j * sm->tail_len,
                                   sm->tsbuf + j * sm->tslen);
             if (r < 0)
@@ -1124,6 +1141,7 @@ void pyu_sampler_free(pyu_sampler *sm)
     free(sm->next);
     free(sm->recs);
     free(sm->fresh);
+    free(sm->prefix);
     free(sm->memo);
     free(sm);
 }

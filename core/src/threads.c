@@ -223,8 +223,9 @@ void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                   : s->pid > 0 && r->native_id == (uint64_t)s->pid;
     r->current_frame = pyu_u64(buf, len, PYU_OFF(o, ts_current_frame));
     r->chunk = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_chunk));
-    if (PYU_HAS(o, ts_base_frame))
-        r->base_frame = ts + PYU_OFF(o, ts_base_frame);
+    if (PYU_HAS(o, ts_base_frame)) /* a pointer to the frame that ends
+                                       the chain (in _PyThreadStateImpl) */
+        r->base_frame = pyu_u64(buf, len, PYU_OFF(o, ts_base_frame));
     if (PYU_HAS(o, ts_holds_gil))
         r->holds_gil = (pyu_u32(buf, len, PYU_OFF(o, ts_holds_gil)) &
                         o->holds_gil_mask) != 0;

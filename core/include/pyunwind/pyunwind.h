@@ -659,11 +659,10 @@ typedef struct pyu_sampler_stats {
     uint64_t frames_cached;  /* frames taken from the frame cache */
     uint64_t cache_full;     /* stacks whose frames below the innermost
                                 came from the cache */
-    uint64_t cache_partial;  /* stacks with some frames from the cache */
     uint64_t cache_miss;     /* stacks read whole */
-    uint64_t unproven;       /* stacks kept with more frames read above
-                                the anchor than prove them consistent
-                                (none on 3.13/3.14: nothing proves them) */
+    uint64_t unproven;       /* stacks recorded without the anchor's proof
+                                that the thread had them (3.13, 3.14,
+                                read-only: all of them) */
     uint64_t anchor_writes;  /* anchors written into the target */
     int anchors;             /* 1 when the sampler writes anchors */
 } pyu_sampler_stats;
