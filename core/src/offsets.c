@@ -275,7 +275,12 @@ static void add_known_facts(pyu_offsets *o)
     o->v[PYU_F_err_previous_item] = o->v[PYU_F_err_exc_value] + 8;
     /* holds_gil: 3.13 keeps it as bit 5 of the `_status` bit field; 3.14
      * has an int right after the 4-byte `_status`; 3.15 publishes it */
-    if (minor == 13) {
+    if (o->free_threaded && PYU_HAS(o, ts_status)) {
+        /* no GIL: "holds it" reads as attached, the `active` bit of
+         * `_status` (bit 4), as CPython's own sampler reads it */
+        o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status];
+        o->holds_gil_mask = 1u << 4;
+    } else if (minor == 13) {
         o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status];
         o->holds_gil_mask = 1u << 5;
     } else {

@@ -640,6 +640,7 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
     unsigned status = pyu_status_of(s, in, ts, status_wanted(sm));
     if (!selected(sm, ts, status))
         return 0;
+    uint64_t seen = ts->current_frame, seen_seq = ts->extra[1];
     int rc = read_stack(sm, in, ts, t, pf, tail, tsbuf);
     if (rc == STACK_TORN) {
         /* once more, from a new read of its thread state */
@@ -660,6 +661,12 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
         return -1;
     if (rc == STACK_EMPTY)
         return 0;
+    /* the thread state was read again: the status goes with the stack */
+    if (ts->current_frame != seen || ts->extra[1] != seen_seq) {
+        status = pyu_status_of(s, in, ts, status_wanted(sm));
+        if (!selected(sm, ts, status))
+            return 0;
+    }
     /* 3.15 names the frame that started a collection */
     if (in->gc_collecting && in->gc_frame)
         for (size_t p = 0; p < t->n; p++)

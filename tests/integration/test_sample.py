@@ -1,0 +1,372 @@
+"""pyunwind sample: the sampling profiler, against targets with a known
+split of wall time (tests/targets/split.py), CPython's own sampler on the
+same process, and a reader that stops the target for every sample.
+
+Truth comes from outside pyunwind: split.py measures its busy loops by the
+clock (three() 3 ms, one() 1 ms), records which thread plays which role,
+and `python3.15 -m profiling.sampling` reads the same process."""
+
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import (PYUNWIND, ROOT, TARGETS, TIMEOUT, Target, allow_core,
+                      interpreters, pyunwind)
+
+PYTHONS = interpreters()
+BY_LABEL = dict(PYTHONS)
+SAMPLE_PAIR = os.path.join(os.path.dirname(PYUNWIND), "sample_pair")
+# the tests that need no particular version run on these
+SOME = [p for p in PYTHONS if p[0].startswith(("3.13.5t", "3.14.7",
+                                               "3.15.2-debian"))
+        and not p[0].endswith("-dbg") and p[0] != "3.14.7t"]
+PY315 = [p for p in PYTHONS if p[0].startswith("3.15")]
+LINE = re.compile(r"^tid:(\d+)((?:;[^;]*)*) (\d+)$")
+
+
+def collapsed(text):
+    """{native thread id: [(frames outermost first, count)]}: the collapsed
+    format as flamegraph.pl parses it (frames split on ';', count last)."""
+    out = collections.defaultdict(list)
+    for line in text.splitlines():
+        m = LINE.match(line)
+        assert m, "not a collapsed line: %r" % line
+        frames = m.group(2).split(";")[1:]
+        out[int(m.group(1))].append((frames, int(m.group(3))))
+    return out
+
+
+def count(stacks, pred):
+    return sum(n for frames, n in stacks if pred(frames))
+
+
+def calls(frames, func):
+    return any(f.split(":")[1:2] == [func] for f in frames)
+
+
+def sample(pid, *args, timeout=TIMEOUT):
+    r = pyunwind("sample", *args, str(pid), timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def split_target(python, workdir, *args):
+    return Target(python, "split.py", workdir, args, expect_threads=False)
+
+
+def assert_split(stacks, tolerance=0.06):
+    """three() holds 3/4 of the main thread's busy samples, one() 1/4."""
+    three = count(stacks, lambda f: calls(f, "three"))
+    one = count(stacks, lambda f: calls(f, "one"))
+    assert three + one > 300, stacks[:5]
+    share = three / (three + one)
+    assert abs(share - 0.75) < tolerance, (three, one)
+    return share
+
+
+def state_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_wall_mode_shows_the_split(label, python, workdir):
+    t = split_target(python, workdir)
+    try:
+        r = sample(t.pid, "-d", "2", "--format", "collapsed")
+        got = collapsed(r.stdout)
+        roles = t.truth["roles"]
+        assert_split(got[roles["main"]])
+        # the sleeping thread is sampled too, in time.sleep's caller
+        sleeping = count(got[roles["sleeper"]],
+                         lambda f: f and f[-1].split(":")[1] == "sleeper")
+        busy = sum(n for _, n in got[roles["main"]])
+        assert sleeping > busy * 0.9, (sleeping, busy)
+        assert "samples in" in r.stderr and "failed" in r.stderr
+        assert state_of(t.pid) in "RS"
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+@pytest.mark.parametrize("mode", ["cpu", "gil"])
+def test_cpu_and_gil_modes_leave_out_the_sleeper(label, python, mode,
+                                                 workdir):
+    t = split_target(python, workdir)
+    try:
+        r = sample(t.pid, "-d", "1.5", "--mode", mode, "--format",
+                   "collapsed")
+        got = collapsed(r.stdout)
+        roles = t.truth["roles"]
+        assert roles["sleeper"] not in got, got[roles["sleeper"]][:3]
+        assert_split(got[roles["main"]], tolerance=0.1)
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_exception_mode_keeps_what_runs_in_except(label, python, workdir):
+    t = split_target(python, workdir, "--handler")
+    try:
+        r = sample(t.pid, "-d", "2", "--mode", "exception", "--format",
+                   "collapsed")
+        got = collapsed(r.stdout)
+        roles = t.truth["roles"]
+        assert set(got) == {roles["handler"]}, sorted(got)
+        stacks = got[roles["handler"]]
+        assert count(stacks, lambda f: calls(f, "in_except")) > 50
+        assert count(stacks, lambda f: calls(f, "no_except")) == 0
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", PY315, ids=[p[0] for p in PY315])
+def test_agrees_with_cpythons_sampler(label, python, workdir):
+    """python3.15 -m profiling.sampling reads the same process: the main
+    thread's split agrees within a few points, and both see the sleeper."""
+    t = split_target(python, workdir)
+    try:
+        out = os.path.join(workdir, "tachyon.txt")
+        r = subprocess.run([python, "-m", "profiling.sampling", "attach",
+                            "-a", "-r", "1khz", "-d", "2", "--collapsed",
+                            "-o", out, str(t.pid)], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        with open(out, encoding="utf-8") as f:
+            theirs = collapsed(f.read())
+        ours = collapsed(sample(t.pid, "-d", "2", "--format",
+                                "collapsed").stdout)
+        roles = t.truth["roles"]
+        a = assert_split(ours[roles["main"]])
+        b = assert_split(theirs[roles["main"]])
+        assert abs(a - b) < 0.05, (a, b)
+        assert roles["sleeper"] in ours and roles["sleeper"] in theirs
+        # the same frames, named the same way
+        name = lambda st: {";".join(f) for f, _ in st}
+        common = name(ours[roles["sleeper"]]) & name(theirs[roles["sleeper"]])
+        assert common, (ours[roles["sleeper"]][:2],
+                        theirs[roles["sleeper"]][:2])
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", PY315, ids=[p[0] for p in PY315])
+def test_frame_cache_gives_the_profile_of_full_reads(label, python, workdir):
+    """The same samples read with the frame cache (and its anchor) and
+    without: identical profiles, on a thread whose stack never rests."""
+    if not os.path.exists(SAMPLE_PAIR):
+        pytest.skip("sample_pair not built")
+    t = split_target(python, workdir, "--churn")
+    try:
+        a, b = (os.path.join(workdir, n) for n in ("cached.txt", "full.txt"))
+        r = subprocess.run([SAMPLE_PAIR, str(t.pid), "600", a, b],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        stats = dict(zip(r.stdout.split()[::2],
+                         map(int, r.stdout.split()[1::2])))
+        assert stats["full"] > 100, stats  # the cache was used
+        with open(a) as f, open(b) as g:
+            cached, full = f.read(), g.read()
+        assert cached == full
+        churn = collapsed(cached)[t.truth["roles"]["churn"]]
+        assert len(churn) > 20  # many different stacks
+        assert state_of(t.pid) in "RS"
+    finally:
+        t.close()
+
+
+def test_interrupt_keeps_the_profile(workdir):
+    python = dict(PY315 or PYTHONS)[(PY315 or PYTHONS)[0][0]]
+    t = split_target(python, workdir)
+    try:
+        p = subprocess.Popen([PYUNWIND, "sample", "--format", "collapsed",
+                              str(t.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 0, err
+        assert "interrupted" in err
+        assert_split(collapsed(out)[t.truth["roles"]["main"]], tolerance=0.1)
+        for _ in range(20):  # never left stopped
+            assert state_of(t.pid) in "RS"
+            time.sleep(0.01)
+    finally:
+        t.close()
+
+
+def test_target_exit_ends_the_run(workdir):
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir, "--seconds", "1.5")
+    try:
+        start = time.monotonic()
+        r = sample(t.pid, "-d", "60", "--format", "collapsed")
+        assert time.monotonic() - start < 30
+        assert "the target exited" in r.stderr
+        assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                     tolerance=0.1)
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_launch_mode_profiles_the_program_to_its_exit(label, python,
+                                                     workdir):
+    truth = os.path.join(workdir, "truth.json")
+    r = subprocess.run([PYUNWIND, "sample", "--format", "collapsed", "--",
+                        python, os.path.join(TARGETS, "split.py"), truth,
+                        "--seconds", "1.5", "--exit", "3"],
+                       capture_output=True, text=True, timeout=TIMEOUT,
+                       cwd=workdir)
+    assert r.returncode == 3, r.stderr  # the program's own exit status
+    got = collapsed(r.stdout.replace("ready\n", ""))
+    with open(truth) as f:
+        roles = json.load(f)["roles"]
+    assert_split(got[roles["main"]], tolerance=0.1)
+
+
+def test_launch_mode_reports_a_program_that_is_not_python(workdir):
+    r = subprocess.run([PYUNWIND, "sample", "--", "/bin/true"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0  # /bin/true's status, passed through
+    assert r.stderr.count("\n") == 1 and "error" in r.stderr, r.stderr
+    r = subprocess.run([PYUNWIND, "sample", "--", "/nonexistent/x"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 3 and "cannot run" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("label,python", PY315[:1],
+                         ids=[p[0] for p in PY315[:1]])
+def test_blocking_and_read_only(label, python, workdir):
+    t = split_target(python, workdir)
+    try:
+        for opts, anchors in ((["--blocking"], "on"),
+                              (["--read-only"], "off"),
+                              (["--no-cache"], "off")):
+            r = sample(t.pid, "-d", "1", "--verbose", "--format",
+                       "collapsed", *opts)
+            assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                         tolerance=0.1)
+            assert "anchors %s" % anchors in r.stderr, r.stderr
+            if anchors == "off":
+                assert ", 0 written" in r.stderr
+            assert state_of(t.pid) in "RS"
+    finally:
+        t.close()
+
+
+def test_json_and_top(workdir):
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir)
+    try:
+        r = sample(t.pid, "-d", "1", "--format", "json")
+        p = json.loads(r.stdout)
+        assert p["pid"] == t.pid and p["mode"] == "wall"
+        assert p["total"] == sum(s["count"] for s in p["stacks"])
+        assert p["samples"] >= max(th["samples"] for th in p["threads"])
+        names = {f["name"] for f in p["functions"]}
+        assert {"three", "one", "busy", "sleeper"} <= names
+        for s in p["stacks"]:
+            for fr in s["frames"]:
+                func = p["functions"][p["frames"][fr]["function"]]
+                assert func["kind"] in ("python", "gc", "native")
+        main = [th for th in p["threads"]
+                if th["native_thread_id"] == t.truth["roles"]["main"]][0]
+        assert main["main"] is True
+        assert main["status"]["has_gil"] > main["samples"] / 2
+        r = sample(t.pid, "-d", "1", "--sort", "total", "--limit", "3")
+        rows = [l for l in r.stdout.splitlines()
+                if re.match(r"^ *\d+ +\d+\.\d+% ", l)]
+        assert len(rows) == 3
+        assert "samples in" in r.stdout.splitlines()[0]
+    finally:
+        t.close()
+
+
+def test_thread_filter(workdir):
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir)
+    try:
+        tid = t.truth["roles"]["sleeper"]
+        got = collapsed(sample(t.pid, "-d", "0.5", "--thread", str(tid),
+                               "--format", "collapsed").stdout)
+        assert set(got) == {tid}
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", PY315[:1],
+                         ids=[p[0] for p in PY315[:1]])
+def test_native_frames_where_c_calls_python(label, python, workdir):
+    """--native: "<native>" where C code called into Python (sorted()
+    calling its key function, the interpreter's entry), as CPython's
+    sampler --native shows them."""
+    t = split_target(python, workdir, "--native")
+    try:
+        out = os.path.join(workdir, "tachyon.txt")
+        r = subprocess.run([python, "-m", "profiling.sampling", "attach",
+                            "-a", "--native", "-d", "1", "--collapsed",
+                            "-o", out, str(t.pid)], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        with open(out, encoding="utf-8") as f:
+            theirs = collapsed(f.read())
+        ours = collapsed(sample(t.pid, "-d", "1.5", "--native", "--format",
+                                "collapsed").stdout)
+        main = t.truth["roles"]["main"]
+        via_c = [f for f, _ in ours[main] if calls(f, "key_calls_one")]
+        assert via_c
+        for frames in via_c:  # main -> sorted (C) -> key_calls_one
+            i = [k for k, f in enumerate(frames)
+                 if f.split(":")[1:2] == ["key_calls_one"]][0]
+            assert frames[i - 1] == "<native>", frames
+            assert frames[i - 2].split(":")[1] == "main", frames
+        # the stacks each reader saw most are the same
+        for tid in (main, t.truth["roles"]["sleeper"]):
+            top = lambda st: {";".join(f) for f, n in
+                              sorted(st, key=lambda x: -x[1])[:2]}
+            assert top(ours[tid]) == top(theirs[tid]), (ours[tid][:3],
+                                                        theirs[tid][:3])
+        plain = collapsed(sample(t.pid, "-d", "0.5", "--format",
+                                 "collapsed").stdout)
+        assert all("<native>" not in f for st in plain.values()
+                   for f, _ in st)
+    finally:
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", PY315[:1],
+                         ids=[p[0] for p in PY315[:1]])
+def test_gc_frames(label, python, workdir):
+    t = split_target(python, workdir, "--gc")
+    try:
+        got = collapsed(sample(t.pid, "-d", "2", "--gc", "--format",
+                               "collapsed").stdout)
+        stacks = got[t.truth["roles"]["gc"]]
+        gc = [f for f, _ in stacks if f and f[-1] == "<GC>"]
+        assert gc, stacks[:5]
+        assert all(calls(f, "collector") for f in gc)
+        assert all("<GC>" not in f for f, _ in got[t.truth["roles"]["main"]])
+    finally:
+        t.close()
+
+
+def test_bad_options():
+    for args, text in ((["-r", "fast", "1"], "not a rate"),
+                       (["--mode", "idle", "1"], "not a mode"),
+                       (["--format", "svg", "1"], "not a format"),
+                       (["-d", "-1", "1"], "not a duration"),
+                       (["--async", "--native", "1"], "do not go together"),
+                       ([], "give a process id")):
+        r = pyunwind("sample", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert text in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r = pyunwind("sample", "-d", "1", "999999999")
+    assert r.returncode in (2, 3) and r.stderr.count("\n") == 1

@@ -1,0 +1,159 @@
+"""Target program for the sampler tests: a known split of wall time.
+
+    python split.py TRUTH.json [--seconds S] [--exit CODE] [--handler]
+                               [--churn] [--native] [--gc]
+
+The main thread runs, in a loop, three() busy for 3 ms and one() busy for
+1 ms, each measured by the clock (time.perf_counter), so a sampler that
+reads wall time must find three() in about 3/4 of the main thread's
+samples and one() in about 1/4, whatever the machine's speed.  Beside it:
+
+  sleeper      a thread asleep in time.sleep (present in wall mode, absent
+               in cpu and gil modes)
+  --handler    a thread that alternates 1 ms busy inside an `except` block
+               (in_except) with 1 ms busy outside one (no_except)
+  --churn      a thread whose stack changes all the time: recursion to a
+               random depth, calls at varying lines (for the frame cache)
+  --native     the main loop calls one() through C: sorted(key=...) calls
+               a key function that runs one()
+  --gc         a thread that makes reference cycles and collects them
+
+TRUTH.json gets the native thread ids by role and the file's path.  It
+prints "ready" once every thread runs, runs for S seconds (default 600),
+then exits with CODE (default 0).
+"""
+
+import argparse
+import gc
+import json
+import os
+import random
+import sys
+import threading
+import time
+
+clock = time.perf_counter
+
+
+def busy(seconds):
+    end = clock() + seconds
+    x = 0
+    while clock() < end:
+        x += 1
+    return x
+
+
+def three():
+    busy(0.003)
+
+
+def one():
+    busy(0.001)
+
+
+def sleeper(started):
+    started.release()
+    while True:
+        time.sleep(3600)
+
+
+def in_except():
+    busy(0.001)
+
+
+def no_except():
+    busy(0.001)
+
+
+def handler(started):
+    started.release()
+    while True:
+        try:
+            raise ValueError("handled")
+        except ValueError:
+            in_except()
+        no_except()
+
+
+def churn_level(n, rng):
+    if n == 0:
+        x = 0
+        for _ in range(rng.randrange(1, 50)):
+            x += 1
+        return x
+    if n % 2:
+        return churn_level(n - 1, rng) + 1
+    return churn_level(n - 1, rng) + 2
+
+
+def churner(started):
+    started.release()
+    rng = random.Random(7)
+    while True:
+        churn_level(rng.randrange(0, 30), rng)
+
+
+class Node:
+    def __init__(self):
+        self.other = self
+
+
+def collector(started):
+    started.release()
+    while True:
+        for _ in range(20000):
+            Node()
+        gc.collect()
+
+
+def key_calls_one(v):
+    one()
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("truth")
+    ap.add_argument("--seconds", type=float, default=600)
+    ap.add_argument("--exit", type=int, default=0)
+    ap.add_argument("--handler", action="store_true")
+    ap.add_argument("--churn", action="store_true")
+    ap.add_argument("--native", action="store_true")
+    ap.add_argument("--gc", action="store_true")
+    args = ap.parse_args()
+
+    roles = {"main": threading.get_native_id()}
+    started = threading.Semaphore(0)
+    helpers = [("sleeper", sleeper)]
+    if args.handler:
+        helpers.append(("handler", handler))
+    if args.churn:
+        helpers.append(("churn", churner))
+    if args.gc:
+        helpers.append(("gc", collector))
+    threads = []
+    for role, fn in helpers:
+        t = threading.Thread(target=fn, args=(started,), name=role,
+                             daemon=True)
+        t.start()
+        threads.append((role, t))
+    for _ in helpers:
+        started.acquire()
+    for role, t in threads:
+        roles[role] = t.native_id
+    with open(args.truth, "w", encoding="utf-8") as f:
+        json.dump({"roles": roles, "file": os.path.abspath(__file__),
+                   "version": "%d.%d.%d" % sys.version_info[:3]}, f)
+    print("ready", flush=True)
+    end = time.monotonic() + args.seconds
+    while time.monotonic() < end:
+        three()
+        if args.native:
+            sorted([1], key=key_calls_one)
+        else:
+            one()
+    sys.exit(args.exit)
+
+
+if __name__ == "__main__":
+    main()
