@@ -5,10 +5,18 @@
                                        thread blocked too
     python3 bench/targets.py threads50 50 threads 20 frames deep each, main
                                        thread blocked too (bench/gdb-run)
+    python3.15 bench/targets.py deep-busy, wide-busy
+                                       the same stacks, each running a loop
+                                       at its bottom instead of sleeping
+                                       (bench/sample-run)
+    python3.15 bench/targets.py count  main thread 50 frames deep, counting:
+                                       prints "rate N" (loop iterations per
+                                       second) every second
 
 Prints "ready" (and flushes) once every thread is parked, then blocks until
-killed.  The stacks do not change afterwards, so every read of the process
-sees the same frames.
+killed.  The stacks do not change afterwards (a busy loop changes only the
+line of its innermost frame), so every read of the process sees the same
+frames.
 """
 import sys
 import threading
@@ -25,11 +33,30 @@ def park():
         time.sleep(3600)
 
 
-def recurse(n, at_bottom):
+def spin():
+    x = 0
+    while True:
+        x += 1
+
+
+def count():
+    n = 0
+    next_report = time.monotonic() + 1
+    while True:
+        for _ in range(10000):
+            n += 1
+        now = time.monotonic()
+        if now >= next_report:
+            print("rate", int(n / (now - next_report + 1)), flush=True)
+            n = 0
+            next_report = now + 1
+
+
+def recurse(n, at_bottom, then=None):
     if n > 1:
-        return recurse(n - 1, at_bottom)
+        return recurse(n - 1, at_bottom, then)
     at_bottom()
-    park()
+    (then or park)()
 
 
 def say_ready():
@@ -38,16 +65,22 @@ def say_ready():
 
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    if mode == "deep":
+    busy = mode.endswith("-busy")
+    mode = mode.removesuffix("-busy")
+    if mode == "count":
+        recurse(DEEP, say_ready, count)
+    elif mode == "deep":
         # The recursion itself is DEEP frames (plus main() and <module>);
         # "ready" is printed from the bottom, just before time.sleep.
-        recurse(DEEP, say_ready)
+        recurse(DEEP, say_ready, spin if busy else None)
     elif mode in ("wide", "threads50"):
         count, depth = (WIDE_THREADS, WIDE_DEPTH) if mode == "wide" \
             else THREADS50
         parked = threading.Semaphore(0)
         for i in range(count):
-            threading.Thread(target=recurse, args=(depth, parked.release),
+            threading.Thread(target=recurse,
+                             args=(depth, parked.release,
+                                   spin if busy else None),
                              name=f"{mode}-{i}", daemon=True).start()
         for _ in range(count):
             parked.acquire()
@@ -57,7 +90,8 @@ def main():
         print("ready", flush=True)
         park()
     else:
-        sys.exit("usage: targets.py deep|wide|threads50")
+        sys.exit("usage: targets.py deep|wide|threads50|deep-busy|"
+                 "wide-busy|count")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,10 @@
 #define TAIL_MAX 256        /* the thread state words read again */
 #define MEMO_MAX (1u << 16) /* (code, instruction) -> frame memo entries */
 #define PROOF_TRIES 2       /* writes of the anchor for one stack */
+#define HEAD_EVERY 16       /* samples between reads of the interpreter
+                               list's head */
+#define ISPAN_MAX 4096      /* an interpreter's fields read as one range
+                               when they lie this close */
 #define OWNER_FIRST_SHIM 3
 
 /* A frame read in this sample. */
@@ -107,13 +111,15 @@ struct pyu_sampler {
     sthread *threads;
     size_t nthreads, capthreads;
     bool predicted;
+    bool reread;   /* the thread state was read again with its stack */
+    uint8_t *ispan; /* each interpreter's fields, one range each */
+    size_t ispan_off, ispan_len; /* (0: the fields are far apart) */
     uint64_t head; /* the runtime's interpreter list head, as read */
     /* per-sample buffers */
     pyu_range *ranges;
     size_t capranges;
     uint8_t *tsbuf;   /* nthreads thread state copies */
     uint8_t *pfbuf;   /* nthreads copies of the predicted innermost frame */
-    uint8_t *tailbuf; /* nthreads words read again after it */
     size_t captsbuf;
     uint64_t *next; /* each thread state's next, as read */
     pyu_tstate *recs;
@@ -411,8 +417,7 @@ static void note_chunk(pyu_sampler *sm, sthread *t, uint64_t chunk)
  * and sequence number) read after it in the same call, or pf and tail
  * NULL.  Returns STACK_*, or -1. */
 static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
-                       const uint8_t *pf, const uint8_t *tail,
-                       const pyu_interp *in, uint8_t *buf)
+                       const uint8_t *pf, const pyu_interp *in, uint8_t *buf)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
@@ -424,6 +429,26 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             t->valid = false;
             return STACK_EMPTY;
         }
+        if (anchor == first && pf && t->valid && t->anchored &&
+            seq == t->seq && first == t->addr[t->n - 1]) {
+            /* proven by the last sample: the frame it found innermost,
+             * anchored, is still current and was never popped since that
+             * read of the thread state, so the copy of it read just
+             * before this one shows that same frame at a later moment;
+             * everything below it is as cached */
+            fresh *f = &sm->fresh[0];
+            take_frame(o, fsize, first, pf, f);
+            if (f->prev != (t->n > 1 ? t->addr[t->n - 2] : 0) ||
+                f->code != t->code[t->n - 1])
+                return STACK_TORN; /* (cannot be: a hostile target) */
+            int rc = commit_stack(sm, t, t->n - 1, 1, true);
+            if (rc != STACK_OK)
+                return rc;
+            sm->st.frames_read++;
+            sm->st.frames_cached += t->n - 1;
+            sm->st.cache_full++;
+            return STACK_OK;
+        }
         if (anchor == first) {
             /* the cache: the anchor k pops below the frame it named */
             size_t keep = 0;
@@ -434,22 +459,19 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
                 keep = (size_t)(t->n - 1 - k);
                 hit = true;
             }
-            source src = {.pf = t->valid ? pf : NULL,
-                          .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
+            source src = {0}; /* (pf was read before ts: no use here) */
             long nf = walk_chain(sm, ts, first, hit ? anchor : 0, &src);
             if (nf == -1)
                 return -1;
             if (nf == -STACK_TORN || (hit && sm->fresh[nf - 1].addr != anchor))
                 return STACK_TORN;
             uint64_t now_first, now_seq;
-            if (src.after || !tail) {
-                if (read_tail(sm, ts, &now_first, &now_seq) < 0)
-                    return STACK_TORN;
-            } else {
-                tail_words(sm, tail, &now_first, &now_seq);
-            }
+            if (read_tail(sm, ts, &now_first, &now_seq) < 0)
+                return STACK_TORN;
             if (now_first != first || now_seq != seq)
                 return STACK_TORN;
+            if (hit)
+                sm->st.cache_full++;
             int rc = commit_stack(sm, t, keep, (size_t)nf, true);
             if (rc != STACK_OK)
                 return rc;
@@ -457,9 +479,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             t->seq = seq;
             sm->st.frames_read += (uint64_t)nf;
             sm->st.frames_cached += keep;
-            if (hit)
-                sm->st.cache_full++;
-            else
+            if (!hit)
                 sm->st.cache_miss++;
             return STACK_OK;
         }
@@ -506,7 +526,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
         pyu_tstate_take(s, in, sm->extra_off, ts->addr, buf, sm->tslen, ts,
                         &next);
         /* proven from here if the anchor still names the current frame */
-        pf = tail = NULL;
+        pf = NULL;
         if (ts->extra[0] != ts->current_frame)
             continue;
         uint64_t now_first, now_seq;
@@ -536,8 +556,9 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
 }
 
 /* Best-effort reading (no writable anchor).  Returns STACK_*, or -1. */
-static int read_best(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
-                     const uint8_t *pf, bool reuse)
+static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
+                     const uint8_t *pf, bool reuse, const pyu_interp *in,
+                     uint8_t *tsbuf)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
@@ -552,16 +573,17 @@ static int read_best(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
     long nf = walk_chain(sm, ts, first, 0, &src);
     if (nf < 0)
         return nf == -1 ? -1 : STACK_TORN;
-    /* its innermost frames and current frame again, after it all; the
-     * innermost frame's instruction moves on while it runs */
+    /* its innermost frames and its thread state again, after it all (the
+     * innermost frame's instruction moves on while it runs); the status
+     * is then taken from the new copy */
     size_t k = (size_t)nf < RECHECK ? (size_t)nf : RECHECK;
     pyu_range r[RECHECK + 1];
-    uint8_t again[TAIL_MAX];
     for (size_t i = 0; i < k; i++)
         r[i] = (pyu_range){sm->fresh[i].addr, sm->recheck[i], fsize};
-    r[k] = (pyu_range){ts->addr + sm->tail_off, again, sm->tail_len};
+    r[k] = (pyu_range){ts->addr, tsbuf, sm->tslen};
     if (pyu_readv_quiet(s, r, k + 1) < 0)
         return STACK_TORN;
+    const uint8_t *again = tsbuf + sm->tail_off;
     for (size_t i = 0; i < k; i++) {
         fresh g;
         const fresh *f = &sm->fresh[i];
@@ -570,10 +592,13 @@ static int read_best(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
             (i > 0 && g.ip != f->ip))
             return STACK_TORN;
     }
-    uint64_t now_first, now_seq;
+    uint64_t now_first, now_seq, next;
     tail_words(sm, again, &now_first, &now_seq);
     if (now_first != first || now_seq != ts->extra[1])
         return STACK_TORN;
+    pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
+                    &next);
+    sm->reread = true;
     int rc = commit_stack(sm, t, 0, (size_t)nf, reuse);
     if (rc != STACK_OK)
         return rc;
@@ -621,12 +646,12 @@ static unsigned status_wanted(const pyu_sampler *sm)
 
 /* Reads a thread's stack, proven when the anchor can be written. */
 static int read_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
-                      sthread *t, const uint8_t *pf, const uint8_t *tail,
-                      uint8_t *tsbuf)
+                      sthread *t, const uint8_t *pf, uint8_t *tsbuf)
 {
     if (sm->anchors)
-        return read_proven(sm, ts, t, pf, tail, in, tsbuf);
-    return read_best(sm, ts, t, pf, !(sm->o.flags & PYU_SAMPLE_NO_CACHE));
+        return read_proven(sm, ts, t, pf, in, tsbuf);
+    return read_best(sm, ts, t, pf, !(sm->o.flags & PYU_SAMPLE_NO_CACHE), in,
+                     tsbuf);
 }
 
 /* One thread of a sample.  Returns 1 when a stack was counted, 0 when
@@ -634,14 +659,15 @@ static int read_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
  * error that ends the sample. */
 static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
                          pyu_tstate *ts, sthread *t, const uint8_t *pf,
-                         const uint8_t *tail, uint8_t *tsbuf)
+                         uint8_t *tsbuf)
 {
     pyu_session *s = sm->s;
     unsigned status = pyu_status_of(s, in, ts, status_wanted(sm));
     if (!selected(sm, ts, status))
         return 0;
     uint64_t seen = ts->current_frame, seen_seq = ts->extra[1];
-    int rc = read_stack(sm, in, ts, t, pf, tail, tsbuf);
+    sm->reread = false;
+    int rc = read_stack(sm, in, ts, t, pf, tsbuf);
     if (rc == STACK_TORN) {
         /* once more, from a new read of its thread state */
         uint64_t next;
@@ -651,7 +677,7 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
             return 2;
         pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
                         &next);
-        rc = read_stack(sm, in, ts, t, NULL, NULL, tsbuf);
+        rc = read_stack(sm, in, ts, t, NULL, tsbuf);
         if (rc == STACK_TORN) {
             t->valid = false;
             return 2;
@@ -662,7 +688,7 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
     if (rc == STACK_EMPTY)
         return 0;
     /* the thread state was read again: the status goes with the stack */
-    if (ts->current_frame != seen || ts->extra[1] != seen_seq) {
+    if (sm->reread || ts->current_frame != seen || ts->extra[1] != seen_seq) {
         status = pyu_status_of(s, in, ts, status_wanted(sm));
         if (!selected(sm, ts, status))
             return 0;
@@ -701,10 +727,7 @@ static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
     uint8_t *b = a ? realloc(sm->pfbuf, ncap * sm->fsize) : NULL;
     if (b)
         sm->pfbuf = b;
-    uint8_t *tl = b ? realloc(sm->tailbuf, ncap * sm->tail_len) : NULL;
-    if (tl)
-        sm->tailbuf = tl;
-    uint64_t *nx = tl ? realloc(sm->next, ncap * 8) : NULL;
+    uint64_t *nx = b ? realloc(sm->next, ncap * 8) : NULL;
     if (nx)
         sm->next = nx;
     pyu_tstate *r = nx ? realloc(sm->recs, ncap * sizeof *r) : NULL;
@@ -795,6 +818,13 @@ static int rediscover(pyu_sampler *sm)
         return -1;
     if (!reserve_sample(sm, sm->nthreads))
         return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    if (sm->ispan_len) {
+        uint8_t *b = realloc(sm->ispan, (sm->ninterps ? sm->ninterps : 1) *
+                                            sm->ispan_len);
+        if (!b)
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+        sm->ispan = b;
+    }
     sm->head = sm->ninterps ? sm->interps[0].in.addr : 0;
     sm->predicted = true;
     return 0;
@@ -816,25 +846,33 @@ static int read_predicted(pyu_sampler *sm)
         sm->capranges = need;
     }
     pyu_range *r = sm->ranges;
-    uint64_t head = 0;
-    r[n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head), &head,
-                         8};
+    /* a new interpreter is put at the head of the runtime's list: looked
+     * for every HEAD_EVERY samples (the rest of the lists, every time) */
+    uint64_t head = sm->head;
+    bool check_head = sm->st.samples % HEAD_EVERY == 0;
+    if (check_head)
+        r[n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head),
+                             &head, 8};
     for (size_t i = 0; i < sm->ninterps; i++) {
         sinterp *si = &sm->interps[i];
         pyu_interp_plan(o, si->in.addr, &si->in, &si->ir);
-        memcpy(r + n, si->ir.r, si->ir.n * sizeof *r);
-        n += si->ir.n;
+        if (sm->ispan_len) { /* its fields in one range */
+            r[n++] = (pyu_range){si->in.addr + sm->ispan_off,
+                                 sm->ispan + i * sm->ispan_len,
+                                 sm->ispan_len};
+        } else {
+            memcpy(r + n, si->ir.r, si->ir.n * sizeof *r);
+            n += si->ir.n;
+        }
     }
     for (size_t j = 0; j < sm->nthreads; j++) {
         sthread *t = &sm->threads[j];
-        r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen, sm->tslen};
-        /* its innermost frame where it was, then its current frame and
-         * sequence again (the kernel reads the ranges in order) */
+        /* its innermost frame where it was, then its thread state (the
+         * kernel reads the ranges in order: see read_proven) */
         if (t->valid && t->n)
             r[n++] = (pyu_range){t->addr[t->n - 1],
                                  sm->pfbuf + j * sm->fsize, sm->fsize};
-        r[n++] = (pyu_range){t->tstate + sm->tail_off,
-                             sm->tailbuf + j * sm->tail_len, sm->tail_len};
+        r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen, sm->tslen};
     }
     int rc = pyu_readv_quiet(s, r, n);
     if (rc == -PYU_E_NOPROC)
@@ -844,6 +882,11 @@ static int read_predicted(pyu_sampler *sm)
     /* link by link */
     for (size_t i = 0; i < sm->ninterps; i++) {
         sinterp *si = &sm->interps[i];
+        for (size_t k = 0; sm->ispan_len && k < si->ir.n; k++)
+            memcpy(si->ir.r[k].buf,
+                   sm->ispan + i * sm->ispan_len +
+                       (si->ir.r[k].addr - si->in.addr - sm->ispan_off),
+                   si->ir.r[k].len);
         uint64_t want_next =
             i + 1 < sm->ninterps ? sm->interps[i + 1].in.addr : 0;
         uint64_t want_head = si->n ? sm->threads[si->first].tstate : 0;
@@ -890,7 +933,6 @@ static int take_cached(pyu_session *s, void *arg)
             sthread *t = &sm->threads[j];
             int r = sample_thread(sm, &si->in, &sm->recs[j], t,
                                   sm->pfbuf + j * sm->fsize,
-                                  sm->tailbuf + j * sm->tail_len,
                                   sm->tsbuf + j * sm->tslen);
             if (r < 0)
                 return -1;
@@ -1048,6 +1090,19 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     }
     sm->tail_off = (size_t)lo;
     sm->tail_len = (size_t)(hi - lo);
+    pyu_interp ii;
+    pyu_interp_read ir;
+    pyu_interp_plan(off, 0, &ii, &ir); /* range addresses: the offsets */
+    lo = UINT64_MAX, hi = 0;
+    for (size_t k = 0; k < ir.n; k++) {
+        lo = ir.r[k].addr < lo ? ir.r[k].addr : lo;
+        hi = ir.r[k].addr + ir.r[k].len > hi ? ir.r[k].addr + ir.r[k].len
+                                             : hi;
+    }
+    if (ir.n && hi - lo <= ISPAN_MAX && hi <= PYU_OFF(off, is_size)) {
+        sm->ispan_off = (size_t)lo;
+        sm->ispan_len = (size_t)(hi - lo);
+    }
     long gcf = pyu_profile_add_func(p, "<GC>", "", 0, PYU_FUNC_GC);
     sm->gc_frame = gcf < 0 ? gcf : pyu_profile_add_frame(p, (uint32_t)gcf, 0);
     long nf = pyu_profile_add_func(p, "<native>", "", 0, PYU_FUNC_NATIVE);
@@ -1144,11 +1199,11 @@ void pyu_sampler_free(pyu_sampler *sm)
     free(sm->ranges);
     free(sm->tsbuf);
     free(sm->pfbuf);
-    free(sm->tailbuf);
     free(sm->next);
     free(sm->recs);
     free(sm->fresh);
     free(sm->prefix);
+    free(sm->ispan);
     free(sm->memo);
     free(sm);
 }
