@@ -39,7 +39,7 @@ def spin():
         x += 1
 
 
-def count():
+def count_loop():
     n = 0
     next_report = time.monotonic() + 1
     while True:
@@ -68,7 +68,7 @@ def main():
     busy = mode.endswith("-busy")
     mode = mode.removesuffix("-busy")
     if mode == "count":
-        recurse(DEEP, say_ready, count)
+        recurse(DEEP, say_ready, count_loop)
     elif mode == "deep":
         # The recursion itself is DEEP frames (plus main() and <module>);
         # "ready" is printed from the bottom, just before time.sleep.
