@@ -28,6 +28,7 @@
 #include <Python.h>
 
 #include "command.h"
+#include "module.h"
 #include "pyunwind/pyunwind.h"
 #include "target.h"
 
@@ -36,7 +37,7 @@
 
 static PyObject *Error; /* pyunwind_gdb._pyunwind.Error */
 
-static PyObject *raise_error(int code, const char *msg)
+PyObject *raise_error(int code, const char *msg)
 {
     PyObject *exc = PyObject_CallFunction(Error, "s", msg);
     if (exc) {
@@ -51,23 +52,20 @@ static PyObject *raise_error(int code, const char *msg)
 
 /* ------------------------------------------ argv from a list of strings */
 
-typedef struct {
-    int argc;
-    char **argv; /* argv[0] = the command; strings owned here */
-} argvec;
-
-/* "dump" or "tasks" -> the command, or -1 with TypeError set. */
+/* "dump", "tasks" or "sample" -> the command, or -1 with ValueError set. */
 static int command_kind(const char *name)
 {
     if (strcmp(name, "dump") == 0)
         return PYU_CMD_DUMP;
     if (strcmp(name, "tasks") == 0)
         return PYU_CMD_TASKS;
+    if (strcmp(name, "sample") == 0)
+        return PYU_CMD_SAMPLE;
     PyErr_Format(PyExc_ValueError, "unknown command %s", name);
     return -1;
 }
 
-static void argvec_free(argvec *a)
+void argvec_free(argvec *a)
 {
     for (int i = 0; a->argv && i < a->argc; i++)
         free(a->argv[i]);
@@ -110,8 +108,8 @@ nomem:
 
 /* Parses (command, argv list) into *a and *o; raises Error on bad options.
  * On success the caller frees *a (o's strings point into it). */
-static int parse_command(const char *command, PyObject *list, argvec *a,
-                         pyu_cmd_opts *o)
+int parse_command(const char *command, PyObject *list, argvec *a,
+                  pyu_cmd_opts *o)
 {
     int kind = command_kind(command);
     if (kind < 0 || argvec_from(a, list) < 0)
@@ -780,7 +778,7 @@ static PyMethodDef Session_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static PyTypeObject SessionType = {
+PyTypeObject SessionType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyunwind_gdb._pyunwind.Session",
     .tp_basicsize = sizeof(Session),
@@ -794,6 +792,16 @@ static PyTypeObject SessionType = {
 
 /* ----------------------------------------------------- module functions */
 
+pyu_session *session_of(PyObject *o)
+{
+    if (!PyObject_TypeCheck(o, &SessionType) || !((Session *)o)->opened ||
+        !((Session *)o)->s) {
+        raise_error(PYU_EXIT_INTERNAL, "not an opened session");
+        return NULL;
+    }
+    return ((Session *)o)->s;
+}
+
 static PyObject *mod_parse(PyObject *mod, PyObject *args)
 {
     (void)mod;
@@ -805,9 +813,10 @@ static PyObject *mod_parse(PyObject *mod, PyObject *args)
         parse_command(command, list, &a, &o) < 0)
         return NULL;
     PyObject *r = Py_BuildValue(
-        "{s:O,s:O,s:O,s:z,s:K}", "help", o.help ? Py_True : Py_False, "json",
-        o.json ? Py_True : Py_False, "verbose", o.verbose ? Py_True : Py_False,
-        "output", o.output, "thread", (unsigned long long)o.thread);
+        "{s:O,s:O,s:O,s:z,s:K,s:d}", "help", o.help ? Py_True : Py_False,
+        "json", o.json ? Py_True : Py_False, "verbose",
+        o.verbose ? Py_True : Py_False, "output", o.output, "thread",
+        (unsigned long long)o.thread, "duration", o.duration);
     argvec_free(&a);
     return r;
 }
@@ -861,7 +870,7 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__pyunwind(void)
 {
-    if (PyType_Ready(&SessionType) < 0)
+    if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&ProfileType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
@@ -869,8 +878,10 @@ PyMODINIT_FUNC PyInit__pyunwind(void)
     Error = PyErr_NewException("pyunwind_gdb._pyunwind.Error",
                                PyExc_Exception, NULL);
     Py_INCREF(&SessionType);
+    Py_INCREF(&ProfileType);
     if (!Error || PyModule_AddObject(m, "Error", Error) < 0 ||
-        PyModule_AddObject(m, "Session", (PyObject *)&SessionType) < 0) {
+        PyModule_AddObject(m, "Session", (PyObject *)&SessionType) < 0 ||
+        PyModule_AddObject(m, "Profile", (PyObject *)&ProfileType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

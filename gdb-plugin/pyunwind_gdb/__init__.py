@@ -1,10 +1,12 @@
-"""pyunwind inside gdb: the `py-dump` and `py-tasks` commands and a
-scripting API.
+"""pyunwind inside gdb: the `py-dump`, `py-tasks` and `py-sample`
+commands and a scripting API.
 
     (gdb) source /path/to/pyunwind-gdb.py      # or `import pyunwind_gdb`
     (gdb) py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--async]
                   [--verbose]
     (gdb) py-tasks [--tree] [--json] [-o FILE] [--verbose]
+    (gdb) py-sample [-d SECONDS] [-r RATE] [--mode MODE] [--format FORMAT]
+                    [-o FILE] ...   (py-sample --help)
 
     python
     import pyunwind_gdb
@@ -28,14 +30,16 @@ PYUNWIND_MEMORY=debugger in gdb's environment (or dump(through_gdb=True))
 asks for gdb's memory always.
 """
 
+import json
 import os
 import re
+import signal
 
 import gdb
 
 from . import _pyunwind
 
-__all__ = ["dump", "tasks", "Error", "memory_source"]
+__all__ = ["dump", "tasks", "sample", "Profile", "Error", "memory_source"]
 
 
 class Error(gdb.GdbError):
@@ -215,6 +219,214 @@ def tasks(through_gdb=False):
     return _session(through_gdb, lambda s, retry, source: s.tasks(retry))
 
 
+# ------------------------------------------------------------- sampling
+
+
+class Profile:
+    """A profile: stacks with sample counts per thread, from
+    pyunwind_gdb.sample() or fed one sample at a time with add_sample()
+    while the inferior is stopped (say, from a gdb.Breakpoint's stop()).
+
+        p = pyunwind_gdb.Profile()
+        class Counter(gdb.Breakpoint):
+            def stop(self):
+                p.add_sample()      # the thread that hit it
+                return False        # and go on
+        Counter("write")
+        gdb.execute("continue")
+        p.write("writes.txt")       # collapsed stacks: who calls write()
+    """
+
+    def __init__(self):
+        self._p = _pyunwind.Profile()
+        self._session = None  # (session, (inferior num, pid))
+        self.diagnostics = ""  # the summary line(s) of a sampling window
+        self.ended = None      # why a window ended early, or None
+
+    def add_sample(self, thread=None):
+        """Adds one sample of the stopped inferior: the stack of `thread`
+        (a native thread id; default: gdb's selected thread; 0: every
+        thread).  Returns the number of stacks recorded."""
+        inf = gdb.selected_inferior()
+        if thread is None:
+            th = gdb.selected_thread()
+            thread = th.ptid[1] if th is not None else 0
+        key = (inf.num, inf.pid)
+        if self._session is None or self._session[1] != key:
+            self.close()
+            try:
+                session, _, _ = _open()
+            except _pyunwind.Error as e:
+                raise Error(str(e), getattr(e, "code", 1)) from None
+            self._session = (session, key)
+        try:
+            return self._p.add_sample(self._session[0], int(thread))
+        except _pyunwind.Error as e:
+            raise Error(str(e), getattr(e, "code", 1)) from None
+
+    def close(self):
+        """Lets go of the target add_sample reads (also done when the
+        inferior changes)."""
+        if self._session is not None:
+            self._p.forget_session()
+            self._session[0].close()
+            self._session = None
+
+    def write(self, path=None, format="collapsed", sort="self", limit=40):
+        """The profile as `format` (collapsed, top or json: what py-sample
+        --format writes) into the file `path`, or returned as str."""
+        try:
+            data = self._p.write(format, sort, limit)
+        except _pyunwind.Error as e:
+            raise Error(str(e), getattr(e, "code", 1)) from None
+        if path is None:
+            return data.decode("utf-8", "surrogateescape")
+        with open(path, "wb") as f:
+            f.write(data)
+        return None
+
+    def data(self):
+        """The whole profile as objects: what --format json writes
+        (docs/json.md)."""
+        return json.loads(self._p.write("json"))
+
+    def stacks(self):
+        """[(native thread id, [(function, file, line), ...] outermost
+        first, count)]"""
+        d = self.data()
+        out = []
+        for st in d["stacks"]:
+            frames = []
+            for k in st["frames"]:
+                fr = d["frames"][k]
+                fn = d["functions"][fr["function"]]
+                frames.append((fn["name"], fn["file"], fr["line"]))
+            out.append((d["threads"][st["thread"]]["native_thread_id"],
+                        frames, st["count"]))
+        return out
+
+
+def _signal_handling(name):
+    """(stop, pass) for a signal, from `info signals`."""
+    for line in _execute("info signals %s" % name).splitlines():
+        f = line.split()
+        if f and f[0] == name and len(f) >= 4:
+            return f[1] == "Yes", f[3] == "Yes"
+    return True, False
+
+
+def _window(argv):
+    """Runs the selected live inferior for a sampling window with the
+    options of py-sample: (Profile, profile bytes, diagnostics, reason the
+    window ended early or None).  Raises Error."""
+    try:
+        opts = _pyunwind.parse("sample", argv)
+    except _pyunwind.Error as e:
+        raise Error(str(e), getattr(e, "code", 1)) from None
+    inf = gdb.selected_inferior()
+    conn = inf.connection
+    kind = conn.type if conn is not None else None
+    if kind == "core":
+        raise Error("a core file holds one moment of the process, there is "
+                    "nothing to sample: py-dump reads it", 2)
+    if kind is None or inf.pid <= 0:
+        raise Error("no process: start or attach to a Python process to "
+                    "sample it", 3)
+    if kind != "native":
+        raise Error("py-sample reads the process directly, which a '%s' "
+                    "target does not allow; run pyunwind sample on the "
+                    "target's machine" % kind, 3)
+    th = gdb.selected_thread()
+    if th is not None and th.is_running():
+        raise Error("the inferior is running: stop it first (interrupt)", 2)
+    thread_num = th.num if th is not None else None
+    try:
+        level = gdb.selected_frame().level()
+    except (gdb.error, RuntimeError, AttributeError):
+        level = None
+    prof = Profile()
+    stop_sigint, pass_sigint = _signal_handling("SIGINT")
+    events = []
+
+    def on_stop(ev):
+        events.append(ev)
+
+    def on_exit(ev):
+        events.append(ev)
+
+    try:
+        prof._p.window_start(inf.pid, argv)
+    except _pyunwind.Error as e:
+        raise Error(str(e), getattr(e, "code", 1)) from None
+    if not stop_sigint or pass_sigint:
+        _execute("handle SIGINT stop nopass")
+    quiet = gdb.parameter("suppress-cli-notifications")
+    _execute("set suppress-cli-notifications on")
+    gdb.events.stop.connect(on_stop)
+    gdb.events.exited.connect(on_exit)
+    try:
+        try:
+            gdb.execute("continue", to_string=True)
+        except gdb.error:
+            pass  # (the inferior exited: reported below)
+    finally:
+        gdb.events.stop.disconnect(on_stop)
+        gdb.events.exited.disconnect(on_exit)
+        code, out, diag, msg, timed_out = prof._p.window_end()
+        if not quiet:
+            _execute("set suppress-cli-notifications off")
+        if not stop_sigint or pass_sigint:
+            _execute("handle SIGINT %s %s" % ("stop" if stop_sigint
+                                              else "nostop",
+                                              "pass" if pass_sigint
+                                              else "nopass"))
+    ended = None
+    last = events[-1] if events else None
+    if isinstance(last, gdb.ExitedEvent):
+        ended = "the inferior exited"
+    elif isinstance(last, gdb.BreakpointEvent):
+        ended = "stopped at breakpoint %s" % ", ".join(
+            str(b.number) for b in last.breakpoints)
+    elif isinstance(last, gdb.SignalEvent) and not (
+            timed_out and last.stop_signal == "SIGINT"):
+        ended = "stopped by %s" % last.stop_signal
+    elif last is not None and not timed_out:
+        ended = "the inferior stopped"
+    if inf.pid > 0 and thread_num is not None:
+        _execute("thread %d" % thread_num)
+        if level is not None:
+            _execute("frame %d" % level)
+    prof.diagnostics = diag.decode("utf-8", "backslashreplace")
+    prof.ended = ended
+    if code not in (0,):
+        raise Error(msg, code)
+    return prof, out, opts, ended
+
+
+def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
+           native=False, async_stacks=False, read_only=False,
+           no_cache=False):
+    """Runs the selected live inferior for a sampling window (duration
+    seconds; None: until it stops or Ctrl-C) and returns the Profile:
+    py-sample's options as keywords.  The inferior is stopped again at the
+    end, with the selected thread and frame as they were."""
+    argv = []
+    if duration is not None:
+        argv += ["-d", str(duration)]
+    if rate is not None:
+        argv += ["-r", str(rate)]
+    if mode is not None:
+        argv += ["--mode", str(mode)]
+    if thread is not None:
+        argv += ["--thread", str(thread)]
+    for flag, name in ((gc, "--gc"), (native, "--native"),
+                       (async_stacks, "--async"), (read_only, "--read-only"),
+                       (no_cache, "--no-cache")):
+        if flag:
+            argv.append(name)
+    return _window(argv)[0]
+
+
 def _paths(word):
     """File names starting with word, directories with a trailing slash."""
     head, tail = os.path.split(word)
@@ -279,11 +491,50 @@ class PyDump(_Command):
     command = "dump"
 
 
+class PySample(_Command):
+    command = "sample"
+
+    def invoke(self, arg, from_tty):
+        self.dont_repeat()
+        try:
+            argv = gdb.string_to_argv(arg)
+            opts = _pyunwind.parse("sample", argv)
+            if opts["help"]:
+                gdb.write(_pyunwind.help("sample"))
+                return
+            prof, out, opts, ended = _window(argv)
+        except gdb.GdbError as e:
+            raise gdb.GdbError("py-sample: %s" % e) from None
+        except _pyunwind.Error as e:
+            raise gdb.GdbError("py-sample: %s" % e) from None
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # never a traceback inside gdb
+            raise gdb.GdbError("py-sample: internal error: %s: %s"
+                               % (type(e).__name__, e)) from None
+        if ended:
+            gdb.write("py-sample: the window ended early: %s\n" % ended,
+                      gdb.STDERR)
+        if prof.diagnostics:
+            gdb.write(prof.diagnostics, gdb.STDERR)
+        if opts["output"]:
+            try:
+                with open(opts["output"], "wb") as f:
+                    f.write(out)
+            except OSError as e:
+                raise gdb.GdbError("py-sample: cannot write %s: %s"
+                                   % (opts["output"], e.strerror)) from None
+        else:
+            gdb.write(out.decode("utf-8", "backslashreplace"))
+
+
 class PyTasks(_Command):
     command = "tasks"
 
 
 PyDump.__doc__ = _pyunwind.help("dump")
 PyTasks.__doc__ = _pyunwind.help("tasks")
+PySample.__doc__ = _pyunwind.help("sample")
 PyDump()
 PyTasks()
+PySample()

@@ -1,0 +1,155 @@
+"""py-sample and the sampling API inside the real gdb: a window on a live
+process (the split its clock-sliced loops make, as `pyunwind sample` finds
+it), a core refused in one line, a window a breakpoint ends early, and a
+profile fed from a gdb.Breakpoint's stop() whose total equals the hits the
+script counted itself."""
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import TARGETS, Target, interpreters, pyunwind
+from debuggers import GDB_SCRIPT, Gdb, process_state
+from test_sample import assert_split, calls, collapsed
+
+pytestmark = pytest.mark.debugger
+PYTHONS = interpreters()
+SOME = [p for p in PYTHONS if p[0] in ("3.13.5", "3.14.7t", "3.15.2-debian")]
+gdb = Gdb()
+
+
+@pytest.fixture(autouse=True)
+def plugin():
+    if not os.path.exists(GDB_SCRIPT):
+        pytest.fail("the gdb plugin is not built (scripts/setup builds it)")
+
+
+def clean(tr):
+    for mark in ("Python Exception", "Error occurred in Python",
+                 "Traceback (most recent call last)", "internal error",
+                 "A fatal error internal to GDB"):
+        assert mark not in tr.text, tr.text[-3000:]
+    assert tr.proc.returncode == 0, tr.text[-3000:]
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_window_on_a_live_process(label, python, tmp_path):
+    t = Target(python, "split.py", str(tmp_path), expect_threads=False)
+    try:
+        out = tmp_path / "gdb.txt"
+        tr = gdb.run(["thread 2", gdb.selection(),
+                      "py-sample -d 1.5 --format collapsed -o %s" % out,
+                      gdb.selection(), "detach"], ["-p", str(t.pid)])
+        clean(tr)
+        # the selected thread and frame are as they were
+        assert tr[gdb.selection()] is not None
+        sel = [o for c, o in zip(tr.commands, tr.outputs)
+               if c == gdb.selection()]
+        assert sel[0].strip() == sel[1].strip(), sel
+        assert "samples in" in tr["py-sample"]
+        got = collapsed(out.read_text())
+        roles = t.truth["roles"]
+        assert_split(got[roles["main"]], tolerance=0.1)
+        assert roles["sleeper"] in got
+        # the CLI on the same process: the same stacks, the same format
+        cli = collapsed(pyunwind("sample", "-d", "1", "--format",
+                                 "collapsed", str(t.pid)).stdout)
+        names = lambda g, tid: {";".join(f) for f, _ in g[tid]}
+        assert names(got, roles["sleeper"]) == names(cli, roles["sleeper"])
+        assert process_state(t.pid) in "RS"  # running again after detach
+    finally:
+        t.close()
+
+
+def test_scripted_window(tmp_path):
+    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    t = Target(python, "split.py", str(tmp_path), expect_threads=False)
+    try:
+        path = tmp_path / "stacks.json"
+        tr = gdb.run([
+            "python p = pyunwind_gdb.sample(duration=1)",
+            "python import json; json.dump(p.stacks(), open(%r, 'w'))"
+            % str(path),
+            "python print('ended', p.ended)",
+            "detach"], ["-p", str(t.pid)])
+        clean(tr)
+        assert "ended None" in tr.text
+        stacks = json.loads(path.read_text())
+        main = [(["x:%s:%d" % (f, l) for f, _, l in fr], n)
+                for tid, fr, n in stacks if tid == t.truth["roles"]["main"]]
+        assert_split(main, tolerance=0.1)
+    finally:
+        t.close()
+
+
+def test_breakpoint_driven_profile(tmp_path):
+    """A breakpoint on getppid() whose stop() adds a sample of the thread
+    that hit it: the profile's total equals the hits counted, and the two
+    callers appear in the proportion the program calls them."""
+    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    out = tmp_path / "profile.json"
+    script = tmp_path / "count.py"
+    script.write_text("""
+import gdb, pyunwind_gdb
+profile = pyunwind_gdb.Profile()
+hits = 0
+class Count(gdb.Breakpoint):
+    def stop(self):
+        global hits
+        hits += 1
+        profile.add_sample()
+        return False
+Count("getppid")
+gdb.execute("run")
+profile.close()
+profile.write(%r, "json")
+print("HITS", hits)
+""" % str(out))
+    tr = gdb.run(["source %s" % script],
+                 ["--args", python, os.path.join(TARGETS, "calls.py"),
+                  "30", "10"], setup=["set breakpoint pending on"])
+    clean(tr)
+    hits = int(re.search(r"HITS (\d+)", tr.text).group(1))
+    p = json.loads(out.read_text())
+    assert hits >= 40 and p["total"] == hits
+    def total(fn):
+        k = [i for i, f in enumerate(p["functions"]) if f["name"] == fn]
+        return sum(s["count"] for s in p["stacks"]
+                   if any(p["frames"][x]["function"] in k
+                          for x in s["frames"]))
+    assert (total("often"), total("seldom")) == (30, 10)
+
+
+def test_window_ended_by_a_breakpoint(tmp_path):
+    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    tr = gdb.run(["py-sample -d 30 --format collapsed",
+                  "python print('frame', gdb.selected_frame().name())"],
+                 ["--args", python, "-c",
+                  "import os, time\n"
+                  "os.getppid()\n"
+                  "end = time.monotonic() + 0.5\n"
+                  "while time.monotonic() < end: pass\n"
+                  "os.getppid()\ntime.sleep(30)"],
+                 setup=["set breakpoint pending on", "break getppid",
+                        "run"])
+    clean(tr)
+    text = tr["py-sample"]
+    assert "the window ended early: stopped at breakpoint 1" in text, text
+    assert "samples in" in text
+    assert "frame getppid" in tr.text  # stopped where the breakpoint is
+
+
+def test_core_is_refused_in_one_line(tmp_path):
+    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    t = Target(python, "split.py", str(tmp_path), expect_threads=False)
+    try:
+        core = t.gcore()
+    finally:
+        t.close()
+    tr = gdb.run(["py-sample -d 1", "print 40 + 2"], [python, core])
+    text = tr["py-sample"]
+    assert "py-sample: a core file holds one moment" in text, text
+    assert len([l for l in text.splitlines() if l.strip()]) == 1, text
+    assert "= 42" in tr["print 40 + 2"]
