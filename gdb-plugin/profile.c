@@ -15,12 +15,12 @@
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json"
  *   .data() -> dict: what --format json writes, as objects
  *
- * The window thread touches no Python object; it blocks every signal, so
- * that gdb's handlers keep running in gdb's own thread.
+ * The window (frontend/window.c) samples from a thread of its own, which
+ * touches no Python object and blocks every signal.
  */
 #include "module.h"
+#include "window.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +28,10 @@
 typedef struct {
     PyObject_HEAD
     pyu_profile *p;
-    /* a window */
-    bool running;
-    pthread_t thread;
-    pyu_session *ws;
-    argvec wa;
+    pyu_cmd_window *w; /* a window that runs */
+    argvec wa;         /* its options' strings */
     pyu_cmd_opts wo;
-    volatile sig_atomic_t stop;
     int pid;
-    int win_ex;
-    bool timed_out;
-    char win_msg[1024];
-    char *diag;
-    size_t dlen;
-    FILE *diagf;
     /* one sample at a time */
     pyu_sampler *sm;
     pyu_session *sm_session; /* the session sm reads (borrowed) */
@@ -58,46 +48,35 @@ static int Profile_init(Profile *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
-static void end_window(Profile *self)
+/* Ends a window; returns its exit code. */
+static int end_window(Profile *self, bool *timed_out, char *msg,
+                      size_t msglen)
 {
-    if (!self->running)
-        return;
-    self->stop = 1;
+    int ex;
     Py_BEGIN_ALLOW_THREADS
-    pthread_join(self->thread, NULL);
+    ex = pyu_cmd_window_end(self->w, timed_out, msg, msglen);
     Py_END_ALLOW_THREADS
-    self->running = false;
-    pyu_session_free(self->ws);
-    self->ws = NULL;
-    argvec_free(&self->wa);
+    return ex;
 }
 
 static void Profile_dealloc(Profile *self)
 {
-    end_window(self);
-    if (self->diagf)
-        fclose(self->diagf);
-    free(self->diag);
+    if (self->w) {
+        bool t;
+        char msg[64];
+        end_window(self, &t, msg, sizeof msg);
+        pyu_cmd_window_free(self->w);
+        argvec_free(&self->wa);
+    }
     pyu_sampler_free(self->sm);
     pyu_profile_free(self->p);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static void *window_main(void *arg)
+/* gdb stops on SIGINT without passing it (py-sample makes sure) */
+static void interrupt(void *arg)
 {
-    Profile *self = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-    pyu_cmd_sample_hooks h = {.stop = &self->stop};
-    self->win_ex = pyu_cmd_sample_run(self->ws, &self->wo, &h, self->p,
-                                      self->diagf, self->win_msg,
-                                      sizeof self->win_msg);
-    if (!self->stop) { /* the duration ended (or the target did) */
-        self->timed_out = true;
-        kill(self->pid, SIGINT);
-    }
-    return NULL;
+    kill(*(int *)arg, SIGINT);
 }
 
 static PyObject *Profile_window_start(Profile *self, PyObject *args)
@@ -106,76 +85,58 @@ static PyObject *Profile_window_start(Profile *self, PyObject *args)
     PyObject *list;
     if (!PyArg_ParseTuple(args, "iO", &pid, &list))
         return NULL;
-    if (self->running)
+    if (self->w)
         return raise_error(PYU_EXIT_INTERNAL, "a window is running");
     if (parse_command("sample", list, &self->wa, &self->wo) < 0)
         return NULL;
-    self->ws = pyu_session_new();
-    if (!self->ws) {
-        argvec_free(&self->wa);
-        return PyErr_NoMemory();
-    }
-    int rc = pyu_open_pid(self->ws, pid, PYU_OPEN_NONBLOCKING);
-    if (rc < 0) {
-        PyObject *e = raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->ws));
-        pyu_session_free(self->ws);
-        self->ws = NULL;
-        argvec_free(&self->wa);
-        return e;
-    }
-    if (self->diagf)
-        fclose(self->diagf);
-    free(self->diag);
-    self->diag = NULL;
-    self->diagf = open_memstream(&self->diag, &self->dlen);
-    self->stop = 0;
-    self->timed_out = false;
     self->pid = pid;
-    self->win_msg[0] = 0;
-    if (!self->diagf ||
-        pthread_create(&self->thread, NULL, window_main, self) != 0) {
-        pyu_session_free(self->ws);
-        self->ws = NULL;
+    char msg[1024];
+    int ex = pyu_cmd_window_start(pid, &self->wo, self->p, interrupt,
+                                  &self->pid, &self->w, msg, sizeof msg);
+    if (ex != PYU_EXIT_OK) {
         argvec_free(&self->wa);
-        return raise_error(PYU_EXIT_INTERNAL, "cannot start the sampler");
+        return raise_error(ex, msg);
     }
-    self->running = true;
     Py_RETURN_NONE;
 }
 
 static PyObject *Profile_window_end(Profile *self, PyObject *unused)
 {
     (void)unused;
-    if (!self->running)
+    if (!self->w)
         return raise_error(PYU_EXIT_INTERNAL, "no window is running");
+    bool timed_out;
+    char msg[1024], wmsg[256];
+    int ex = end_window(self, &timed_out, msg, sizeof msg);
     /* the profile as the options ask (to bytes: the caller writes -o) */
     pyu_cmd_opts o = self->wo;
     o.output = NULL;
-    end_window(self);
-    fflush(self->diagf);
-    char *buf = NULL, msg[256];
+    char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    int ex = f ? pyu_cmd_write_profile(self->p, &o, f, msg, sizeof msg)
-               : PYU_EXIT_INTERNAL;
+    int wex = f ? pyu_cmd_write_profile(self->p, &o, f, wmsg, sizeof wmsg)
+                : PYU_EXIT_INTERNAL;
     if (f)
         fclose(f);
+    if (wex != PYU_EXIT_OK && ex == PYU_EXIT_OK) {
+        ex = wex;
+        snprintf(msg, sizeof msg, "%s", f ? wmsg : "out of memory");
+    }
     PyObject *out = PyBytes_FromStringAndSize(buf ? buf : "",
                                               (Py_ssize_t)len);
     free(buf);
-    PyObject *diag = PyBytes_FromStringAndSize(self->diag ? self->diag : "",
-                                               (Py_ssize_t)self->dlen);
+    const char *d = pyu_cmd_window_diag(self->w);
+    PyObject *diag = PyBytes_FromStringAndSize(d, (Py_ssize_t)strlen(d));
+    pyu_cmd_window_free(self->w);
+    self->w = NULL;
+    argvec_free(&self->wa);
     if (!out || !diag) {
         Py_XDECREF(out);
         Py_XDECREF(diag);
         return NULL;
     }
-    if (ex != PYU_EXIT_OK && self->win_ex == PYU_EXIT_OK) {
-        self->win_ex = ex;
-        snprintf(self->win_msg, sizeof self->win_msg, "%s", msg);
-    }
-    return Py_BuildValue("iNNsO", self->win_ex, out, diag, self->win_msg,
-                         self->timed_out ? Py_True : Py_False);
+    return Py_BuildValue("iNNsO", ex, out, diag, msg,
+                         timed_out ? Py_True : Py_False);
 }
 
 static PyObject *Profile_add_sample(Profile *self, PyObject *args)
@@ -184,7 +145,7 @@ static PyObject *Profile_add_sample(Profile *self, PyObject *args)
     unsigned long long thread;
     if (!PyArg_ParseTuple(args, "OK", &session, &thread))
         return NULL;
-    if (self->running)
+    if (self->w)
         return raise_error(PYU_EXIT_INTERNAL, "a window is running");
     pyu_session *s = session_of(session);
     if (!s)

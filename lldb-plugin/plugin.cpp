@@ -1,4 +1,5 @@
-// pyunwind inside lldb: `plugin load libpyunwind-lldb.so` adds `py-dump`.
+// pyunwind inside lldb: `plugin load libpyunwind-lldb.so` adds `py-dump`,
+// `py-tasks` and `py-sample`.
 //
 // A thin shim over the SB API: it describes lldb's target to the routine
 // both plugins share (frontend/target.h), which decides where the memory
@@ -18,6 +19,7 @@
 #include "command.h"
 #include "pyunwind/pyunwind.h"
 #include "target.h"
+#include "window.h"
 
 #include <lldb/API/LLDB.h>
 
@@ -266,6 +268,126 @@ std::string take(FILE *f, char *&buf, size_t &len)
     return s;
 }
 
+// ------------------------------------------------------------ py-sample
+
+void interrupt_process(void *arg)
+{
+    static_cast<lldb::SBProcess *>(arg)->SendAsyncInterrupt();
+}
+
+// Why the inferior stopped before the window's end ("" when it did not).
+std::string early_stop(lldb::SBProcess &process, bool timed_out)
+{
+    if (process.GetState() == lldb::eStateExited)
+        return "the inferior exited";
+    if (timed_out)
+        return "";
+    lldb::SBThread t = process.GetSelectedThread();
+    char buf[128];
+    switch (t.IsValid() ? t.GetStopReason() : lldb::eStopReasonInvalid) {
+    case lldb::eStopReasonBreakpoint:
+        snprintf(buf, sizeof buf, "stopped at breakpoint %" PRIu64,
+                 t.GetStopReasonDataAtIndex(0));
+        return buf;
+    case lldb::eStopReasonSignal: {
+        int sig = static_cast<int>(t.GetStopReasonDataAtIndex(0));
+        const char *name = process.GetUnixSignals().GetSignalAsCString(sig);
+        snprintf(buf, sizeof buf, "stopped by %s", name ? name : "a signal");
+        return buf;
+    }
+    default:
+        return "the inferior stopped";
+    }
+}
+
+// Runs the inferior for a sampling window; on failure the message is in
+// msg and the exit code is returned.
+int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
+                  std::string *text, std::string *notes, std::string *msg)
+{
+    lldb::SBTarget target = debugger.GetSelectedTarget();
+    lldb::SBProcess process = target.IsValid() ? target.GetProcess()
+                                               : lldb::SBProcess();
+    lldb::StateType state = process.IsValid() ? process.GetState()
+                                              : lldb::eStateInvalid;
+    const char *plugin = process.IsValid() ? process.GetPluginName() : "";
+    long pid = process.IsValid() ? static_cast<long>(process.GetProcessID())
+                                 : 0;
+    if (plugin && strcmp(plugin, "elf-core") == 0) {
+        *msg = "a core file holds one moment of the process, there is "
+               "nothing to sample: py-dump reads it";
+        return PYU_EXIT_USAGE;
+    }
+    if (state != lldb::eStateStopped || pid <= 0) {
+        *msg = state == lldb::eStateRunning
+                   ? "the process is running: stop it first (process "
+                     "interrupt)"
+                   : "no process: launch or attach to a Python process to "
+                     "sample it";
+        return state == lldb::eStateRunning ? PYU_EXIT_USAGE
+                                            : PYU_EXIT_TARGET;
+    }
+    if (!debugged_here(pid)) {
+        *msg = std::string("py-sample reads the process directly, which a '") +
+               (plugin ? plugin : "?") + "' process does not allow; run "
+               "pyunwind sample on the target's machine";
+        return PYU_EXIT_TARGET;
+    }
+    lldb::SBThread thread = process.GetSelectedThread();
+    lldb::tid_t tid = thread.IsValid() ? thread.GetThreadID() : 0;
+    uint32_t frame = thread.IsValid() ? thread.GetSelectedFrame().GetFrameID()
+                                      : 0;
+    pyu_profile *p = pyu_profile_new();
+    if (!p) {
+        *msg = "out of memory";
+        return PYU_EXIT_INTERNAL;
+    }
+    pyu_cmd_window *w = nullptr;
+    char why[1024];
+    int ex = pyu_cmd_window_start(static_cast<int>(pid), &o, p,
+                                  interrupt_process, &process, &w, why,
+                                  sizeof why);
+    if (ex != PYU_EXIT_OK) {
+        pyu_profile_free(p);
+        *msg = why;
+        return ex;
+    }
+    bool was_async = debugger.GetAsync();
+    debugger.SetAsync(false); // Continue() returns once it stopped again
+    process.Continue();
+    debugger.SetAsync(was_async);
+    bool timed_out = false;
+    ex = pyu_cmd_window_end(w, &timed_out, why, sizeof why);
+    std::string early = early_stop(process, timed_out);
+    *notes = pyu_cmd_window_diag(w);
+    if (!early.empty())
+        *notes = "py-sample: the window ended early: " + early + "\n" +
+                 *notes;
+    pyu_cmd_window_free(w);
+    if (process.GetState() == lldb::eStateStopped && tid) {
+        process.SetSelectedThreadByID(tid);
+        process.GetSelectedThread().SetSelectedFrame(frame);
+    }
+    if (ex != PYU_EXIT_OK) {
+        pyu_profile_free(p);
+        *msg = why;
+        return ex;
+    }
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ex = f ? pyu_cmd_write_profile(p, &o, f, why, sizeof why)
+           : PYU_EXIT_INTERNAL;
+    if (f)
+        fclose(f);
+    pyu_profile_free(p);
+    *text = buf ? std::string(buf, len) : std::string();
+    free(buf);
+    if (ex != PYU_EXIT_OK)
+        *msg = f ? why : "out of memory";
+    return ex;
+}
+
 class Command : public lldb::SBCommandPluginInterface {
   public:
     explicit Command(enum pyu_cmd_kind kind) : kind_(kind) {}
@@ -290,6 +412,19 @@ class Command : public lldb::SBCommandPluginInterface {
             return fail(result, msg);
         if (o.help) {
             result.Printf("%s", pyu_cmd_help(kind_, PYU_CMD_DEBUGGER));
+            result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+            return true;
+        }
+
+        if (kind_ == PYU_CMD_SAMPLE) {
+            std::string text, notes, why;
+            ex = sample_window(debugger, o, &text, &notes, &why);
+            if (!notes.empty())
+                result.Printf("%s", notes.c_str());
+            if (ex != PYU_EXIT_OK)
+                return fail(result, why.c_str());
+            if (!text.empty())
+                result.Printf("%s", text.c_str());
             result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
             return true;
         }
@@ -329,7 +464,9 @@ class Command : public lldb::SBCommandPluginInterface {
 
     const char *name() const
     {
-        return kind_ == PYU_CMD_TASKS ? "py-tasks" : "py-dump";
+        return kind_ == PYU_CMD_TASKS    ? "py-tasks"
+               : kind_ == PYU_CMD_SAMPLE ? "py-sample"
+                                         : "py-dump";
     }
 
   private:
@@ -371,6 +508,10 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
         {PYU_CMD_TASKS,
          "Print the asyncio tasks of the debugged CPython (3.14+).",
          "py-tasks [--tree] [--json] [-o FILE] [--verbose]"},
+        {PYU_CMD_SAMPLE,
+         "Sample the Python stacks of the debugged CPython for a while.",
+         "py-sample [-d SECONDS] [-r RATE] [--mode MODE] [--format FORMAT] "
+         "[-o FILE] ..."},
     };
     for (const auto &c : commands) {
         auto *impl = new Command(c.kind);

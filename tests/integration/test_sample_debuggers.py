@@ -1,8 +1,8 @@
-"""py-sample and the sampling API inside the real gdb: a window on a live
-process (the split its clock-sliced loops make, as `pyunwind sample` finds
-it), a core refused in one line, a window a breakpoint ends early, and a
-profile fed from a gdb.Breakpoint's stop() whose total equals the hits the
-script counted itself."""
+"""py-sample and the sampling API inside the real gdb and lldb: a window on
+a live process (the split its clock-sliced loops make, as `pyunwind sample`
+finds it), a core refused in one line, a window a breakpoint ends early,
+and a profile fed from a gdb.Breakpoint's stop() whose total equals the
+hits the script counted itself."""
 
 import json
 import os
@@ -11,7 +11,8 @@ import re
 import pytest
 
 from conftest import TARGETS, Target, interpreters, pyunwind
-from debuggers import GDB_SCRIPT, Gdb, process_state
+from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Gdb,
+                       process_state)
 from test_sample import assert_split, calls, collapsed
 
 pytestmark = pytest.mark.debugger
@@ -26,6 +27,14 @@ def plugin():
         pytest.fail("the gdb plugin is not built (scripts/setup builds it)")
 
 
+@pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
+def dbg(request):
+    if request.param.name == "lldb" and not (LLDB and
+                                             os.path.exists(LLDB_PLUGIN)):
+        pytest.fail("the lldb plugin is not built (scripts/setup builds it)")
+    return request.param
+
+
 def clean(tr):
     for mark in ("Python Exception", "Error occurred in Python",
                  "Traceback (most recent call last)", "internal error",
@@ -35,19 +44,24 @@ def clean(tr):
 
 
 @pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
-def test_window_on_a_live_process(label, python, tmp_path):
+def test_window_on_a_live_process(dbg, label, python, tmp_path):
     t = Target(python, "split.py", str(tmp_path), expect_threads=False)
     try:
-        out = tmp_path / "gdb.txt"
-        tr = gdb.run(["thread 2", gdb.selection(),
+        out = tmp_path / "dbg.txt"
+        setup, args, teardown = dbg.attach(t.pid)
+        select = "thread 2" if dbg.name == "gdb" else "thread select 2"
+        tr = dbg.run([select, dbg.selection(),
                       "py-sample -d 1.5 --format collapsed -o %s" % out,
-                      gdb.selection(), "detach"], ["-p", str(t.pid)])
+                      dbg.selection(), *teardown], args, setup=setup)
         clean(tr)
         # the selected thread and frame are as they were
-        assert tr[gdb.selection()] is not None
         sel = [o for c, o in zip(tr.commands, tr.outputs)
-               if c == gdb.selection()]
-        assert sel[0].strip() == sel[1].strip(), sel
+               if c == dbg.selection()]
+        assert None not in sel, tr.text[-2000:]
+        # (lldb may print its own notice of the stop first)
+        where = [re.findall(r"^\s*(selected .*|frame #0: .*?)\s*$", o, re.M)[-1:]
+                 for o in sel]
+        assert where[0] and where[0] == where[1], sel
         assert "samples in" in tr["py-sample"]
         got = collapsed(out.read_text())
         roles = t.truth["roles"]
@@ -141,15 +155,17 @@ def test_window_ended_by_a_breakpoint(tmp_path):
     assert "frame getppid" in tr.text  # stopped where the breakpoint is
 
 
-def test_core_is_refused_in_one_line(tmp_path):
+def test_core_is_refused_in_one_line(dbg, tmp_path):
     python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
     t = Target(python, "split.py", str(tmp_path), expect_threads=False)
     try:
         core = t.gcore()
     finally:
         t.close()
-    tr = gdb.run(["py-sample -d 1", "print 40 + 2"], [python, core])
+    setup, args, _ = dbg.core(python, core)
+    alive = "print 40 + 2" if dbg.name == "gdb" else "version"
+    tr = dbg.run(["py-sample -d 1", alive], args, setup=setup)
     text = tr["py-sample"]
     assert "py-sample: a core file holds one moment" in text, text
     assert len([l for l in text.splitlines() if l.strip()]) == 1, text
-    assert "= 42" in tr["print 40 + 2"]
+    assert ("= 42" if dbg.name == "gdb" else "lldb version") in tr[alive]
