@@ -576,7 +576,8 @@ PYU_HIDDEN int pyu_threads_each(pyu_session *s, const pyu_threads_cb *cb,
 typedef struct pyu_interp_read {
     uint64_t id, gen, tlbc_gen;
     int32_t collecting;
-    pyu_range r[8]; /* point into this struct and the pyu_interp */
+    pyu_range r[10]; /* point into this struct and the pyu_interp: up to 8
+                        fields, and 2 more the iterator reads with them */
     size_t n;
 } pyu_interp_read;
 /* The ranges that read the interpreter state at addr into *ii and *ir. */

@@ -183,7 +183,7 @@ def test_frame_cache_gives_the_profile_of_full_reads(label, python, workdir):
 
 
 def test_interrupt_keeps_the_profile(workdir):
-    python = dict(PY315 or PYTHONS)[(PY315 or PYTHONS)[0][0]]
+    python = (PY315 or PYTHONS)[0][1]
     t = split_target(python, workdir)
     try:
         p = subprocess.Popen([PYUNWIND, "sample", "--format", "collapsed",

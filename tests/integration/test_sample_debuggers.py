@@ -21,6 +21,14 @@ SOME = [p for p in PYTHONS if p[0] in ("3.13.5", "3.14.7t", "3.15.2-debian")]
 gdb = Gdb()
 
 
+def py315():
+    """The stripped 3.15 interpreter (these tests need one 3.15)."""
+    for label, path in PYTHONS:
+        if label.startswith("3.15") and not label.endswith("-dbg"):
+            return path
+    pytest.skip("no CPython 3.15 among the selected interpreters (PYU_ONLY)")
+
+
 @pytest.fixture(autouse=True)
 def plugin():
     if not os.path.exists(GDB_SCRIPT):
@@ -78,7 +86,7 @@ def test_window_on_a_live_process(dbg, label, python, tmp_path):
 
 
 def test_scripted_window(tmp_path):
-    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    python = py315()
     t = Target(python, "split.py", str(tmp_path), expect_threads=False)
     try:
         path = tmp_path / "stacks.json"
@@ -102,7 +110,7 @@ def test_breakpoint_driven_profile(tmp_path):
     """A breakpoint on getppid() whose stop() adds a sample of the thread
     that hit it: the profile's total equals the hits counted, and the two
     callers appear in the proportion the program calls them."""
-    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    python = py315()
     out = tmp_path / "profile.json"
     script = tmp_path / "count.py"
     script.write_text("""
@@ -137,7 +145,7 @@ print("HITS", hits)
 
 
 def test_window_ended_by_a_breakpoint(tmp_path):
-    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    python = py315()
     tr = gdb.run(["py-sample -d 30 --format collapsed",
                   "python print('frame', gdb.selected_frame().name())"],
                  ["--args", python, "-c",
@@ -156,7 +164,7 @@ def test_window_ended_by_a_breakpoint(tmp_path):
 
 
 def test_core_is_refused_in_one_line(dbg, tmp_path):
-    python = [p for l, p in PYTHONS if l == "3.15.2-debian"][0]
+    python = py315()
     t = Target(python, "split.py", str(tmp_path), expect_threads=False)
     try:
         core = t.gcore()
