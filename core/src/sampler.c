@@ -525,6 +525,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
         uint64_t next;
         pyu_tstate_take(s, in, sm->extra_off, ts->addr, buf, sm->tslen, ts,
                         &next);
+        sm->reread = true; /* the status is taken again, from this copy */
         /* proven from here if the anchor still names the current frame */
         pf = NULL;
         if (ts->extra[0] != ts->current_frame)
@@ -677,6 +678,7 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
             return 2;
         pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
                         &next);
+        sm->reread = true;
         rc = read_stack(sm, in, ts, t, NULL, tsbuf);
         if (rc == STACK_TORN) {
             t->valid = false;
