@@ -24,7 +24,11 @@
 #include <lldb/API/LLDB.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -300,6 +304,107 @@ std::string early_stop(lldb::SBProcess &process, bool timed_out)
     }
 }
 
+// Over a process this lldb does not debug here (gdb-remote to an
+// lldb-server): pyunwind cannot read it directly, so the window is a
+// series of stops.  At each tick the process is stopped, one sample is
+// taken through lldb's memory, and the process runs until the next tick,
+// when a helper thread interrupts it.  As fast as the round trips allow.
+int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
+                 std::string *notes, pyu_profile *p, std::string *msg)
+{
+    pyu_session *s = nullptr;
+    bool retry = false;
+    std::string source;
+    int ex = PYU_EXIT_OK;
+    if (open_target(debugger, &s, &retry, &source, msg, &ex) < 0)
+        return ex;
+    lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
+    pyu_sampler_opts so = {o.mode, o.sample_flags & ~PYU_SAMPLE_BLOCKING,
+                           o.thread};
+    pyu_sampler *sm = nullptr;
+    int rc = pyu_sampler_new(s, &so, p, &sm);
+    if (rc < 0) {
+        *msg = pyu_errmsg(s);
+        pyu_session_free(s);
+        return pyu_cmd_exit_for(rc);
+    }
+    using clock = std::chrono::steady_clock;
+    auto start = clock::now();
+    auto window = std::chrono::duration<double>(o.duration > 0 ? o.duration
+                                                               : 5.0);
+    auto deadline = start + std::chrono::duration_cast<clock::duration>(window);
+    auto period = std::chrono::duration<double>(o.rate > 0 ? 1.0 / o.rate
+                                                           : 0.0);
+    pyu_profile_info *in = pyu_profile_info_of(p);
+    in->interval_ns = o.rate > 0 ? static_cast<uint64_t>(1e9 / o.rate) : 0;
+    std::string early;
+    bool was_async = debugger.GetAsync();
+    debugger.SetAsync(false);
+    for (uint64_t tick = 1;; tick++) {
+        rc = pyu_sampler_take(sm);
+        if (rc == -PYU_E_NOPROC)
+            break;
+        auto due = start + std::chrono::duration_cast<clock::duration>(
+                               period * static_cast<double>(tick));
+        if (due > deadline)
+            due = deadline;
+        if (clock::now() >= deadline)
+            break;
+        std::mutex mu;
+        std::condition_variable cv;
+        bool done = false, fired = false;
+        std::thread timer([&] {
+            // at the tick, and again until Continue() has returned (an
+            // interrupt sent before the process runs again is lost)
+            std::unique_lock<std::mutex> lock(mu);
+            auto at = due;
+            for (int tries = 0; tries < 100000; tries++) {
+                if (cv.wait_until(lock, at, [&] { return done; }))
+                    return;
+                fired = true;
+                process.SendAsyncInterrupt();
+                at = clock::now() + std::chrono::milliseconds(2);
+            }
+        });
+        process.Continue();
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            done = true;
+        }
+        cv.notify_all();
+        timer.join();
+        if (process.GetState() != lldb::eStateStopped || !fired) {
+            early = early_stop(process, false);
+            break;
+        }
+    }
+    debugger.SetAsync(was_async);
+    in->duration_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() -
+                                                             start)
+            .count());
+    if (in->interval_ns) { /* ticks the round trips could not serve */
+        uint64_t due = in->duration_ns / in->interval_ns;
+        in->missed = due > in->samples ? due - in->samples : 0;
+    }
+    pyu_sampler_free(sm);
+    pyu_session_free(s);
+    char *buf = nullptr;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (f) {
+        if (!early.empty())
+            fprintf(f, "py-sample: the window ended early: %s\n",
+                    early.c_str());
+        pyu_cmd_sample_summary(f, in, "stopped at each tick (a process "
+                                      "lldb reads through its server)");
+        fclose(f);
+        *notes = std::string(buf, len);
+        free(buf);
+    }
+    return PYU_EXIT_OK;
+}
+
 // Runs the inferior for a sampling window; on failure the message is in
 // msg and the exit code is returned.
 int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
@@ -327,12 +432,6 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         return state == lldb::eStateRunning ? PYU_EXIT_USAGE
                                             : PYU_EXIT_TARGET;
     }
-    if (!debugged_here(pid)) {
-        *msg = std::string("py-sample reads the process directly, which a '") +
-               (plugin ? plugin : "?") + "' process does not allow; run "
-               "pyunwind sample on the target's machine";
-        return PYU_EXIT_TARGET;
-    }
     lldb::SBThread thread = process.GetSelectedThread();
     lldb::tid_t tid = thread.IsValid() ? thread.GetThreadID() : 0;
     uint32_t frame = thread.IsValid() ? thread.GetSelectedFrame().GetFrameID()
@@ -342,36 +441,45 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         *msg = "out of memory";
         return PYU_EXIT_INTERNAL;
     }
-    pyu_cmd_window *w = nullptr;
     char why[1024];
-    int ex = pyu_cmd_window_start(static_cast<int>(pid), &o, p,
+    int ex;
+    if (!debugged_here(pid)) {
+        ex = sample_ticks(debugger, o, notes, p, msg);
+        if (ex != PYU_EXIT_OK) {
+            pyu_profile_free(p);
+            return ex;
+        }
+    } else {
+        pyu_cmd_window *w = nullptr;
+        ex = pyu_cmd_window_start(static_cast<int>(pid), &o, p,
                                   interrupt_process, &process, &w, why,
                                   sizeof why);
-    if (ex != PYU_EXIT_OK) {
-        pyu_profile_free(p);
-        *msg = why;
-        return ex;
+        if (ex != PYU_EXIT_OK) {
+            pyu_profile_free(p);
+            *msg = why;
+            return ex;
+        }
+        bool was_async = debugger.GetAsync();
+        debugger.SetAsync(false); // Continue() returns once it stopped again
+        process.Continue();
+        debugger.SetAsync(was_async);
+        bool timed_out = false;
+        ex = pyu_cmd_window_end(w, &timed_out, why, sizeof why);
+        std::string early = early_stop(process, timed_out);
+        *notes = pyu_cmd_window_diag(w);
+        if (!early.empty())
+            *notes = "py-sample: the window ended early: " + early + "\n" +
+                     *notes;
+        pyu_cmd_window_free(w);
+        if (ex != PYU_EXIT_OK) {
+            pyu_profile_free(p);
+            *msg = why;
+            return ex;
+        }
     }
-    bool was_async = debugger.GetAsync();
-    debugger.SetAsync(false); // Continue() returns once it stopped again
-    process.Continue();
-    debugger.SetAsync(was_async);
-    bool timed_out = false;
-    ex = pyu_cmd_window_end(w, &timed_out, why, sizeof why);
-    std::string early = early_stop(process, timed_out);
-    *notes = pyu_cmd_window_diag(w);
-    if (!early.empty())
-        *notes = "py-sample: the window ended early: " + early + "\n" +
-                 *notes;
-    pyu_cmd_window_free(w);
     if (process.GetState() == lldb::eStateStopped && tid) {
         process.SetSelectedThreadByID(tid);
         process.GetSelectedThread().SetSelectedFrame(frame);
-    }
-    if (ex != PYU_EXIT_OK) {
-        pyu_profile_free(p);
-        *msg = why;
-        return ex;
     }
     char *buf = nullptr;
     size_t len = 0;

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from conftest import TARGETS, Target, interpreters, pyunwind
-from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Gdb,
-                       process_state)
+from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Gdb, Lldb,
+                       Server, process_state)
 from test_sample import assert_split, calls, collapsed
 
 pytestmark = pytest.mark.debugger
@@ -177,3 +177,36 @@ def test_core_is_refused_in_one_line(dbg, tmp_path):
     assert "py-sample: a core file holds one moment" in text, text
     assert len([l for l in text.splitlines() if l.strip()]) == 1, text
     assert ("= 42" if dbg.name == "gdb" else "lldb version") in tr[alive]
+
+
+def test_lldb_remote_process_is_sampled_tick_by_tick(tmp_path):
+    """Over gdb-remote pyunwind cannot read the process itself: lldb stops
+    it at each tick, a sample is read through lldb's memory, and it runs
+    on; the rate those round trips allow is reported."""
+    if not (LLDB and os.path.exists(LLDB_PLUGIN)):
+        pytest.fail("the lldb plugin is not built (scripts/setup builds it)")
+    lldb = Lldb()
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    server = Server(lldb, t.pid)
+    try:
+        setup, args, teardown = lldb.remote(server.port)
+        tr = lldb.run(["py-sample -d 1 -r 100 --format collapsed",
+                       *teardown], args, setup=setup)
+        clean(tr)
+        text = tr["py-sample"]
+        m = re.search(r"pyunwind: (\d+) samples in ([\d.]+) s .* (\d+) "
+                      r"missed of (\d+) ticks.*stopped at each tick", text)
+        assert m, text
+        samples, missed, ticks = int(m.group(1)), int(m.group(3)), \
+            int(m.group(4))
+        # the schedule asked for about 100 ticks: those not served are
+        # counted as missed, not dropped
+        assert samples >= 3 and missed > 0 and 50 <= ticks <= 200, text
+        got = collapsed("\n".join(l for l in text.splitlines()
+                                  if l.startswith("tid:")))
+        main = got[t.truth["roles"]["main"]]
+        assert sum(n for _, n in main) == samples
+        assert all(calls(f, "three") or calls(f, "one") for f, _ in main)
+    finally:
+        server.close()
+        t.close()
