@@ -589,6 +589,168 @@ class Command : public lldb::SBCommandPluginInterface {
     }
 };
 
+// ------------------------------------------------------------ py-profile
+
+// A profile fed one sample at a time while the process is stopped, for
+// scripts (a breakpoint callback: "which Python code calls write()"):
+//   py-profile add [--thread TID | --all]   one sample (default: the
+//                                           selected thread)
+//   py-profile write [--format F] [-o FILE] [--sort KEY] [--limit N]
+//   py-profile clear
+// One profile per lldb; the session it reads through is opened on the
+// first `add` and again when the process changes.
+class ProfileCommand : public lldb::SBCommandPluginInterface {
+  public:
+    bool DoExecute(lldb::SBDebugger debugger, char **command,
+                   lldb::SBCommandReturnObject &result) override
+    {
+        std::vector<std::string> args;
+        for (char **p = command; p && *p; p++)
+            args.push_back(*p);
+        if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+            result.Printf("%s", help);
+            result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+            return true;
+        }
+        if (!profile_ && !(profile_ = pyu_profile_new()))
+            return fail(result, "out of memory");
+        if (args[0] == "add")
+            return add(debugger, args, result);
+        if (args[0] == "write")
+            return write(args, result);
+        if (args[0] == "clear" && args.size() == 1) {
+            drop();
+            pyu_profile_free(profile_);
+            profile_ = nullptr;
+            result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+            return true;
+        }
+        return fail(result, ("unknown subcommand '" + args[0] +
+                             "' (add, write or clear; see py-profile --help)")
+                                .c_str());
+    }
+
+    static constexpr const char *help =
+        "usage: py-profile add [--thread TID | --all]\n"
+        "       py-profile write [--format top|collapsed|json] [-o FILE] "
+        "[--sort self|total|name] [--limit N]\n"
+        "       py-profile clear\n"
+        "\n"
+        "A profile fed one sample at a time while the process is stopped,\n"
+        "say from a breakpoint's callback: `add` reads the Python stack of\n"
+        "the selected thread (or TID, or every thread) into it, `write`\n"
+        "writes it as py-sample would, `clear` starts over.\n";
+
+  private:
+    pyu_profile *profile_ = nullptr;
+    pyu_session *session_ = nullptr;
+    pyu_sampler *sampler_ = nullptr;
+    lldb::pid_t pid_ = LLDB_INVALID_PROCESS_ID;
+    uint64_t thread_ = 0;
+
+    void drop()
+    {
+        pyu_sampler_free(sampler_);
+        sampler_ = nullptr;
+        pyu_session_free(session_);
+        session_ = nullptr;
+        pid_ = LLDB_INVALID_PROCESS_ID;
+    }
+
+    bool add(lldb::SBDebugger &debugger, const std::vector<std::string> &args,
+             lldb::SBCommandReturnObject &result)
+    {
+        lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
+        uint64_t thread = 0;
+        bool all = false;
+        for (size_t i = 1; i < args.size(); i++) {
+            if (args[i] == "--all") {
+                all = true;
+            } else if (args[i] == "--thread" && i + 1 < args.size()) {
+                thread = strtoull(args[++i].c_str(), nullptr, 0);
+                if (!thread)
+                    return fail(result, "--thread takes a native thread id "
+                                        "or a Python ident");
+            } else {
+                return fail(result, ("unexpected argument '" + args[i] +
+                                     "' (see py-profile --help)")
+                                        .c_str());
+            }
+        }
+        if (!all && !thread && process.IsValid())
+            thread = process.GetSelectedThread().GetThreadID();
+        if (!process.IsValid() || process.GetProcessID() != pid_)
+            drop();
+        if (!session_) {
+            bool retry = false;
+            std::string source, why;
+            int ex;
+            if (open_target(debugger, &session_, &retry, &source, &why,
+                            &ex) < 0)
+                return fail(result, why.c_str());
+            pid_ = process.GetProcessID();
+        }
+        if (!sampler_ || thread != thread_) {
+            pyu_sampler_free(sampler_);
+            sampler_ = nullptr;
+            pyu_sampler_opts o = {PYU_MODE_WALL, 0, thread};
+            int rc = pyu_sampler_new(session_, &o, profile_, &sampler_);
+            if (rc < 0)
+                return fail(result, pyu_errmsg(session_));
+            thread_ = thread;
+        }
+        int n = pyu_sampler_take(sampler_);
+        if (n < 0)
+            return fail(result, pyu_errmsg(session_));
+        result.Printf("%d\n", n);
+        result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+        return true;
+    }
+
+    bool write(const std::vector<std::string> &args,
+               lldb::SBCommandReturnObject &result)
+    {
+        // the options of py-sample that say how to write
+        std::vector<std::string> full{"py-sample"};
+        for (size_t i = 1; i < args.size(); i++)
+            full.push_back(args[i]);
+        std::vector<char *> argv;
+        for (std::string &a : full)
+            argv.push_back(&a[0]);
+        argv.push_back(nullptr);
+        pyu_cmd_opts o;
+        char msg[1024] = "";
+        int ex = pyu_cmd_parse(&o, PYU_CMD_SAMPLE, PYU_CMD_DEBUGGER,
+                               static_cast<int>(full.size()), argv.data(),
+                               msg, sizeof msg);
+        if (ex != PYU_EXIT_OK)
+            return fail(result, msg);
+        char *buf = nullptr;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        ex = f ? pyu_cmd_write_profile(profile_, &o, f, msg, sizeof msg)
+               : PYU_EXIT_INTERNAL;
+        if (f)
+            fclose(f);
+        std::string text = buf ? std::string(buf, len) : std::string();
+        free(buf);
+        if (ex != PYU_EXIT_OK)
+            return fail(result, f ? msg : "out of memory");
+        if (!text.empty())
+            result.Printf("%s", text.c_str());
+        result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+        return true;
+    }
+
+    bool fail(lldb::SBCommandReturnObject &result, const char *msg)
+    {
+        std::string line = std::string("py-profile: ") + msg;
+        result.SetError(line.c_str());
+        result.SetStatus(lldb::eReturnStatusFailed);
+        return false;
+    }
+};
+
 } // namespace
 
 bool lldb::PluginInitialize(lldb::SBDebugger debugger)
@@ -621,6 +783,15 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
          "py-sample [-d SECONDS] [-r RATE] [--mode MODE] [--format FORMAT] "
          "[-o FILE] ..."},
     };
+    auto *profile = new ProfileCommand();
+    lldb::SBCommand pc = interp.AddCommand(
+        "py-profile", profile,
+        "Feed a profile one sample at a time (for breakpoint callbacks).",
+        "py-profile add [--thread TID | --all] | write [--format F] "
+        "[-o FILE] | clear");
+    if (!pc.IsValid())
+        return false;
+    pc.SetHelpLong(ProfileCommand::help);
     for (const auto &c : commands) {
         auto *impl = new Command(c.kind);
         lldb::SBCommand cmd =

@@ -210,3 +210,46 @@ def test_lldb_remote_process_is_sampled_tick_by_tick(tmp_path):
     finally:
         server.close()
         t.close()
+
+
+def test_lldb_breakpoint_driven_profile(tmp_path):
+    """The same in lldb's embedded Python: a breakpoint callback on
+    getppid() that counts its hits and runs `py-profile add`; the profile
+    written at the end holds exactly those hits, 30 and 10."""
+    if not (LLDB and os.path.exists(LLDB_PLUGIN)):
+        pytest.fail("the lldb plugin is not built (scripts/setup builds it)")
+    lldb = Lldb()
+    module = tmp_path / "count_writes.py"
+    module.write_text("""
+import lldb
+hits = 0
+def on_hit(frame, bp_loc, extra_args, internal_dict):
+    global hits
+    hits += 1
+    ret = lldb.SBCommandReturnObject()
+    frame.GetThread().GetProcess().GetTarget().GetDebugger() \\
+        .GetCommandInterpreter().HandleCommand("py-profile add", ret)
+    if not ret.Succeeded():
+        print("ADD FAILED", ret.GetError())
+    return False
+""")
+    out = tmp_path / "profile.json"
+    tr = lldb.run(["script print('HITS', count_writes.hits)",
+                   "py-profile write --format json -o %s" % out],
+                  setup=["command script import %s" % module,
+                         "target create " + py315(),
+                         "breakpoint set -n getppid",
+                         "breakpoint command add -F count_writes.on_hit 1",
+                         "process launch -i /dev/null -- %s 30 10"
+                         % os.path.join(TARGETS, "calls.py")])
+    clean(tr)
+    assert "ADD FAILED" not in tr.text, tr.text[-2000:]
+    hits = int(re.search(r"HITS (\d+)", tr.text).group(1))
+    p = json.loads(out.read_text())
+    assert hits >= 40 and p["total"] == hits
+    def total(fn):
+        k = [i for i, f in enumerate(p["functions"]) if f["name"] == fn]
+        return sum(st["count"] for st in p["stacks"]
+                   if any(p["frames"][x]["function"] in k
+                          for x in st["frames"]))
+    assert (total("often"), total("seldom")) == (30, 10)
