@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #define STATUS_EVERY_NS 250000000ull /* status line refresh */
@@ -100,6 +101,14 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
     return PYU_EXIT_OK;
 }
 
+/* The file a live target runs (/proc/PID/exe), to notice an exec. */
+static bool exe_of(int pid, struct stat *st)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/exe", pid);
+    return pid > 0 && stat(path, st) == 0;
+}
+
 /* Errors after which sampling cannot go on. */
 static bool fatal(int rc)
 {
@@ -128,6 +137,9 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
     uint64_t failing_since = 0;
     const char *ended = NULL;
     int ex = PYU_EXIT_OK;
+    pyu_target_info ti = {0};
+    struct stat exe0, exe1;
+    bool have_exe = pyu_target(s, &ti) == 0 && exe_of(ti.pid, &exe0);
     for (;;) {
         if (h->stop && *h->stop) {
             ended = "interrupted";
@@ -139,6 +151,12 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         rc = pyu_sampler_take(sm);
         if (rc == -PYU_E_NOPROC || (h->gone && h->gone(h->arg))) {
             ended = "the target exited";
+            break;
+        }
+        if (rc < 0 && have_exe &&
+            (!exe_of(ti.pid, &exe1) || exe1.st_ino != exe0.st_ino ||
+             exe1.st_dev != exe0.st_dev)) {
+            ended = "the target ran exec (another program)";
             break;
         }
         if (rc < 0 && (fatal(rc) || (failing_since &&

@@ -216,6 +216,86 @@ def test_target_exit_ends_the_run(workdir):
         t.close()
 
 
+def test_status_line_on_a_terminal(workdir):
+    """With standard error on a terminal: a status line that is rewritten
+    in place while it samples, cleared before the summary."""
+    import pty
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir)
+    master, slave = pty.openpty()
+    try:
+        p = subprocess.Popen([PYUNWIND, "sample", "-d", "1.2", "--format",
+                              "collapsed", str(t.pid)],
+                             stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        data = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not chunk:
+                break
+            data += chunk
+        p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 0
+        text = data.decode()
+        lines = re.findall(r"\rpyunwind: sampling ([\d.]+)/1\.2 s, (\d+) "
+                           r"samples \(\d+/s\), (\d+) failed, (\d+) missed",
+                           text)
+        assert len(lines) >= 2, text
+        assert int(lines[-1][1]) > int(lines[0][1])  # it moves
+        assert "\r\033[Kpyunwind: " in text  # cleared, then the summary
+    finally:
+        os.close(master)
+        t.close()
+
+
+def test_target_exec_ends_the_run(workdir):
+    """A target that runs exec mid-run (here into a shell script that
+    sleeps): the run ends at once, with the profile so far."""
+    python = (PY315 or PYTHONS)[0][1]
+    script = os.path.join(workdir, "after.sh")
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\nexec sleep 60\n")
+    os.chmod(script, 0o755)
+    t = split_target(python, workdir, "--seconds", "1.5", "--exec", script)
+    try:
+        start = time.monotonic()
+        r = sample(t.pid, "-d", "60", "--format", "collapsed")
+        assert time.monotonic() - start < 20
+        assert "the target ran exec" in r.stderr, r.stderr
+        assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                     tolerance=0.1)
+    finally:
+        t.close()
+
+
+def test_sigterm_during_blocking_run_leaves_target_running(workdir):
+    """--blocking stops the target for every sample; SIGTERM to pyunwind
+    mid-run ends the run, writes the profile, and the target runs on."""
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir)
+    try:
+        p = subprocess.Popen([PYUNWIND, "sample", "--blocking", "--format",
+                              "collapsed", str(t.pid)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        time.sleep(1.5)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=TIMEOUT)
+        assert p.returncode == 0, err
+        assert "interrupted" in err
+        assert collapsed(out)[t.truth["roles"]["main"]]
+        for _ in range(50):
+            assert state_of(t.pid) in "RS"
+            time.sleep(0.01)
+        with open("/proc/%d/status" % t.pid) as f:
+            assert "TracerPid:\t0\n" in f.read()
+    finally:
+        t.close()
+
+
 @pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
 def test_launch_mode_profiles_the_program_to_its_exit(label, python,
                                                      workdir):

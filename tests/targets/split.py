@@ -20,7 +20,7 @@ samples and one() in about 1/4, whatever the machine's speed.  Beside it:
 
 TRUTH.json gets the native thread ids by role and the file's path.  It
 prints "ready" once every thread runs, runs for S seconds (default 600),
-then exits with CODE (default 0).
+then exits with CODE (default 0), or with --exec PROGRAM runs exec.
 """
 
 import argparse
@@ -120,6 +120,9 @@ def main():
     ap.add_argument("--churn", action="store_true")
     ap.add_argument("--native", action="store_true")
     ap.add_argument("--gc", action="store_true")
+    ap.add_argument("--exec", metavar="PROGRAM",
+                    help="at the end, exec PROGRAM (with no arguments) "
+                    "instead of exiting")
     args = ap.parse_args()
 
     roles = {"main": threading.get_native_id()}
@@ -152,6 +155,8 @@ def main():
             sorted([1], key=key_calls_one)
         else:
             one()
+    if args.exec:
+        os.execv(args.exec, [args.exec])
     sys.exit(args.exit)
 
 
