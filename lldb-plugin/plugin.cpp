@@ -396,8 +396,7 @@ int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         if (!early.empty())
             fprintf(f, "py-sample: the window ended early: %s\n",
                     early.c_str());
-        pyu_cmd_sample_summary(f, in, "stopped at each tick (a process "
-                                      "lldb reads through its server)");
+        pyu_cmd_sample_summary(f, in, "stopped by lldb at each tick");
         fclose(f);
         *notes = std::string(buf, len);
         free(buf);
@@ -443,7 +442,8 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
     }
     char why[1024];
     int ex;
-    if (!debugged_here(pid)) {
+    if (!debugged_here(pid) || (o.sample_flags & PYU_SAMPLE_BLOCKING)) {
+        /* (--blocking: lldb stops the process for each sample) */
         ex = sample_ticks(debugger, o, notes, p, msg);
         if (ex != PYU_EXIT_OK) {
             pyu_profile_free(p);

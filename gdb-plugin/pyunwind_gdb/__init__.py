@@ -336,6 +336,10 @@ def _window(argv):
         raise Error("py-sample reads the process directly, which a '%s' "
                     "target does not allow; run pyunwind sample on the "
                     "target's machine" % kind, 3)
+    if "--blocking" in argv:
+        raise Error("--blocking is not available in gdb: the inferior runs "
+                    "freely for the window (in lldb, --blocking stops it at "
+                    "each tick)", 2)
     th = gdb.selected_thread()
     if th is not None and th.is_running():
         raise Error("the inferior is running: stop it first (interrupt)", 2)

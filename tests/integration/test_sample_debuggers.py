@@ -195,7 +195,8 @@ def test_lldb_remote_process_is_sampled_tick_by_tick(tmp_path):
         clean(tr)
         text = tr["py-sample"]
         m = re.search(r"pyunwind: (\d+) samples in ([\d.]+) s .* (\d+) "
-                      r"missed of (\d+) ticks.*stopped at each tick", text)
+                      r"missed of (\d+) ticks.*stopped by lldb at each tick",
+                      text)
         assert m, text
         samples, missed, ticks = int(m.group(1)), int(m.group(3)), \
             int(m.group(4))
@@ -206,9 +207,46 @@ def test_lldb_remote_process_is_sampled_tick_by_tick(tmp_path):
                                   if l.startswith("tid:")))
         main = got[t.truth["roles"]["main"]]
         assert sum(n for _, n in main) == samples
-        assert all(calls(f, "three") or calls(f, "one") for f, _ in main)
+        # stopped anywhere: in three() or one() nearly always, in main()
+        # between two calls now and then
+        assert all(calls(f, "main") for f, _ in main), main
+        busy = sum(n for f, n in main if calls(f, "three") or calls(f, "one"))
+        assert busy >= samples * 0.8, main
     finally:
         server.close()
+        t.close()
+
+
+def test_lldb_blocking_stops_at_each_tick(tmp_path):
+    """--blocking in lldb: lldb stops the process for every sample."""
+    if not (LLDB and os.path.exists(LLDB_PLUGIN)):
+        pytest.fail("the lldb plugin is not built (scripts/setup builds it)")
+    lldb = Lldb()
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    try:
+        setup, args, teardown = lldb.attach(t.pid)
+        tr = lldb.run(["py-sample --blocking -d 1 -r 50 --format collapsed",
+                       *teardown], args, setup=setup)
+        clean(tr)
+        text = tr["py-sample"]
+        assert "stopped by lldb at each tick" in text, text
+        got = collapsed("\n".join(l for l in text.splitlines()
+                                  if l.startswith("tid:")))
+        assert got[t.truth["roles"]["main"]]
+        assert process_state(t.pid) in "RS"
+    finally:
+        t.close()
+
+
+def test_gdb_blocking_is_refused(tmp_path):
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    try:
+        tr = gdb.run(["py-sample --blocking -d 1", "print 40 + 2", "detach"],
+                     ["-p", str(t.pid)])
+        assert "py-sample: --blocking is not available in gdb" in \
+            tr["py-sample"], tr.text[-2000:]
+        assert "= 42" in tr["print 40 + 2"]
+    finally:
         t.close()
 
 
