@@ -289,6 +289,19 @@ static int pick(const char *arg, const char *const *names)
     return -1;
 }
 
+/* A process id on the command line into o->pid. */
+static int take_pid(pyu_cmd_opts *o, const char *arg, char *msg,
+                    size_t msglen)
+{
+    char *end;
+    errno = 0;
+    long pid = strtol(arg, &end, 10);
+    if (errno || *end || pid <= 0 || pid > 0x3fffffff)
+        return usage(msg, msglen, "'%s' is not a process id", arg);
+    o->pid = (int)pid;
+    return PYU_EXIT_OK;
+}
+
 /* The rest of a sample command line: a PID or -- PROGRAM (CLI). */
 static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
                         char **argv, const char *name, char *msg,
@@ -316,13 +329,7 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
                      optind == argc ? "give a process id, or -- PROGRAM "
                                       "[ARGS...]"
                                     : "give one process id", name);
-    char *end;
-    errno = 0;
-    long pid = strtol(argv[optind], &end, 10);
-    if (errno || *end || pid <= 0 || pid > 0x3fffffff)
-        return usage(msg, msglen, "'%s' is not a process id", argv[optind]);
-    o->pid = (int)pid;
-    return PYU_EXIT_OK;
+    return take_pid(o, argv[optind], msg, msglen);
 }
 
 int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
@@ -438,12 +445,8 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         return usage(msg, msglen, "%s (see %s --help)",
                      optind == argc ? "give a process id or --core CORE"
                                     : "give one process id", name);
-    char *end;
-    errno = 0;
-    long pid = strtol(argv[optind], &end, 10);
-    if (errno || *end || pid <= 0 || pid > 0x3fffffff)
-        return usage(msg, msglen, "'%s' is not a process id", argv[optind]);
-    o->pid = (int)pid;
+    if (take_pid(o, argv[optind], msg, msglen) != PYU_EXIT_OK)
+        return PYU_EXIT_USAGE;
     if (o->exe || o->sysroot)
         return usage(msg, msglen, "--exe and --sysroot go with --core");
     return PYU_EXIT_OK;

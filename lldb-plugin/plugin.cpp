@@ -496,6 +496,19 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
     return ex;
 }
 
+// Parses a command's arguments (args[0]: its name) as the CLI would.
+int parse_args(enum pyu_cmd_kind kind, std::vector<std::string> &args,
+               pyu_cmd_opts *o, char *msg, size_t msglen)
+{
+    std::vector<char *> argv;
+    for (std::string &a : args)
+        argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    return pyu_cmd_parse(o, kind, PYU_CMD_DEBUGGER,
+                         static_cast<int>(args.size()), argv.data(), msg,
+                         msglen);
+}
+
 class Command : public lldb::SBCommandPluginInterface {
   public:
     explicit Command(enum pyu_cmd_kind kind) : kind_(kind) {}
@@ -506,16 +519,9 @@ class Command : public lldb::SBCommandPluginInterface {
         std::vector<std::string> args{name()};
         for (char **p = command; p && *p; p++)
             args.push_back(*p);
-        std::vector<char *> argv;
-        for (std::string &a : args)
-            argv.push_back(&a[0]);
-        argv.push_back(nullptr);
-
         pyu_cmd_opts o;
         char msg[1024] = "";
-        int ex = pyu_cmd_parse(&o, kind_, PYU_CMD_DEBUGGER,
-                               static_cast<int>(args.size()), argv.data(),
-                               msg, sizeof msg);
+        int ex = parse_args(kind_, args, &o, msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             return fail(result, msg);
         if (o.help) {
@@ -714,15 +720,9 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         std::vector<std::string> full{"py-sample"};
         for (size_t i = 1; i < args.size(); i++)
             full.push_back(args[i]);
-        std::vector<char *> argv;
-        for (std::string &a : full)
-            argv.push_back(&a[0]);
-        argv.push_back(nullptr);
         pyu_cmd_opts o;
         char msg[1024] = "";
-        int ex = pyu_cmd_parse(&o, PYU_CMD_SAMPLE, PYU_CMD_DEBUGGER,
-                               static_cast<int>(full.size()), argv.data(),
-                               msg, sizeof msg);
+        int ex = parse_args(PYU_CMD_SAMPLE, full, &o, msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             return fail(result, msg);
         char *buf = nullptr;
