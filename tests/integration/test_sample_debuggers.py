@@ -7,10 +7,12 @@ hits the script counted itself."""
 import json
 import os
 import re
+import subprocess
+import time
 
 import pytest
 
-from conftest import TARGETS, Target, interpreters, pyunwind
+from conftest import PYUNWIND, TARGETS, Target, interpreters, pyunwind
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Gdb, Lldb,
                        Server, process_state)
 from test_sample import assert_split, calls, collapsed
@@ -291,3 +293,51 @@ def on_hit(frame, bp_loc, extra_args, internal_dict):
                    if any(p["frames"][x]["function"] in k
                           for x in st["frames"]))
     assert (total("often"), total("seldom")) == (30, 10)
+
+
+ANCHORS = """python
+t = gdb.parse_and_eval("_PyRuntime.interpreters.head.threads.head")
+while int(t) != 0:
+    print("anchor", int(t["native_thread_id"]), int(t["last_profiled_frame"]))
+    t = t["next"]
+end"""
+
+
+def anchors(pid, tmp_path):
+    """last_profiled_frame of every thread, as gdb reads it from a debug
+    build's own symbols (truth from outside pyunwind)."""
+    script = tmp_path / "anchors.gdb"
+    script.write_text(ANCHORS + "\n")
+    tr = gdb.run(["source %s" % script, "detach"], ["-p", str(pid)])
+    got = [int(v) for v in re.findall(r"^anchor \d+ (\d+)$", tr.text, re.M)]
+    assert got, tr.text[-2000:]
+    return got
+
+
+def test_anchors_written_while_sampling_and_cleared_after(tmp_path):
+    """The one write: while `pyunwind sample` runs, threads carry an anchor
+    (last_profiled_frame); when it ends, every one is 0 again.  With
+    --read-only none is ever written."""
+    dbg_python = [p for l, p in PYTHONS if l.endswith("-dbg")]
+    if not dbg_python:
+        pytest.skip("no 3.15 debug build among the selected interpreters")
+    t = Target(dbg_python[0], "split.py", str(tmp_path),
+               expect_threads=False)
+    try:
+        assert set(anchors(t.pid, tmp_path)) == {0}
+        r = pyunwind("sample", "-d", "1", "--read-only", "--format",
+                     "collapsed", "-o", os.devnull, str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert set(anchors(t.pid, tmp_path)) == {0}
+        p = subprocess.Popen([PYUNWIND, "sample", "-d", "4", "--verbose",
+                              "--format", "collapsed", "-o", os.devnull,
+                              str(t.pid)], stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        during = anchors(t.pid, tmp_path)
+        err = p.communicate(timeout=60)[1]
+        assert p.returncode == 0, err
+        assert any(during), during
+        assert re.search(r"anchors on, [1-9]\d* written", err), err
+        assert set(anchors(t.pid, tmp_path)) == {0}
+    finally:
+        t.close()
