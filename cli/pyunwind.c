@@ -24,6 +24,8 @@ static int fail(const char *msg, int code)
     return code;
 }
 
+static int run_sample(pyu_cmd_opts o);
+
 static int run(enum pyu_cmd_kind kind, int argc, char **argv)
 {
     pyu_cmd_opts o;
@@ -36,6 +38,8 @@ static int run(enum pyu_cmd_kind kind, int argc, char **argv)
         fputs(pyu_cmd_help(kind, PYU_CMD_CLI), stdout);
         return PYU_EXIT_OK;
     }
+    if (kind == PYU_CMD_SAMPLE)
+        return run_sample(o);
     pyu_session *s = pyu_session_new();
     if (!s)
         return fail("out of memory", PYU_EXIT_INTERNAL);
@@ -189,18 +193,10 @@ static int child_exit_code(const child *c)
     return PYU_EXIT_INTERNAL;
 }
 
-static int run_sample(int argc, char **argv)
+static int run_sample(pyu_cmd_opts o)
 {
-    pyu_cmd_opts o;
     char msg[1024];
-    int ex = pyu_cmd_parse(&o, PYU_CMD_SAMPLE, PYU_CMD_CLI, argc, argv, msg,
-                           sizeof msg);
-    if (ex != PYU_EXIT_OK)
-        return fail(msg, ex);
-    if (o.help) {
-        fputs(pyu_cmd_help(PYU_CMD_SAMPLE, PYU_CMD_CLI), stdout);
-        return PYU_EXIT_OK;
-    }
+    int ex;
     catch_stop_signals();
     child c = {0, false, 0};
     pyu_session *s = NULL;
@@ -295,7 +291,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "tasks") == 0)
         return run(PYU_CMD_TASKS, argc - 1, argv + 1);
     if (strcmp(argv[1], "sample") == 0)
-        return run_sample(argc - 1, argv + 1);
+        return run(PYU_CMD_SAMPLE, argc - 1, argv + 1);
     fprintf(stderr, "pyunwind: error: unknown command '%s' (try: dump, "
                     "tasks, sample)\n",
             argv[1]);

@@ -580,6 +580,20 @@ static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
     return PYU_EXIT_OK;
 }
 
+int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
+                          char *msg, size_t msglen)
+{
+    FILE *f = open_output(o, out, msg, msglen);
+    if (!f)
+        return PYU_EXIT_INTERNAL;
+    int rc = o->format == PYU_CMD_FORMAT_COLLAPSED
+                 ? pyu_profile_write_collapsed(p, f)
+             : o->format == PYU_CMD_FORMAT_JSON
+                 ? pyu_profile_write_json(p, f)
+                 : pyu_profile_write_top(p, f, o->sort, o->limit);
+    return close_output(o, f, out, rc, msg, msglen);
+}
+
 static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                      FILE *out, char *msg, size_t msglen)
 {

@@ -75,32 +75,6 @@ static void stats_line(FILE *diag, const pyu_sampler_stats *st)
             st->anchors ? "on" : "off", st->anchor_writes);
 }
 
-int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
-                          char *msg, size_t msglen)
-{
-    FILE *f = out;
-    if (o->output && !(f = fopen(o->output, "w"))) {
-        snprintf(msg, msglen, "cannot write %s: %s", o->output,
-                 strerror(errno));
-        return PYU_EXIT_INTERNAL;
-    }
-    int rc = o->format == PYU_CMD_FORMAT_COLLAPSED
-                 ? pyu_profile_write_collapsed(p, f)
-             : o->format == PYU_CMD_FORMAT_JSON
-                 ? pyu_profile_write_json(p, f)
-                 : pyu_profile_write_top(p, f, o->sort, o->limit);
-    if (fflush(f) != 0)
-        rc = -PYU_E_IO;
-    if (f != out && fclose(f) != 0)
-        rc = -PYU_E_IO;
-    if (rc < 0) {
-        snprintf(msg, msglen, "writing the profile to %s failed",
-                 o->output ? o->output : "the output");
-        return PYU_EXIT_INTERNAL;
-    }
-    return PYU_EXIT_OK;
-}
-
 /* The file a live target runs (/proc/PID/exe), to notice an exec. */
 static bool exe_of(int pid, struct stat *st)
 {

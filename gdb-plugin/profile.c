@@ -100,33 +100,37 @@ static PyObject *Profile_window_start(Profile *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* The profile written as o asks (to bytes: -o is the caller's), or NULL
+ * with Error raised. */
+static PyObject *profile_bytes(pyu_profile *p, const pyu_cmd_opts *opts)
+{
+    pyu_cmd_opts o = *opts;
+    o.output = NULL;
+    char *buf = NULL, msg[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return PyErr_NoMemory();
+    int ex = pyu_cmd_write_profile(p, &o, f, msg, sizeof msg);
+    fclose(f);
+    PyObject *r = ex == PYU_EXIT_OK
+                      ? PyBytes_FromStringAndSize(buf, (Py_ssize_t)len)
+                      : raise_error(ex, msg);
+    free(buf);
+    return r;
+}
+
 static PyObject *Profile_window_end(Profile *self, PyObject *unused)
 {
     (void)unused;
     if (!self->w)
         return raise_error(PYU_EXIT_INTERNAL, "no window is running");
     bool timed_out;
-    char msg[1024], wmsg[256];
+    char msg[1024];
     int ex = end_window(self, &timed_out, msg, sizeof msg);
-    /* the profile as the options ask (to bytes: the caller writes -o) */
-    pyu_cmd_opts o = self->wo;
-    o.output = NULL;
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    int wex = f ? pyu_cmd_write_profile(self->p, &o, f, wmsg, sizeof wmsg)
-                : PYU_EXIT_INTERNAL;
-    if (f)
-        fclose(f);
-    if (wex != PYU_EXIT_OK && ex == PYU_EXIT_OK) {
-        ex = wex;
-        snprintf(msg, sizeof msg, "%s", f ? wmsg : "out of memory");
-    }
-    PyObject *out = PyBytes_FromStringAndSize(buf ? buf : "",
-                                              (Py_ssize_t)len);
-    free(buf);
     const char *d = pyu_cmd_window_diag(self->w);
     PyObject *diag = PyBytes_FromStringAndSize(d, (Py_ssize_t)strlen(d));
+    PyObject *out = diag ? profile_bytes(self->p, &self->wo) : NULL;
     pyu_cmd_window_free(self->w);
     self->w = NULL;
     argvec_free(&self->wa);
@@ -198,29 +202,7 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
                                            "sort: self, total or name");
     o.sort--;
     o.limit = (size_t)limit;
-    char *buf = NULL, msg[256];
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    if (!f)
-        return PyErr_NoMemory();
-    int ex = pyu_cmd_write_profile(self->p, &o, f, msg, sizeof msg);
-    fclose(f);
-    PyObject *r = ex == PYU_EXIT_OK
-                      ? PyBytes_FromStringAndSize(buf, (Py_ssize_t)len)
-                      : raise_error(ex, msg);
-    free(buf);
-    return r;
-}
-
-static PyObject *Profile_set_timing(Profile *self, PyObject *args)
-{
-    unsigned long long duration, samples;
-    if (!PyArg_ParseTuple(args, "KK", &duration, &samples))
-        return NULL;
-    pyu_profile_info *in = pyu_profile_info_of(self->p);
-    in->duration_ns = duration;
-    in->samples = samples;
-    Py_RETURN_NONE;
+    return profile_bytes(self->p, &o);
 }
 
 static PyMethodDef Profile_methods[] = {
@@ -234,8 +216,6 @@ static PyMethodDef Profile_methods[] = {
      "drop the sampler of add_sample (before its session closes)"},
     {"write", (PyCFunction)Profile_write, METH_VARARGS,
      "write(format, sort='self', limit=40) -> bytes"},
-    {"set_timing", (PyCFunction)Profile_set_timing, METH_VARARGS,
-     "set_timing(duration_ns, samples): for profiles fed by hand"},
     {NULL, NULL, 0, NULL},
 };
 

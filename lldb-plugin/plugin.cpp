@@ -274,6 +274,25 @@ std::string take(FILE *f, char *&buf, size_t &len)
 
 // ------------------------------------------------------------ py-sample
 
+// The profile as the options ask, into *text (or o.output); returns the
+// exit code (a message in msg when not OK).
+int profile_text(pyu_profile *p, const pyu_cmd_opts &o, std::string *text,
+                 std::string *msg)
+{
+    char *buf = nullptr, why[1024];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    int ex = f ? pyu_cmd_write_profile(p, &o, f, why, sizeof why)
+               : PYU_EXIT_INTERNAL;
+    if (f)
+        fclose(f);
+    *text = buf ? std::string(buf, len) : std::string();
+    free(buf);
+    if (ex != PYU_EXIT_OK)
+        *msg = f ? why : "out of memory";
+    return ex;
+}
+
 void interrupt_process(void *arg)
 {
     static_cast<lldb::SBProcess *>(arg)->SendAsyncInterrupt();
@@ -481,18 +500,8 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         process.SetSelectedThreadByID(tid);
         process.GetSelectedThread().SetSelectedFrame(frame);
     }
-    char *buf = nullptr;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ex = f ? pyu_cmd_write_profile(p, &o, f, why, sizeof why)
-           : PYU_EXIT_INTERNAL;
-    if (f)
-        fclose(f);
+    ex = profile_text(p, o, text, msg);
     pyu_profile_free(p);
-    *text = buf ? std::string(buf, len) : std::string();
-    free(buf);
-    if (ex != PYU_EXIT_OK)
-        *msg = f ? why : "out of memory";
     return ex;
 }
 
@@ -725,17 +734,9 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         int ex = parse_args(PYU_CMD_SAMPLE, full, &o, msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             return fail(result, msg);
-        char *buf = nullptr;
-        size_t len = 0;
-        FILE *f = open_memstream(&buf, &len);
-        ex = f ? pyu_cmd_write_profile(profile_, &o, f, msg, sizeof msg)
-               : PYU_EXIT_INTERNAL;
-        if (f)
-            fclose(f);
-        std::string text = buf ? std::string(buf, len) : std::string();
-        free(buf);
-        if (ex != PYU_EXIT_OK)
-            return fail(result, f ? msg : "out of memory");
+        std::string text, why;
+        if (profile_text(profile_, o, &text, &why) != PYU_EXIT_OK)
+            return fail(result, why.c_str());
         if (!text.empty())
             result.Printf("%s", text.c_str());
         result.SetStatus(lldb::eReturnStatusSuccessFinishResult);

@@ -412,10 +412,10 @@ static void note_chunk(pyu_sampler *sm, sthread *t, uint64_t chunk)
                        : 0;
 }
 
-/* Proven reading (3.15, anchors writable).  ts was read at some moment
- * t0 with pf (the predicted innermost frame) and tail (the current frame
- * and sequence number) read after it in the same call, or pf and tail
- * NULL.  Returns STACK_*, or -1. */
+/* Proven reading (3.15, anchors writable).  ts was read in the sample's
+ * batch, right after pf, a copy of the frame that was innermost last time
+ * (NULL: none).  buf holds ts's copy and is reused for a new read of it.
+ * Returns STACK_*, or -1. */
 static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
                        const uint8_t *pf, const pyu_interp *in, uint8_t *buf)
 {
@@ -470,8 +470,6 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
                 return STACK_TORN;
             if (now_first != first || now_seq != seq)
                 return STACK_TORN;
-            if (hit)
-                sm->st.cache_full++;
             int rc = commit_stack(sm, t, keep, (size_t)nf, true);
             if (rc != STACK_OK)
                 return rc;
@@ -479,7 +477,9 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             t->seq = seq;
             sm->st.frames_read += (uint64_t)nf;
             sm->st.frames_cached += keep;
-            if (!hit)
+            if (hit)
+                sm->st.cache_full++;
+            else
                 sm->st.cache_miss++;
             return STACK_OK;
         }
@@ -666,7 +666,6 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
     unsigned status = pyu_status_of(s, in, ts, status_wanted(sm));
     if (!selected(sm, ts, status))
         return 0;
-    uint64_t seen = ts->current_frame, seen_seq = ts->extra[1];
     sm->reread = false;
     int rc = read_stack(sm, in, ts, t, pf, tsbuf);
     if (rc == STACK_TORN) {
@@ -690,7 +689,7 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
     if (rc == STACK_EMPTY)
         return 0;
     /* the thread state was read again: the status goes with the stack */
-    if (sm->reread || ts->current_frame != seen || ts->extra[1] != seen_seq) {
+    if (sm->reread) {
         status = pyu_status_of(s, in, ts, status_wanted(sm));
         if (!selected(sm, ts, status))
             return 0;
@@ -1192,8 +1191,7 @@ void pyu_sampler_free(pyu_sampler *sm)
 {
     if (!sm)
         return;
-    if (sm->anchors || sm->st.anchor_writes)
-        clear_anchors(sm);
+    clear_anchors(sm); /* (only where it wrote) */
     for (size_t i = 0; i < sm->nthreads; i++)
         thread_free(&sm->threads[i]);
     free(sm->threads);
