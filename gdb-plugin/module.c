@@ -813,10 +813,12 @@ static PyObject *mod_parse(PyObject *mod, PyObject *args)
         parse_command(command, list, &a, &o) < 0)
         return NULL;
     PyObject *r = Py_BuildValue(
-        "{s:O,s:O,s:O,s:z,s:K,s:d}", "help", o.help ? Py_True : Py_False,
-        "json", o.json ? Py_True : Py_False, "verbose",
-        o.verbose ? Py_True : Py_False, "output", o.output, "thread",
-        (unsigned long long)o.thread, "duration", o.duration);
+        "{s:O,s:O,s:O,s:z,s:K,s:d,s:d,s:O}", "help",
+        o.help ? Py_True : Py_False, "json", o.json ? Py_True : Py_False,
+        "verbose", o.verbose ? Py_True : Py_False, "output", o.output,
+        "thread", (unsigned long long)o.thread, "duration", o.duration,
+        "rate", o.rate,
+        "blocking", (o.sample_flags & PYU_SAMPLE_BLOCKING) ? Py_True : Py_False);
     argvec_free(&a);
     return r;
 }

@@ -12,6 +12,13 @@
  *        timed_out: the window's duration ended it
  *   .add_sample(session, thread) -> stacks: one sample of the stopped
  *        inferior through an opened Session (thread 0: every thread)
+ *   .ticks_start(session, argv, pid) / .ticks_arm(due) / .ticks_disarm()
+ *        / .tick() / .ticks_end(seconds) -> (out, diag): --blocking, one
+ *        sample at each stop: the caller continues the inferior after
+ *        arming a thread of this object that stops it (SIGINT) at the
+ *        time due; tick() takes one sample of the stopped inferior through
+ *        the session (None: the process is gone); ticks_end writes the
+ *        profile and the summary
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json"
  *   .data() -> dict: what --format json writes, as objects
  *
@@ -21,9 +28,12 @@
 #include "module.h"
 #include "window.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     PyObject_HEAD
@@ -36,7 +46,17 @@ typedef struct {
     pyu_sampler *sm;
     pyu_session *sm_session; /* the session sm reads (borrowed) */
     uint64_t sm_thread;
+    /* ticks: a thread that stops the inferior at the armed time */
+    bool ticking;
+    pthread_t tk_thread;
+    pthread_mutex_t tk_mu;
+    pthread_cond_t tk_cv;
+    double tk_due; /* CLOCK_MONOTONIC seconds; < 0: disarmed */
+    bool tk_quit, tk_fired;
+    int tk_pid;
 } Profile;
+
+static void stop_ticker(Profile *self);
 
 static int Profile_init(Profile *self, PyObject *args, PyObject *kw)
 {
@@ -66,8 +86,9 @@ static void Profile_dealloc(Profile *self)
         char msg[64];
         end_window(self, &t, msg, sizeof msg);
         pyu_cmd_window_free(self->w);
-        argvec_free(&self->wa);
     }
+    stop_ticker(self);
+    argvec_free(&self->wa); /* (a window's, or ticks never ended) */
     pyu_sampler_free(self->sm);
     pyu_profile_free(self->p);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -149,7 +170,7 @@ static PyObject *Profile_add_sample(Profile *self, PyObject *args)
     unsigned long long thread;
     if (!PyArg_ParseTuple(args, "OK", &session, &thread))
         return NULL;
-    if (self->w)
+    if (self->w || self->wa.argv)
         return raise_error(PYU_EXIT_INTERNAL, "a window is running");
     pyu_session *s = session_of(session);
     if (!s)
@@ -168,6 +189,194 @@ static PyObject *Profile_add_sample(Profile *self, PyObject *args)
     if (n < 0)
         return raise_error(pyu_cmd_exit_for(n), pyu_errmsg(s));
     return PyLong_FromLong(n);
+}
+
+#define TICK_AGAIN 0.02 /* s: a SIGINT that came too early is sent again */
+
+static double mono_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The ticker: at the armed time it stops the inferior as the window's
+ * end does (SIGINT, which gdb stops on and does not pass), and again
+ * every TICK_AGAIN until it is disarmed.  Touches no Python object. */
+static void *ticker(void *arg)
+{
+    Profile *self = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_mutex_lock(&self->tk_mu);
+    while (!self->tk_quit) {
+        if (self->tk_due < 0) {
+            pthread_cond_wait(&self->tk_cv, &self->tk_mu);
+            continue;
+        }
+        double left = self->tk_due - mono_now();
+        if (left > 0) {
+            struct timespec at;
+            clock_gettime(CLOCK_MONOTONIC, &at);
+            long long ns = at.tv_nsec + (long long)(left * 1e9);
+            at.tv_sec += (time_t)(ns / 1000000000LL);
+            at.tv_nsec = (long)(ns % 1000000000LL);
+            pthread_cond_timedwait(&self->tk_cv, &self->tk_mu, &at);
+            continue;
+        }
+        kill(self->tk_pid, SIGINT);
+        self->tk_fired = true;
+        self->tk_due = mono_now() + TICK_AGAIN;
+    }
+    pthread_mutex_unlock(&self->tk_mu);
+    return NULL;
+}
+
+static void stop_ticker(Profile *self)
+{
+    if (!self->ticking)
+        return;
+    pthread_mutex_lock(&self->tk_mu);
+    self->tk_quit = true;
+    pthread_cond_signal(&self->tk_cv);
+    pthread_mutex_unlock(&self->tk_mu);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(self->tk_thread, NULL);
+    Py_END_ALLOW_THREADS
+    pthread_cond_destroy(&self->tk_cv);
+    pthread_mutex_destroy(&self->tk_mu);
+    self->ticking = false;
+}
+
+static PyObject *Profile_ticks_start(Profile *self, PyObject *args)
+{
+    PyObject *session, *list;
+    int pid;
+    if (!PyArg_ParseTuple(args, "OOi", &session, &list, &pid))
+        return NULL;
+    if (pid <= 0)
+        return raise_error(PYU_EXIT_USAGE, "no process to stop at each tick");
+    if (self->w || self->wa.argv)
+        return raise_error(PYU_EXIT_INTERNAL, "a window is running");
+    pyu_session *s = session_of(session);
+    if (!s || parse_command("sample", list, &self->wa, &self->wo) < 0)
+        return NULL;
+    pyu_sampler_free(self->sm);
+    self->sm = NULL;
+    self->sm_session = NULL;
+    /* (--blocking is what ticks are: the sampler itself never stops it) */
+    pyu_sampler_opts o = {self->wo.mode,
+                          self->wo.sample_flags & ~PYU_SAMPLE_BLOCKING,
+                          self->wo.thread};
+    int rc = pyu_sampler_new(s, &o, self->p, &self->sm);
+    if (rc < 0) {
+        argvec_free(&self->wa);
+        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(s));
+    }
+    self->sm_session = s;
+    self->sm_thread = (uint64_t)-1; /* (not add_sample's) */
+    pyu_profile_info_of(self->p)->interval_ns =
+        self->wo.rate > 0 ? (uint64_t)(1e9 / self->wo.rate) : 0;
+    self->tk_pid = pid;
+    self->tk_due = -1;
+    self->tk_quit = self->tk_fired = false;
+    pthread_mutex_init(&self->tk_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&self->tk_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int e = pthread_create(&self->tk_thread, NULL, ticker, self);
+    if (e) {
+        pthread_cond_destroy(&self->tk_cv);
+        pthread_mutex_destroy(&self->tk_mu);
+        pyu_sampler_free(self->sm);
+        self->sm = NULL;
+        self->sm_session = NULL;
+        argvec_free(&self->wa);
+        return raise_error(PYU_EXIT_INTERNAL, strerror(e));
+    }
+    self->ticking = true;
+    Py_RETURN_NONE;
+}
+
+/* arm(due): stop the inferior at CLOCK_MONOTONIC time due (seconds, as
+ * Python's time.monotonic()); disarm() -> whether it was stopped so */
+static PyObject *Profile_ticks_arm(Profile *self, PyObject *args)
+{
+    double due;
+    if (!PyArg_ParseTuple(args, "d", &due))
+        return NULL;
+    if (!self->ticking)
+        return raise_error(PYU_EXIT_INTERNAL, "no ticks were started");
+    pthread_mutex_lock(&self->tk_mu);
+    self->tk_due = due;
+    self->tk_fired = false;
+    pthread_cond_signal(&self->tk_cv);
+    pthread_mutex_unlock(&self->tk_mu);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Profile_ticks_disarm(Profile *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->ticking)
+        return raise_error(PYU_EXIT_INTERNAL, "no ticks were started");
+    pthread_mutex_lock(&self->tk_mu);
+    self->tk_due = -1;
+    bool fired = self->tk_fired;
+    pthread_mutex_unlock(&self->tk_mu);
+    return PyBool_FromLong(fired);
+}
+
+static PyObject *Profile_tick(Profile *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->sm || !self->wa.argv)
+        return raise_error(PYU_EXIT_INTERNAL, "no ticks were started");
+    int n = pyu_sampler_take(self->sm);
+    if (n == -PYU_E_NOPROC)
+        Py_RETURN_NONE;
+    /* (other failures are the sampler's statistics: failed samples) */
+    return PyLong_FromLong(n < 0 ? 0 : n);
+}
+
+static PyObject *Profile_ticks_end(Profile *self, PyObject *args)
+{
+    double seconds;
+    if (!PyArg_ParseTuple(args, "d", &seconds))
+        return NULL;
+    if (!self->wa.argv || self->w)
+        return raise_error(PYU_EXIT_INTERNAL, "no ticks were started");
+    stop_ticker(self);
+    pyu_sampler_free(self->sm); /* (before the caller closes the session) */
+    self->sm = NULL;
+    self->sm_session = NULL;
+    pyu_profile_info *in = pyu_profile_info_of(self->p);
+    in->duration_ns = seconds > 0 ? (uint64_t)(seconds * 1e9) : 0;
+    if (in->interval_ns) { /* ticks the round trips could not serve */
+        uint64_t due = in->duration_ns / in->interval_ns;
+        in->missed = due > in->samples ? due - in->samples : 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) {
+        argvec_free(&self->wa);
+        return PyErr_NoMemory();
+    }
+    pyu_cmd_sample_summary(f, in, "stopped by gdb at each tick");
+    fclose(f);
+    PyObject *diag = PyBytes_FromStringAndSize(buf, (Py_ssize_t)len);
+    free(buf);
+    PyObject *out = diag ? profile_bytes(self->p, &self->wo) : NULL;
+    argvec_free(&self->wa);
+    if (!out) {
+        Py_XDECREF(diag);
+        return NULL;
+    }
+    return Py_BuildValue("NN", out, diag);
 }
 
 static PyObject *Profile_forget_session(Profile *self, PyObject *unused)
@@ -212,6 +421,16 @@ static PyMethodDef Profile_methods[] = {
      "window_end() -> (code, profile bytes, diag, msg, timed_out)"},
     {"add_sample", (PyCFunction)Profile_add_sample, METH_VARARGS,
      "add_sample(session, thread) -> stacks recorded"},
+    {"ticks_start", (PyCFunction)Profile_ticks_start, METH_VARARGS,
+     "ticks_start(session, argv): sample at each stop gdb makes"},
+    {"ticks_arm", (PyCFunction)Profile_ticks_arm, METH_VARARGS,
+     "ticks_arm(due): stop the inferior at time.monotonic() == due"},
+    {"ticks_disarm", (PyCFunction)Profile_ticks_disarm, METH_NOARGS,
+     "ticks_disarm() -> whether the armed stop was sent"},
+    {"tick", (PyCFunction)Profile_tick, METH_NOARGS,
+     "tick() -> stacks recorded, or None when the process is gone"},
+    {"ticks_end", (PyCFunction)Profile_ticks_end, METH_VARARGS,
+     "ticks_end(seconds) -> (profile bytes, summary bytes)"},
     {"forget_session", (PyCFunction)Profile_forget_session, METH_NOARGS,
      "drop the sampler of add_sample (before its session closes)"},
     {"write", (PyCFunction)Profile_write, METH_VARARGS,

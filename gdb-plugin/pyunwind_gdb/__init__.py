@@ -33,7 +33,7 @@ asks for gdb's memory always.
 import json
 import os
 import re
-import signal
+import time
 
 import gdb
 
@@ -315,6 +315,125 @@ def _signal_handling(name):
     return True, False
 
 
+class _Quiet:
+    """While the inferior runs for py-sample, gdb's own lines about the
+    stops the sampler makes ("Thread 1 received signal SIGINT" and the
+    frame) go nowhere: they are not news.  gdb prints them through its
+    top-level interpreter, past gdb.execute(to_string=True) and, inside a
+    command, past `set logging redirect`; so gdb's standard output is
+    pointed at /dev/null meanwhile (its errors still show)."""
+
+    def __enter__(self):
+        self.saved = None
+        try:
+            gdb.flush()
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                self.saved = os.dup(1)
+                os.dup2(null, 1)
+            finally:
+                os.close(null)
+        except OSError:
+            pass  # (then the lines show)
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            try:
+                gdb.flush()
+            finally:
+                os.dup2(self.saved, 1)
+                os.close(self.saved)
+        return False
+
+
+def _ended(last, timed_out):
+    """Why a window ended early, from the last stop or exit event (None:
+    it ended as it should)."""
+    if isinstance(last, gdb.ExitedEvent):
+        return "the inferior exited"
+    if isinstance(last, gdb.BreakpointEvent):
+        return "stopped at breakpoint %s" % ", ".join(
+            str(b.number) for b in last.breakpoints)
+    if isinstance(last, gdb.SignalEvent) and not (
+            timed_out and last.stop_signal == "SIGINT"):
+        return "stopped by %s" % last.stop_signal
+    if last is not None and not timed_out:
+        return "the inferior stopped"
+    return None
+
+
+def _run_window(prof, inf, argv, events):
+    """The window of a local inferior: pyunwind's thread reads the process
+    directly while gdb runs it, and stops it at the end.  Returns (code,
+    profile bytes, diagnostics, message, ended)."""
+    try:
+        prof._p.window_start(inf.pid, argv)
+    except _pyunwind.Error as e:
+        raise Error(str(e), getattr(e, "code", 1)) from None
+    try:
+        with _Quiet():
+            gdb.execute("continue")
+    except gdb.error:
+        pass  # (the inferior exited: reported below)
+    finally:
+        code, out, diag, msg, timed_out = prof._p.window_end()
+    return code, out, diag, msg, _ended(events[-1] if events else None,
+                                        timed_out)
+
+
+def _run_ticks(prof, inf, argv, opts, events):
+    """--blocking: gdb stops the inferior at each tick (a thread of the
+    extension sends SIGINT at the time armed), one sample of the stopped
+    process is read, and it runs on until the next.  Returns what
+    _run_window does."""
+    session, _, _ = _open()
+    start = time.monotonic()
+    try:
+        try:
+            prof._p.ticks_start(session, argv, inf.pid)
+        except _pyunwind.Error as e:
+            raise Error(str(e), getattr(e, "code", 1)) from None
+        period = 1.0 / opts["rate"] if opts["rate"] > 0 else 0.0
+        deadline = start + opts["duration"] if opts["duration"] > 0 else None
+        try:
+            with _Quiet():
+                ended = _tick_loop(prof, start, period, deadline, events)
+        except KeyboardInterrupt:
+            ended = "interrupted"
+        out, diag = prof._p.ticks_end(time.monotonic() - start)
+    finally:
+        session.close()
+    return 0, out, diag, "", ended
+
+
+def _tick_loop(prof, start, period, deadline, events):
+    """The ticks of _run_ticks; returns why they ended early, or None."""
+    tick = 0
+    while True:
+        if prof._p.tick() is None:
+            return "the inferior exited"
+        tick += 1
+        now = time.monotonic()
+        if deadline is not None and now >= deadline:
+            return None
+        due = start + period * tick if period else now
+        if deadline is not None and due > deadline:
+            due = deadline
+        del events[:]
+        prof._p.ticks_arm(due)
+        try:
+            gdb.execute("continue")
+        except gdb.error:
+            pass  # (the inferior exited: below)
+        finally:
+            fired = prof._p.ticks_disarm()
+        last = events[-1] if events else None
+        ended = _ended(last, fired)
+        if ended is not None or last is None:
+            return ended or "the inferior stopped"
+
+
 def _window(argv):
     """Runs the selected live inferior for a sampling window with the
     options of py-sample: (Profile, profile bytes, diagnostics, reason the
@@ -333,13 +452,11 @@ def _window(argv):
         raise Error("no process: start or attach to a Python process to "
                     "sample it", 3)
     if kind != "native":
-        raise Error("py-sample reads the process directly, which a '%s' "
-                    "target does not allow; run pyunwind sample on the "
-                    "target's machine" % kind, 3)
-    if "--blocking" in argv:
-        raise Error("--blocking is not available in gdb: the inferior runs "
-                    "freely for the window (in lldb, --blocking stops it at "
-                    "each tick)", 2)
+        raise Error("over a '%s' target gdb would have to stop the process "
+                    "at each tick, which its Python API (gdb 13) cannot do "
+                    "from a command; use lldb's py-sample (it samples "
+                    "gdb-remote targets tick by tick) or run pyunwind "
+                    "sample on the target's machine" % kind, 3)
     th = gdb.selected_thread()
     if th is not None and th.is_running():
         raise Error("the inferior is running: stop it first (interrupt)", 2)
@@ -352,31 +469,25 @@ def _window(argv):
     stop_sigint, pass_sigint = _signal_handling("SIGINT")
     events = []
 
-    def on_stop(ev):
+    def on_event(ev):
         events.append(ev)
 
-    def on_exit(ev):
-        events.append(ev)
-
-    try:
-        prof._p.window_start(inf.pid, argv)
-    except _pyunwind.Error as e:
-        raise Error(str(e), getattr(e, "code", 1)) from None
     if not stop_sigint or pass_sigint:
         _execute("handle SIGINT stop nopass")
     quiet = gdb.parameter("suppress-cli-notifications")
     _execute("set suppress-cli-notifications on")
-    gdb.events.stop.connect(on_stop)
-    gdb.events.exited.connect(on_exit)
+    gdb.events.stop.connect(on_event)
+    gdb.events.exited.connect(on_event)
     try:
-        try:
-            gdb.execute("continue", to_string=True)
-        except gdb.error:
-            pass  # (the inferior exited: reported below)
+        if not opts["blocking"]:
+            code, out, diag, msg, ended = _run_window(prof, inf, argv,
+                                                      events)
+        else:
+            code, out, diag, msg, ended = _run_ticks(prof, inf, argv, opts,
+                                                     events)
     finally:
-        gdb.events.stop.disconnect(on_stop)
-        gdb.events.exited.disconnect(on_exit)
-        code, out, diag, msg, timed_out = prof._p.window_end()
+        gdb.events.stop.disconnect(on_event)
+        gdb.events.exited.disconnect(on_event)
         if not quiet:
             _execute("set suppress-cli-notifications off")
         if not stop_sigint or pass_sigint:
@@ -384,18 +495,6 @@ def _window(argv):
                                               else "nostop",
                                               "pass" if pass_sigint
                                               else "nopass"))
-    ended = None
-    last = events[-1] if events else None
-    if isinstance(last, gdb.ExitedEvent):
-        ended = "the inferior exited"
-    elif isinstance(last, gdb.BreakpointEvent):
-        ended = "stopped at breakpoint %s" % ", ".join(
-            str(b.number) for b in last.breakpoints)
-    elif isinstance(last, gdb.SignalEvent) and not (
-            timed_out and last.stop_signal == "SIGINT"):
-        ended = "stopped by %s" % last.stop_signal
-    elif last is not None and not timed_out:
-        ended = "the inferior stopped"
     if inf.pid > 0 and thread_num is not None:
         _execute("thread %d" % thread_num)
         if level is not None:
@@ -409,7 +508,7 @@ def _window(argv):
 
 def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
            native=False, async_stacks=False, read_only=False,
-           no_cache=False):
+           no_cache=False, blocking=False):
     """Runs the selected live inferior for a sampling window (duration
     seconds; None: until it stops or Ctrl-C) and returns the Profile:
     py-sample's options as keywords.  The inferior is stopped again at the
@@ -425,7 +524,7 @@ def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
         argv += ["--thread", str(thread)]
     for flag, name in ((gc, "--gc"), (native, "--native"),
                        (async_stacks, "--async"), (read_only, "--read-only"),
-                       (no_cache, "--no-cache")):
+                       (no_cache, "--no-cache"), (blocking, "--blocking")):
         if flag:
             argv.append(name)
     return _window(argv)[0]

@@ -240,15 +240,77 @@ def test_lldb_blocking_stops_at_each_tick(tmp_path):
         t.close()
 
 
-def test_gdb_blocking_is_refused(tmp_path):
+def test_gdb_blocking_stops_at_each_tick(tmp_path):
+    """--blocking in gdb: gdb stops the process for every sample (a thread
+    of the extension sends SIGINT at each tick), one sample of the stopped
+    process is read, and it runs on; gdb's own lines about those stops are
+    not shown, and the inferior runs again after detach."""
     t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
     try:
-        tr = gdb.run(["py-sample --blocking -d 1", "print 40 + 2", "detach"],
-                     ["-p", str(t.pid)])
-        assert "py-sample: --blocking is not available in gdb" in \
-            tr["py-sample"], tr.text[-2000:]
+        tr = gdb.run(["py-sample --blocking -d 1 -r 50 --format collapsed",
+                      "print 40 + 2", "detach"], ["-p", str(t.pid)])
+        clean(tr)
+        text = tr["py-sample"]
+        m = re.search(r"pyunwind: (\d+) samples in ([\d.]+) s .* (\d+) "
+                      r"missed of (\d+) ticks.*stopped by gdb at each tick",
+                      text)
+        assert m, text
+        samples, ticks = int(m.group(1)), int(m.group(4))
+        assert samples >= 10 and 25 <= ticks <= 100, text
+        assert "received signal" not in tr.text, tr.text[-2000:]
+        got = collapsed("\n".join(l for l in text.splitlines()
+                                   if l.startswith("tid:")))
+        main = got[t.truth["roles"]["main"]]
+        # one stack per stop of the main thread, each a call from main()
+        assert sum(n for _, n in main) == samples
+        assert all(calls(f, "main") for f, _ in main), main
+        # the sleeper sleeps at every stop
+        assert sum(n for _, n in got[t.truth["roles"]["sleeper"]]) == samples
         assert "= 42" in tr["print 40 + 2"]
+        assert process_state(t.pid) in "RS"
     finally:
+        t.close()
+
+
+def test_gdb_window_end_is_quiet(tmp_path):
+    """The SIGINT that ends a window is the sampler's: gdb's "received
+    signal SIGINT" line and frame for it are not shown; a scripted window
+    ends the same way."""
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    try:
+        tr = gdb.run(["py-sample -d 0.3 --format top --limit 3",
+                      "python p = pyunwind_gdb.sample(duration=0.3, "
+                      "blocking=True, rate=100)",
+                      "python print('samples', p.data()['samples'], "
+                      "p.ended)",
+                      "detach"], ["-p", str(t.pid)])
+        clean(tr)
+        assert "received signal" not in tr.text, tr.text[-2000:]
+        assert "samples in" in tr["py-sample -d 0.3 --format top --limit 3"]
+        m = re.search(r"samples (\d+) None", tr.text)
+        assert m and int(m.group(1)) > 0, tr.text[-2000:]
+    finally:
+        t.close()
+
+
+def test_gdb_remote_is_refused_in_one_line(tmp_path):
+    """gdb 13's Python cannot stop a remote target at each tick from a
+    command: py-sample says so in one line and leaves the connection as
+    it was (py-dump still works through it)."""
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    server = Server(gdb, t.pid)
+    try:
+        setup, args, teardown = gdb.remote(server.port)
+        tr = gdb.run(["py-sample -d 1", "py-dump --no-source", *teardown],
+                     args, setup=setup)
+        out = tr["py-sample -d 1"]
+        assert re.search(r"^py-sample: over a 'remote' target gdb would have"
+                         r" to stop .* use lldb's py-sample", out, re.M), out
+        assert len(out.strip().splitlines()) == 1, out
+        assert "Python Exception" not in tr.text
+        assert "in main" in tr["py-dump --no-source"]
+    finally:
+        server.close()
         t.close()
 
 
