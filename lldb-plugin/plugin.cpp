@@ -1,5 +1,6 @@
 // pyunwind inside lldb: `plugin load libpyunwind-lldb.so` adds `py-dump`,
-// `py-tasks` and `py-sample`.
+// `py-tasks`, `py-sample` and `py-profile` (which pyunwind_lldb.py, the
+// module for lldb's Python, drives).
 //
 // A thin shim over the SB API: it describes lldb's target to the routine
 // both plugins share (frontend/target.h), which decides where the memory
@@ -32,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -423,10 +425,12 @@ int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
     return PYU_EXIT_OK;
 }
 
-// Runs the inferior for a sampling window; on failure the message is in
-// msg and the exit code is returned.
-int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
-                  std::string *text, std::string *notes, std::string *msg)
+// Runs the inferior for a sampling window, sampling it into p; the summary
+// (after a line saying why the window ended early, if it did) goes to
+// notes.  On failure the message is in msg and the exit code is returned.
+// py-sample and `py-profile sample` both run their windows here.
+int run_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
+               pyu_profile *p, std::string *notes, std::string *msg)
 {
     lldb::SBTarget target = debugger.GetSelectedTarget();
     lldb::SBProcess process = target.IsValid() ? target.GetProcess()
@@ -454,27 +458,19 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
     lldb::tid_t tid = thread.IsValid() ? thread.GetThreadID() : 0;
     uint32_t frame = thread.IsValid() ? thread.GetSelectedFrame().GetFrameID()
                                       : 0;
-    pyu_profile *p = pyu_profile_new();
-    if (!p) {
-        *msg = "out of memory";
-        return PYU_EXIT_INTERNAL;
-    }
     char why[1024];
     int ex;
     if (!debugged_here(pid) || (o.sample_flags & PYU_SAMPLE_BLOCKING)) {
         /* (--blocking: lldb stops the process for each sample) */
         ex = sample_ticks(debugger, o, notes, p, msg);
-        if (ex != PYU_EXIT_OK) {
-            pyu_profile_free(p);
+        if (ex != PYU_EXIT_OK)
             return ex;
-        }
     } else {
         pyu_cmd_window *w = nullptr;
         ex = pyu_cmd_window_start(static_cast<int>(pid), &o, p,
                                   interrupt_process, &process, &w, why,
                                   sizeof why);
         if (ex != PYU_EXIT_OK) {
-            pyu_profile_free(p);
             *msg = why;
             return ex;
         }
@@ -491,7 +487,6 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
                      *notes;
         pyu_cmd_window_free(w);
         if (ex != PYU_EXIT_OK) {
-            pyu_profile_free(p);
             *msg = why;
             return ex;
         }
@@ -500,7 +495,23 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         process.SetSelectedThreadByID(tid);
         process.GetSelectedThread().SetSelectedFrame(frame);
     }
-    ex = profile_text(p, o, text, msg);
+    return PYU_EXIT_OK;
+}
+
+// py-sample: a window, and its profile as the options ask into *text (or
+// o.output); on failure the message is in msg and the exit code is
+// returned.
+int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
+                  std::string *text, std::string *notes, std::string *msg)
+{
+    pyu_profile *p = pyu_profile_new();
+    if (!p) {
+        *msg = "out of memory";
+        return PYU_EXIT_INTERNAL;
+    }
+    int ex = run_window(debugger, o, p, notes, msg);
+    if (ex == PYU_EXIT_OK)
+        ex = profile_text(p, o, text, msg);
     pyu_profile_free(p);
     return ex;
 }
@@ -606,14 +617,48 @@ class Command : public lldb::SBCommandPluginInterface {
 
 // ------------------------------------------------------------ py-profile
 
-// A profile fed one sample at a time while the process is stopped, for
-// scripts (a breakpoint callback: "which Python code calls write()"):
+// Profiles fed one sample at a time while the process is stopped, for
+// scripts (a breakpoint callback: "which Python code calls write()"), or
+// by a sampling window:
 //   py-profile add [--thread TID | --all]   one sample (default: the
 //                                           selected thread)
+//   py-profile sample [py-sample's options] a window, as py-sample
 //   py-profile write [--format F] [-o FILE] [--sort KEY] [--limit N]
-//   py-profile clear
-// One profile per lldb; the session it reads through is opened on the
-// first `add` and again when the process changes.
+//   py-profile close                        lets go of the target
+//   py-profile clear                        starts over
+// Each takes --name NAME: every name is a profile of its own (each
+// pyunwind_lldb.Profile has one); without it, the commands' own profile.
+// The session a profile's `add` reads through is opened on its first
+// `add` and again when the process changes.
+
+// One profile, and the session and sampler its `add` reads through.
+struct Slot {
+    pyu_profile *profile = nullptr;
+    pyu_session *session = nullptr;
+    pyu_sampler *sampler = nullptr;
+    lldb::pid_t pid = LLDB_INVALID_PROCESS_ID;
+    uint64_t thread = 0;
+
+    Slot() = default;
+    Slot(const Slot &) = delete;
+    Slot &operator=(const Slot &) = delete;
+    ~Slot()
+    {
+        drop();
+        pyu_profile_free(profile);
+    }
+
+    // Lets go of the target; the profile stays.
+    void drop()
+    {
+        pyu_sampler_free(sampler);
+        sampler = nullptr;
+        pyu_session_free(session);
+        session = nullptr;
+        pid = LLDB_INVALID_PROCESS_ID;
+    }
+};
+
 class ProfileCommand : public lldb::SBCommandPluginInterface {
   public:
     bool DoExecute(lldb::SBDebugger debugger, char **command,
@@ -627,52 +672,101 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
             result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
             return true;
         }
-        if (!profile_ && !(profile_ = pyu_profile_new()))
-            return fail(result, "out of memory");
-        if (args[0] == "add")
-            return add(debugger, args, result);
-        if (args[0] == "write")
-            return write(args, result);
-        if (args[0] == "clear" && args.size() == 1) {
-            drop();
-            pyu_profile_free(profile_);
-            profile_ = nullptr;
+        const std::string &sub = args[0];
+        if (sub != "add" && sub != "sample" && sub != "write" &&
+            sub != "close" && sub != "clear")
+            return fail(result, ("unknown subcommand '" + sub +
+                                 "' (add, sample, write, close or clear; "
+                                 "see py-profile --help)")
+                                    .c_str());
+        std::string name, why;
+        if (!take_name(args, &name, &why))
+            return fail(result, why.c_str());
+        if (sub == "close" || sub == "clear") {
+            if (args.size() > 1)
+                return fail(result, ("unexpected argument '" + args[1] +
+                                     "' (see py-profile --help)")
+                                        .c_str());
+            auto it = slots_.find(name);
+            if (it != slots_.end()) {
+                if (sub == "clear")
+                    slots_.erase(it);
+                else
+                    it->second.drop();
+            }
             result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
             return true;
         }
-        return fail(result, ("unknown subcommand '" + args[0] +
-                             "' (add, write or clear; see py-profile --help)")
-                                .c_str());
+        Slot &slot = slots_[name];
+        if (!slot.profile && !(slot.profile = pyu_profile_new()))
+            return fail(result, "out of memory");
+        if (sub == "add")
+            return add(debugger, slot, args, result);
+        if (sub == "sample")
+            return sample(debugger, slot, args, result);
+        return write(slot, args, result);
     }
 
     static constexpr const char *help =
-        "usage: py-profile add [--thread TID | --all]\n"
-        "       py-profile write [--format top|collapsed|json] [-o FILE] "
-        "[--sort self|total|name] [--limit N]\n"
-        "       py-profile clear\n"
+        "usage: py-profile add [--name NAME] [--thread TID | --all]\n"
+        "       py-profile sample [--name NAME] [-d SECONDS] [-r RATE] "
+        "[--mode MODE] ... (py-sample's options)\n"
+        "       py-profile write [--name NAME] [--format top|collapsed|json] "
+        "[-o FILE] [--sort self|total|name] [--limit N]\n"
+        "       py-profile close [--name NAME]\n"
+        "       py-profile clear [--name NAME]\n"
         "\n"
         "A profile fed one sample at a time while the process is stopped,\n"
         "say from a breakpoint's callback: `add` reads the Python stack of\n"
         "the selected thread (or TID, or every thread) into it, `write`\n"
-        "writes it as py-sample would, `clear` starts over.\n";
+        "writes it as py-sample would, `clear` starts over.  `sample` runs\n"
+        "a window as py-sample does and keeps its profile instead (what it\n"
+        "held before is dropped); with -o it also writes it there.  `close`\n"
+        "lets go of the target `add` reads (the profile stays).\n"
+        "\n"
+        "--name NAME: every name is a profile of its own (pyunwind_lldb.py's\n"
+        "Profile objects each use one); without it, the one profile of\n"
+        "these commands.\n";
 
   private:
-    pyu_profile *profile_ = nullptr;
-    pyu_session *session_ = nullptr;
-    pyu_sampler *sampler_ = nullptr;
-    lldb::pid_t pid_ = LLDB_INVALID_PROCESS_ID;
-    uint64_t thread_ = 0;
+    std::map<std::string, Slot> slots_;
 
-    void drop()
+    // The session's message for a failure, else the code's.
+    static const char *why_not(const pyu_session *s, int rc)
     {
-        pyu_sampler_free(sampler_);
-        sampler_ = nullptr;
-        pyu_session_free(session_);
-        session_ = nullptr;
-        pid_ = LLDB_INVALID_PROCESS_ID;
+        const char *m = pyu_errmsg(s);
+        return m && *m ? m : pyu_strerror(-rc);
     }
 
-    bool add(lldb::SBDebugger &debugger, const std::vector<std::string> &args,
+    // Takes --name NAME (or --name=NAME) out of args[1...].
+    static bool take_name(std::vector<std::string> &args, std::string *name,
+                          std::string *msg)
+    {
+        for (size_t i = 1; i < args.size();) {
+            if (args[i] == "--name" && i + 1 < args.size()) {
+                *name = args[i + 1];
+                args.erase(args.begin() + static_cast<long>(i),
+                           args.begin() + static_cast<long>(i) + 2);
+            } else if (args[i] == "--name") {
+                *msg = "--name takes the name of a profile";
+                return false;
+            } else if (args[i].compare(0, 7, "--name=") == 0) {
+                *name = args[i].substr(7);
+                args.erase(args.begin() + static_cast<long>(i));
+            } else {
+                i++;
+                continue;
+            }
+            if (name->empty()) {
+                *msg = "--name takes the name of a profile";
+                return false;
+            }
+        }
+        return true;
+    }
+
+    bool add(lldb::SBDebugger &debugger, Slot &slot,
+             const std::vector<std::string> &args,
              lldb::SBCommandReturnObject &result)
     {
         lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
@@ -694,35 +788,79 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         }
         if (!all && !thread && process.IsValid())
             thread = process.GetSelectedThread().GetThreadID();
-        if (!process.IsValid() || process.GetProcessID() != pid_)
-            drop();
-        if (!session_) {
+        if (!process.IsValid() || process.GetProcessID() != slot.pid)
+            slot.drop();
+        if (!slot.session) {
             bool retry = false;
             std::string source, why;
             int ex;
-            if (open_target(debugger, &session_, &retry, &source, &why,
+            if (open_target(debugger, &slot.session, &retry, &source, &why,
                             &ex) < 0)
                 return fail(result, why.c_str());
-            pid_ = process.GetProcessID();
+            slot.pid = process.GetProcessID();
         }
-        if (!sampler_ || thread != thread_) {
-            pyu_sampler_free(sampler_);
-            sampler_ = nullptr;
+        if (!slot.sampler || thread != slot.thread) {
+            pyu_sampler_free(slot.sampler);
+            slot.sampler = nullptr;
             pyu_sampler_opts o = {PYU_MODE_WALL, 0, thread};
-            int rc = pyu_sampler_new(session_, &o, profile_, &sampler_);
+            int rc = pyu_sampler_new(slot.session, &o, slot.profile,
+                                     &slot.sampler);
             if (rc < 0)
-                return fail(result, pyu_errmsg(session_));
-            thread_ = thread;
+                return fail(result, why_not(slot.session, rc));
+            slot.thread = thread;
         }
-        int n = pyu_sampler_take(sampler_);
+        int n = pyu_sampler_take(slot.sampler);
         if (n < 0)
-            return fail(result, pyu_errmsg(session_));
+            return fail(result, why_not(slot.session, n));
         result.Printf("%d\n", n);
         result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
         return true;
     }
 
-    bool write(const std::vector<std::string> &args,
+    // A window as py-sample runs it (the same code), into a new profile
+    // that replaces the slot's; the summary is printed as py-sample prints
+    // it.
+    bool sample(lldb::SBDebugger &debugger, Slot &slot,
+                const std::vector<std::string> &args,
+                lldb::SBCommandReturnObject &result)
+    {
+        std::vector<std::string> full{"py-sample"};
+        for (size_t i = 1; i < args.size(); i++)
+            full.push_back(args[i]);
+        pyu_cmd_opts o;
+        char msg[1024] = "";
+        int ex = parse_args(PYU_CMD_SAMPLE, full, &o, msg, sizeof msg);
+        if (ex != PYU_EXIT_OK)
+            return fail(result, msg);
+        if (o.help) {
+            result.Printf("%s", help);
+            result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+            return true;
+        }
+        pyu_profile *p = pyu_profile_new();
+        if (!p)
+            return fail(result, "out of memory");
+        std::string notes, why;
+        ex = run_window(debugger, o, p, &notes, &why);
+        if (!notes.empty())
+            result.Printf("%s", notes.c_str());
+        if (ex != PYU_EXIT_OK) {
+            pyu_profile_free(p);
+            return fail(result, why.c_str());
+        }
+        slot.drop(); // (its sampler fed the profile replaced here)
+        pyu_profile_free(slot.profile);
+        slot.profile = p;
+        if (o.output) {
+            std::string text;
+            if (profile_text(p, o, &text, &why) != PYU_EXIT_OK)
+                return fail(result, why.c_str());
+        }
+        result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+        return true;
+    }
+
+    bool write(Slot &slot, const std::vector<std::string> &args,
                lldb::SBCommandReturnObject &result)
     {
         // the options of py-sample that say how to write
@@ -735,7 +873,7 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         if (ex != PYU_EXIT_OK)
             return fail(result, msg);
         std::string text, why;
-        if (profile_text(profile_, o, &text, &why) != PYU_EXIT_OK)
+        if (profile_text(slot.profile, o, &text, &why) != PYU_EXIT_OK)
             return fail(result, why.c_str());
         if (!text.empty())
             result.Printf("%s", text.c_str());
@@ -787,9 +925,10 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
     auto *profile = new ProfileCommand();
     lldb::SBCommand pc = interp.AddCommand(
         "py-profile", profile,
-        "Feed a profile one sample at a time (for breakpoint callbacks).",
-        "py-profile add [--thread TID | --all] | write [--format F] "
-        "[-o FILE] | clear");
+        "Feed a profile one sample at a time (for breakpoint callbacks), "
+        "or by a sampling window.",
+        "py-profile add [--thread TID | --all] | sample [OPTIONS] | "
+        "write [--format F] [-o FILE] | close | clear; each [--name NAME]");
     if (!pc.IsValid())
         return false;
     pc.SetHelpLong(ProfileCommand::help);
