@@ -222,6 +222,10 @@ static void thread_free(sthread *t)
 /* Outcome of reading a stack. */
 enum { STACK_OK = 0, STACK_TORN = 1, STACK_EMPTY = 2 };
 
+/* walk_chain's failures (an error is not a torn chain: -STACK_TORN was
+ * -1 too, which made every torn chain end the whole sample) */
+enum { WALK_ERROR = -1, WALK_TORN = -2 };
+
 /* Decodes the frame fields the sampler uses from a copy. */
 static inline void take_frame(const pyu_offsets *o, size_t fsize,
                               uint64_t addr, const uint8_t *buf, fresh *f)
@@ -264,8 +268,8 @@ typedef struct source {
 } source;
 
 /* Walks the chain from `first` into sm->fresh, until `stop` (inclusive)
- * or the base frame.  Returns the number of frames, or -STACK_TORN, or -1
- * on an error that ends the sample (record set). */
+ * or the base frame.  Returns the number of frames, or WALK_TORN, or
+ * WALK_ERROR on an error that ends the sample (record set). */
 static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
                        uint64_t stop, source *src)
 {
@@ -275,11 +279,12 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
     cycle cyc = {0, 1, 0};
     for (uint64_t frame = first; frame;) {
         if (nf >= PYU_MAX_FRAMES || cycle_step(&cyc, frame))
-            return -STACK_TORN;
+            return WALK_TORN;
         if (nf == sm->capfresh &&
             !pyu_grow((void **)&sm->fresh, nf, &sm->capfresh,
                       sizeof *sm->fresh))
-            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"),
+                   WALK_ERROR;
         pyu_chunk_span *sp = &src->span;
         const uint8_t *buf = NULL;
         if (src->pf && frame == src->pf_addr)
@@ -301,9 +306,10 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
             int rc = pyu_read_quiet(s, frame, sm->frame_copy, fsize);
             if (rc == -PYU_E_NOPROC)
                 return pyu_fail(&s->err, PYU_E_NOPROC,
-                                "the process has exited"), -1;
+                                "the process has exited"),
+                       WALK_ERROR;
             if (rc < 0)
-                return -STACK_TORN; /* freed under the read */
+                return WALK_TORN; /* freed under the read */
             buf = sm->frame_copy;
             src->singles++;
         }
@@ -314,7 +320,7 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
         frame = f->prev;
     }
     /* the chain ended before the base frame (3.15 has one) */
-    return ts->base_frame ? -STACK_TORN : (long)nf;
+    return ts->base_frame ? WALK_TORN : (long)nf;
 }
 
 /* Makes the cached stack: positions [0, keep) stay, the nf frames read go
@@ -461,9 +467,9 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             }
             source src = {0}; /* (pf was read before ts: no use here) */
             long nf = walk_chain(sm, ts, first, hit ? anchor : 0, &src);
-            if (nf == -1)
+            if (nf == WALK_ERROR)
                 return -1;
-            if (nf == -STACK_TORN || (hit && sm->fresh[nf - 1].addr != anchor))
+            if (nf == WALK_TORN || (hit && sm->fresh[nf - 1].addr != anchor))
                 return STACK_TORN;
             uint64_t now_first, now_seq;
             if (read_tail(sm, ts, &now_first, &now_seq) < 0)
@@ -537,9 +543,9 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             src.span = (pyu_chunk_span){t->chunk, t->chunk + plen,
                                         sm->prefix};
         long nf = walk_chain(sm, ts, ts->current_frame, 0, &src);
-        if (nf == -1)
+        if (nf == WALK_ERROR)
             return -1;
-        if (nf == -STACK_TORN)
+        if (nf == WALK_TORN)
             return STACK_TORN;
         if (src.after && read_tail(sm, ts, &now_first, &now_seq) < 0)
             return STACK_TORN;
@@ -573,7 +579,7 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
                   .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
     long nf = walk_chain(sm, ts, first, 0, &src);
     if (nf < 0)
-        return nf == -1 ? -1 : STACK_TORN;
+        return nf == WALK_ERROR ? -1 : STACK_TORN;
     /* its innermost frames and its thread state again, after it all (the
      * innermost frame's instruction moves on while it runs); the status
      * is then taken from the new copy */

@@ -1025,6 +1025,53 @@ static void sim_init(sim *x, uint64_t seed)
         sim_step(x);
 }
 
+/* A thread whose chain cannot be read is a torn stack, counted as a
+ * failed sample: the other threads' stacks of that sample are kept (a
+ * torn chain once ended the whole sample, with no message).  (In this
+ * synthetic runtime one of the three chains already ends early, as a
+ * torn one: the count of stacks is compared with the intact image's.) */
+static int torn_run(fake_mem *m, unsigned flags, pyu_sampler_stats *st)
+{
+    pyu_session *s = pyu_session_new();
+    pyu_profile *p = pyu_profile_new();
+    pyu_sampler *sm = NULL;
+    int last = -100;
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, m, 99, RT), 0);
+    pyu_sampler_opts o = {PYU_MODE_WALL, flags, 0};
+    CHECK_EQ(pyu_sampler_new(s, &o, p, &sm), 0);
+    for (int i = 0; sm && i < 3; i++) {
+        int rc = pyu_sampler_take(sm);
+        CHECK(rc >= 0);
+        CHECK(i == 0 || rc == last);
+        last = rc;
+    }
+    if (sm)
+        pyu_sampler_stats_get(sm, st);
+    pyu_sampler_free(sm);
+    pyu_profile_free(p);
+    pyu_session_free(s);
+    return last;
+}
+
+static void test_sampler_torn_thread(void)
+{
+    static fake_mem m;
+    static const unsigned flags[] = {0, PYU_SAMPLE_NO_CACHE};
+    for (size_t f = 0; f < 2; f++) {
+        pyu_sampler_stats intact, broken;
+        three_threads(&m);
+        int all = torn_run(&m, flags[f], &intact);
+        put64(&m, TSTATE2 + 0x20, 0xdead0000); /* not mapped */
+        int some = torn_run(&m, flags[f], &broken);
+        CHECK(all >= 2);
+        CHECK_EQ(some, all - 1);
+        CHECK_EQ(broken.samples, 3);
+        CHECK_EQ(broken.failed, 3);
+        CHECK_EQ(broken.stacks, 3 * (uint64_t)some);
+        CHECK(broken.torn > intact.torn);
+    }
+}
+
 static void test_sampler_cache(void)
 {
     static sim x;
@@ -1172,6 +1219,7 @@ int main(int argc, char **argv)
     test_describe_epoch();
     test_errors();
     test_sampler_cache();
+    test_sampler_torn_thread();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
