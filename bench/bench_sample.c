@@ -1,6 +1,6 @@
 /* bench_sample: the cost of one sample of a running CPython process.
  *
- *   bench_sample PID ITERATIONS [--no-cache|--read-only]
+ *   bench_sample PID ITERATIONS [--no-cache|--read-only] [--floor]
  *
  * Opens PID with PYU_OPEN_NONBLOCKING, makes a wall-mode sampler (every
  * thread; with the frame cache and its anchor unless told otherwise),
@@ -15,11 +15,25 @@
  * sample, R the read calls to the target per sample, X the failed samples
  * and U the stacks recorded without the anchor's proof.
  *
+ * --floor adds a second line, what the kernel alone costs:
+ *
+ *   floor_us_per_read F ranges K pages P
+ *
+ * A second session on PID with memory ops of this file (process_vm_readv
+ * and _writev, recording the ranges of each read) runs the same sampler
+ * for 100 samples; then the ranges of its last read, the steady state's
+ * one read per sample, are read again ITERATIONS times with one
+ * process_vm_readv each and nothing else: F µs per read, K ranges, P
+ * pages they touch.  No sampler can read those places for less.
+ *
  * A benchmark: it reports numbers and asserts nothing about them.
  */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include <pyunwind/pyunwind.h>
@@ -31,16 +45,118 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* --floor: memory ops that remember the ranges of the last read */
+#define REC_MAX 256
+typedef struct rec {
+    int pid;
+    uint64_t addr[REC_MAX];
+    size_t len[REC_MAX], n;
+} rec;
+
+static int rec_errno(void)
+{
+    return errno == ESRCH ? -PYU_E_NOPROC
+           : errno == EPERM ? -PYU_E_PERM
+           : errno == EFAULT ? -PYU_E_FAULT
+                             : -PYU_E_IO;
+}
+
+static int rec_read(void *ctx, const pyu_range *r, size_t n)
+{
+    rec *c = ctx;
+    if (n > REC_MAX)
+        return -PYU_E_IO;
+    struct iovec loc[REC_MAX], rem[REC_MAX];
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        loc[i] = (struct iovec){r[i].buf, r[i].len};
+        rem[i] = (struct iovec){(void *)(uintptr_t)r[i].addr, r[i].len};
+        c->addr[i] = r[i].addr;
+        c->len[i] = r[i].len;
+        total += r[i].len;
+    }
+    c->n = n;
+    ssize_t got = process_vm_readv(c->pid, loc, n, rem, n, 0);
+    if (got < 0)
+        return rec_errno();
+    return (size_t)got == total ? 0 : -PYU_E_FAULT;
+}
+
+static int rec_write(void *ctx, uint64_t addr, const void *buf, size_t len)
+{
+    rec *c = ctx;
+    struct iovec loc = {(void *)buf, len};
+    struct iovec rem = {(void *)(uintptr_t)addr, len};
+    ssize_t got = process_vm_writev(c->pid, &loc, 1, &rem, 1, 0);
+    if (got < 0)
+        return rec_errno();
+    return (size_t)got == len ? 0 : -PYU_E_FAULT;
+}
+
+static const pyu_memory_ops rec_ops = {.read = rec_read, .write = rec_write};
+
+/* Prints the floor line (see the top); returns 0 or 1. */
+static int floor_run(int pid, uint64_t runtime, unsigned flags, long n)
+{
+    rec *c = calloc(1, sizeof *c);
+    pyu_session *s = pyu_session_new();
+    if (!c || !s)
+        return 1;
+    c->pid = pid;
+    pyu_profile *p = pyu_profile_new();
+    pyu_sampler *sm = NULL;
+    pyu_sampler_opts o = {PYU_MODE_WALL, flags, 0};
+    /* (the session owns c: no destroy op, freed here) */
+    if (pyu_open_memory(s, &rec_ops, c, pid, runtime) < 0 ||
+        pyu_sampler_new(s, &o, p, &sm) < 0) {
+        fprintf(stderr, "bench_sample: --floor: %s\n", pyu_errmsg(s));
+        return 1;
+    }
+    for (int i = 0; i < 100; i++)
+        pyu_sampler_take(sm);
+    size_t k = c->n, total = 0, pages = 0;
+    struct iovec loc[REC_MAX], rem[REC_MAX];
+    for (size_t i = 0; i < k; i++)
+        total += c->len[i];
+    char *buf = malloc(total ? total : 1);
+    if (!buf)
+        return 1;
+    for (size_t i = 0, at = 0; i < k; i++) {
+        loc[i] = (struct iovec){buf + at, c->len[i]};
+        rem[i] = (struct iovec){(void *)(uintptr_t)c->addr[i], c->len[i]};
+        at += c->len[i];
+        pages += (c->addr[i] + c->len[i] - 1) / 4096 - c->addr[i] / 4096 + 1;
+    }
+    double t0 = now_us();
+    for (long i = 0; i < n; i++)
+        if (process_vm_readv(pid, loc, k, rem, k, 0) < 0) {
+            perror("bench_sample: --floor");
+            return 1;
+        }
+    double t1 = now_us();
+    printf("floor_us_per_read %.3f ranges %zu pages %zu\n",
+           (t1 - t0) / (double)n, k, pages);
+    free(buf);
+    pyu_sampler_free(sm);
+    pyu_profile_free(p);
+    pyu_session_free(s);
+    free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: bench_sample PID ITERATIONS "
-                        "[--no-cache|--read-only]\n");
+                        "[--no-cache|--read-only] [--floor]\n");
         return 2;
     }
     int pid = atoi(argv[1]);
     long n = atol(argv[2]);
     unsigned flags = 0;
+    bool floor = false;
+    for (int i = 3; i < argc; i++)
+        floor |= strcmp(argv[i], "--floor") == 0;
     for (int i = 3; i < argc; i++)
         flags |= strcmp(argv[i], "--no-cache") == 0 ? PYU_SAMPLE_NO_CACHE
                  : strcmp(argv[i], "--read-only") == 0
@@ -80,6 +196,10 @@ int main(int argc, char **argv)
            (unsigned long long)(after.unproven - before.unproven));
     pyu_sampler_free(sm);
     pyu_profile_free(p);
+    pyu_python_info info;
+    int rc = 0;
+    if (floor && pyu_python(s, &info) == 0)
+        rc = floor_run(pid, info.runtime_addr, flags, n);
     pyu_session_free(s);
-    return 0;
+    return rc;
 }
