@@ -106,7 +106,7 @@ static PyObject *Profile_window_start(Profile *self, PyObject *args)
     PyObject *list;
     if (!PyArg_ParseTuple(args, "iO", &pid, &list))
         return NULL;
-    if (self->w)
+    if (self->w || self->wa.argv)
         return raise_error(PYU_EXIT_INTERNAL, "a window is running");
     if (parse_command("sample", list, &self->wa, &self->wo) < 0)
         return NULL;

@@ -817,6 +817,23 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         return true;
     }
 
+    // A subcommand's arguments after its name (args[0]) parsed as
+    // py-sample's options into o, whose strings (-o) point into *full;
+    // false (the failure in result) when they are not options.
+    bool sample_options(const std::vector<std::string> &args,
+                        std::vector<std::string> *full, pyu_cmd_opts *o,
+                        lldb::SBCommandReturnObject &result)
+    {
+        *full = {"py-sample"};
+        for (size_t i = 1; i < args.size(); i++)
+            full->push_back(args[i]);
+        char msg[1024] = "";
+        if (parse_args(PYU_CMD_SAMPLE, *full, o, msg, sizeof msg) !=
+            PYU_EXIT_OK)
+            return fail(result, msg);
+        return true;
+    }
+
     // A window as py-sample runs it (the same code), into a new profile
     // that replaces the slot's; the summary is printed as py-sample prints
     // it.
@@ -824,14 +841,10 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
                 const std::vector<std::string> &args,
                 lldb::SBCommandReturnObject &result)
     {
-        std::vector<std::string> full{"py-sample"};
-        for (size_t i = 1; i < args.size(); i++)
-            full.push_back(args[i]);
+        std::vector<std::string> full;
         pyu_cmd_opts o;
-        char msg[1024] = "";
-        int ex = parse_args(PYU_CMD_SAMPLE, full, &o, msg, sizeof msg);
-        if (ex != PYU_EXIT_OK)
-            return fail(result, msg);
+        if (!sample_options(args, &full, &o, result))
+            return false;
         if (o.help) {
             result.Printf("%s", help);
             result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
@@ -841,7 +854,7 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         if (!p)
             return fail(result, "out of memory");
         std::string notes, why;
-        ex = run_window(debugger, o, p, &notes, &why);
+        int ex = run_window(debugger, o, p, &notes, &why);
         if (!notes.empty())
             result.Printf("%s", notes.c_str());
         if (ex != PYU_EXIT_OK) {
@@ -864,14 +877,10 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
                lldb::SBCommandReturnObject &result)
     {
         // the options of py-sample that say how to write
-        std::vector<std::string> full{"py-sample"};
-        for (size_t i = 1; i < args.size(); i++)
-            full.push_back(args[i]);
+        std::vector<std::string> full;
         pyu_cmd_opts o;
-        char msg[1024] = "";
-        int ex = parse_args(PYU_CMD_SAMPLE, full, &o, msg, sizeof msg);
-        if (ex != PYU_EXIT_OK)
-            return fail(result, msg);
+        if (!sample_options(args, &full, &o, result))
+            return false;
         std::string text, why;
         if (profile_text(slot.profile, o, &text, &why) != PYU_EXIT_OK)
             return fail(result, why.c_str());

@@ -34,6 +34,15 @@ def interpreters():
     return pys
 
 
+def py315(pythons):
+    """The stripped 3.15 interpreter among pythons (interpreters()); skips
+    the test when PYU_ONLY left none."""
+    for label, path in pythons:
+        if label.startswith("3.15") and not label.endswith("-dbg"):
+            return path
+    pytest.skip("no CPython 3.15 among the selected interpreters (PYU_ONLY)")
+
+
 def pyunwind(*args, timeout=TIMEOUT, **kw):
     """Runs the CLI; returns the CompletedProcess (text mode)."""
     return subprocess.run([PYUNWIND, *args], capture_output=True, text=True,

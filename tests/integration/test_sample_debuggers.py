@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+import conftest
+
 from conftest import PYUNWIND, TARGETS, Target, interpreters, pyunwind
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Gdb, Lldb,
                        Server, process_state)
@@ -25,10 +27,7 @@ gdb = Gdb()
 
 def py315():
     """The stripped 3.15 interpreter (these tests need one 3.15)."""
-    for label, path in PYTHONS:
-        if label.startswith("3.15") and not label.endswith("-dbg"):
-            return path
-    pytest.skip("no CPython 3.15 among the selected interpreters (PYU_ONLY)")
+    return conftest.py315(PYTHONS)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,8 @@ import subprocess
 
 import pytest
 
+import conftest
+
 from conftest import TARGETS, TIMEOUT, Target, interpreters
 from debuggers import LLDB, LLDB_PLUGIN, PLUGINS, Lldb, process_state
 from test_sample import assert_split, collapsed
@@ -26,10 +28,7 @@ lldb = Lldb()
 
 def py315():
     """The stripped 3.15 interpreter (these tests need one 3.15)."""
-    for label, path in PYTHONS:
-        if label.startswith("3.15") and not label.endswith("-dbg"):
-            return path
-    pytest.skip("no CPython 3.15 among the selected interpreters (PYU_ONLY)")
+    return conftest.py315(PYTHONS)
 
 
 @pytest.fixture(autouse=True)
