@@ -12,13 +12,16 @@
  *        timed_out: the window's duration ended it
  *   .add_sample(session, thread) -> stacks: one sample of the stopped
  *        inferior through an opened Session (thread 0: every thread)
- *   .ticks_start(session, argv, pid) / .ticks_arm(due) / .ticks_disarm()
- *        / .tick() / .ticks_end(seconds) -> (out, diag): --blocking, one
- *        sample at each stop: the caller continues the inferior after
- *        arming a thread of this object that stops it (SIGINT) at the
- *        time due; tick() takes one sample of the stopped inferior through
- *        the session (None: the process is gone); ticks_end writes the
- *        profile and the summary
+ *   .ticks_start(session, argv, pid[, fd, remote]) / .ticks_arm(due)
+ *        / .ticks_disarm() / .tick() / .ticks_end(seconds) -> (out, diag):
+ *        --blocking, and any remote target: one sample at each stop: the
+ *        caller continues the inferior after arming a thread of this
+ *        object that stops it at the time due (SIGINT to pid, or the
+ *        interrupt byte on gdb's connection fd to a remote target;
+ *        remote: a remote target, stopped again less eagerly); tick()
+ *        takes one sample of the stopped inferior through the session
+ *        (None: the process is gone); ticks_end writes the profile and
+ *        the summary
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json"
  *   .data() -> dict: what --format json writes, as objects
  *
@@ -33,6 +36,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 typedef struct {
@@ -54,6 +58,8 @@ typedef struct {
     double tk_due; /* CLOCK_MONOTONIC seconds; < 0: disarmed */
     bool tk_quit, tk_fired;
     int tk_pid;
+    int tk_fd; /* >= 0: a remote target's connection to gdb (see ticker) */
+    double tk_again;
 } Profile;
 
 static void stop_ticker(Profile *self);
@@ -191,7 +197,11 @@ static PyObject *Profile_add_sample(Profile *self, PyObject *args)
     return PyLong_FromLong(n);
 }
 
-#define TICK_AGAIN 0.02 /* s: a SIGINT that came too early is sent again */
+/* s: a stop that did not come is asked for again after this long: a
+ * SIGINT that came before gdb resumed the inferior is lost to gdb's
+ * wait.  Remote targets: see ticker. */
+#define TICK_AGAIN 0.02
+#define REMOTE_AGAIN 1.0
 
 static double mono_now(void)
 {
@@ -202,7 +212,8 @@ static double mono_now(void)
 
 /* The ticker: at the armed time it stops the inferior as the window's
  * end does (SIGINT, which gdb stops on and does not pass), and again
- * every TICK_AGAIN until it is disarmed.  Touches no Python object. */
+ * every tk_again seconds until it is disarmed.  Touches no Python
+ * object. */
 static void *ticker(void *arg)
 {
     Profile *self = arg;
@@ -225,9 +236,18 @@ static void *ticker(void *arg)
             pthread_cond_timedwait(&self->tk_cv, &self->tk_mu, &at);
             continue;
         }
-        kill(self->tk_pid, SIGINT);
         self->tk_fired = true;
-        self->tk_due = mono_now() + TICK_AGAIN;
+        if (self->tk_fd >= 0)
+            /* a remote target: the byte gdb itself sends to interrupt it
+             * (the remote protocol's interrupt) */
+            (void)!send(self->tk_fd, "\x03", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        else
+            kill(self->tk_pid, SIGINT);
+        /* A remote target is stopped by gdbserver even when the stop
+         * comes before gdb's resume, and gdb's handling of the stop takes
+         * round trips: a second stop soon after would stop the next run
+         * at its start, so it is asked for again only after a while. */
+        self->tk_due = mono_now() + self->tk_again;
     }
     pthread_mutex_unlock(&self->tk_mu);
     return NULL;
@@ -252,10 +272,11 @@ static void stop_ticker(Profile *self)
 static PyObject *Profile_ticks_start(Profile *self, PyObject *args)
 {
     PyObject *session, *list;
-    int pid;
-    if (!PyArg_ParseTuple(args, "OOi", &session, &list, &pid))
+    int pid, fd = -1, remote = 0;
+    if (!PyArg_ParseTuple(args, "OOi|ip", &session, &list, &pid, &fd,
+                          &remote))
         return NULL;
-    if (pid <= 0)
+    if (pid <= 0 && fd < 0)
         return raise_error(PYU_EXIT_USAGE, "no process to stop at each tick");
     if (self->w || self->wa.argv)
         return raise_error(PYU_EXIT_INTERNAL, "a window is running");
@@ -279,6 +300,8 @@ static PyObject *Profile_ticks_start(Profile *self, PyObject *args)
     pyu_profile_info_of(self->p)->interval_ns =
         self->wo.rate > 0 ? (uint64_t)(1e9 / self->wo.rate) : 0;
     self->tk_pid = pid;
+    self->tk_fd = fd;
+    self->tk_again = remote || fd >= 0 ? REMOTE_AGAIN : TICK_AGAIN;
     self->tk_due = -1;
     self->tk_quit = self->tk_fired = false;
     pthread_mutex_init(&self->tk_mu, NULL);
@@ -422,7 +445,8 @@ static PyMethodDef Profile_methods[] = {
     {"add_sample", (PyCFunction)Profile_add_sample, METH_VARARGS,
      "add_sample(session, thread) -> stacks recorded"},
     {"ticks_start", (PyCFunction)Profile_ticks_start, METH_VARARGS,
-     "ticks_start(session, argv): sample at each stop gdb makes"},
+     "ticks_start(session, argv, pid[, fd, remote]): sample at each stop "
+     "gdb makes"},
     {"ticks_arm", (PyCFunction)Profile_ticks_arm, METH_VARARGS,
      "ticks_arm(due): stop the inferior at time.monotonic() == due"},
     {"ticks_disarm", (PyCFunction)Profile_ticks_disarm, METH_NOARGS,

@@ -33,6 +33,7 @@ asks for gdb's memory always.
 import json
 import os
 import re
+import socket
 import time
 
 import gdb
@@ -382,16 +383,18 @@ def _run_window(prof, inf, argv, events):
                                         timed_out)
 
 
-def _run_ticks(prof, inf, argv, opts, events):
-    """--blocking: gdb stops the inferior at each tick (a thread of the
-    extension sends SIGINT at the time armed), one sample of the stopped
-    process is read, and it runs on until the next.  Returns what
-    _run_window does."""
+def _run_ticks(prof, inf, argv, opts, events, stopper=None):
+    """--blocking, and any remote target: gdb stops the inferior at each
+    tick (a thread of the extension sends SIGINT at the time armed, or
+    the remote target's interrupt: see _remote_stopper), one sample of
+    the stopped process is read, and it runs on until the next.  Returns
+    what _run_window does."""
+    pid, fd = stopper if stopper is not None else (inf.pid, -1)
     session, _, _ = _open()
     start = time.monotonic()
     try:
         try:
-            prof._p.ticks_start(session, argv, inf.pid)
+            prof._p.ticks_start(session, argv, pid, fd, stopper is not None)
         except _pyunwind.Error as e:
             raise Error(str(e), getattr(e, "code", 1)) from None
         period = 1.0 / opts["rate"] if opts["rate"] > 0 else 0.0
@@ -405,6 +408,115 @@ def _run_ticks(prof, inf, argv, opts, events):
     finally:
         session.close()
     return 0, out, diag, "", ended
+
+
+def _proc_stat(text):
+    """(process group, start time) from `info proc stat` or the fields of
+    a /proc/PID/stat line; None when they are not there."""
+    if text.startswith("process ") or "\nProcess group:" in text:
+        fields = dict(line.split(":", 1) for line in text.splitlines()
+                      if ":" in line)
+        group = fields.get("Process group", "").strip()
+        started = fields.get("start time (jiffies since system boot)",
+                             "").strip()
+    else:
+        rest = text[text.rfind(")") + 1:].split()
+        group, started = (rest[2], rest[19]) if len(rest) > 19 else ("", "")
+    if not (group.isdigit() and started.isdigit()):
+        return None
+    return int(group), int(started)
+
+
+def _remote_stopper(inf, conn):
+    """How the ticks stop a remote target: (pid, fd) for ticks_start.
+    gdbserver stops the process when gdb's connection carries the
+    interrupt byte (fd), by a SIGINT to the process's group: that works
+    when the process leads its group (gdbserver started it, or a shell's
+    job control did), and silently does nothing otherwise (sourceware
+    bug 18945).  A process that does not lead its group is stopped by a
+    SIGINT from here (pid) when it is this machine's own process (the
+    same group and start time in this machine's /proc); otherwise Error,
+    as nothing could stop it."""
+    pid = inf.pid
+    try:
+        remote = _proc_stat(gdb.execute("info proc stat", to_string=True))
+    except gdb.error:
+        remote = None
+    if remote is None:
+        raise Error("cannot read /proc/%d/stat through the '%s' target, so "
+                    "cannot tell whether gdb can stop the process at each "
+                    "tick: run pyunwind sample on the target's machine"
+                    % (pid, conn.type), 3)
+    if remote[0] == pid:
+        return -1, _connection_fd(conn)
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            local = _proc_stat(f.read())
+    except OSError:
+        local = None
+    if local == remote:
+        return pid, -1
+    raise Error("gdbserver cannot interrupt process %d: it does not lead "
+                "its process group (%d) and gdbserver's interrupt signals "
+                "the group (sourceware bug 18945: gdb's Ctrl-C cannot stop "
+                "it either); start the program under gdbserver or with "
+                "setsid, or run pyunwind sample on the target's machine"
+                % (pid, remote[0]), 3)
+
+
+def _connection_fd(conn):
+    """gdb's own socket to a remote target (gdbserver): the file
+    descriptor of this process connected to the address of conn.details
+    ("HOST:PORT", "tcp:HOST:PORT", ...).  Raises Error when there is not
+    exactly one."""
+    kind = conn.type
+    details = (getattr(conn, "details", None) or "").strip()
+    where = details
+    for prefix in ("tcp:", "tcp4:", "tcp6:"):
+        if where.startswith(prefix):
+            where = where[len(prefix):]
+    host, _, port = where.rpartition(":")
+    host = host.strip("[]") or "localhost"
+    if not port.isdigit() or where.startswith("|"):
+        raise Error("over a '%s' target connected by '%s' gdb cannot be made "
+                    "to stop the process at each tick: connect to gdbserver "
+                    "over TCP (target remote HOST:PORT), or run pyunwind "
+                    "sample on the target's machine" % (kind, details), 3)
+    try:
+        peers = {(info[4][0], info[4][1]) for info in
+                 socket.getaddrinfo(host, int(port), 0, socket.SOCK_STREAM)}
+    except OSError as e:
+        raise Error("cannot resolve '%s' of the remote target: %s"
+                    % (host, e), 3) from None
+    found = []
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            dup = os.dup(int(name))
+        except (OSError, ValueError):
+            continue
+        try:
+            s = socket.socket(fileno=dup)
+        except OSError:
+            os.close(dup)
+            continue
+        try:
+            peer = s.getpeername()
+            if s.type == socket.SOCK_STREAM and (peer[0], peer[1]) in peers:
+                found.append(int(name))
+        except (OSError, IndexError, TypeError):
+            pass
+        finally:
+            s.close()
+    if len(found) != 1:
+        raise Error("gdb's connection to the remote target %s was %s: "
+                    "py-sample stops the process at each tick through it"
+                    % (details, "not found" if not found
+                       else "found more than once"), 3)
+    return found[0]
 
 
 def _tick_loop(prof, start, period, deadline, events):
@@ -451,12 +563,11 @@ def _window(argv):
     if kind is None or inf.pid <= 0:
         raise Error("no process: start or attach to a Python process to "
                     "sample it", 3)
+    stopper = None
     if kind != "native":
-        raise Error("over a '%s' target gdb would have to stop the process "
-                    "at each tick, which its Python API (gdb 13) cannot do "
-                    "from a command; use lldb's py-sample (it samples "
-                    "gdb-remote targets tick by tick) or run pyunwind "
-                    "sample on the target's machine" % kind, 3)
+        # pyunwind cannot read that process itself: gdb stops it at each
+        # tick
+        stopper = _remote_stopper(inf, conn)
     th = gdb.selected_thread()
     if th is not None and th.is_running():
         raise Error("the inferior is running: stop it first (interrupt)", 2)
@@ -479,12 +590,12 @@ def _window(argv):
     gdb.events.stop.connect(on_event)
     gdb.events.exited.connect(on_event)
     try:
-        if not opts["blocking"]:
+        if not opts["blocking"] and stopper is None:
             code, out, diag, msg, ended = _run_window(prof, inf, argv,
                                                       events)
         else:
             code, out, diag, msg, ended = _run_ticks(prof, inf, argv, opts,
-                                                     events)
+                                                     events, stopper)
     finally:
         gdb.events.stop.disconnect(on_event)
         gdb.events.exited.disconnect(on_event)

@@ -1,6 +1,7 @@
 """Driving the real gdb and lldb with pyunwind's plugins loaded: one session
 per call, a list of commands in, each command's output back."""
 
+import json
 import os
 import shutil
 import socket
@@ -172,6 +173,54 @@ class Server:
             time.sleep(0.1)
 
     def close(self):
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class ForeignServer:
+    """A target program and a gdbserver attached to it, both in a pid
+    namespace of their own (unshare, as root): as seen from gdb the
+    process is on another machine, its pid means nothing here and no
+    signal from here can reach it.  leader: the program leads its
+    process group (started with setsid), as gdbserver's interrupt
+    needs."""
+
+    def __init__(self, python, script, workdir, leader):
+        self.port = free_port()
+        truth = os.path.join(workdir, "truth.json")
+        out = os.path.join(workdir, "target.out")
+        script = (
+            '%s%s %s %s > %s 2>&1 & pid=$!; i=0; '
+            'until grep -q ready %s; do i=$((i+1)); '
+            '[ $i -gt 600 ] && exit 1; sleep 0.05; done; '
+            'exec gdbserver --once 127.0.0.1:%d --attach $pid'
+            % ("setsid " if leader else "", python,
+               os.path.join(ROOT, "tests", "targets", script), truth, out,
+               out, self.port))
+        self.proc = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+             "sh", "-c",
+             script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True)
+        deadline = time.time() + 30
+        while (time.time() < deadline and self.proc.poll() is None and
+               not listening(self.port)):
+            time.sleep(0.1)
+        if not listening(self.port):
+            err = self.proc.stderr.read() if self.proc.poll() is not None \
+                else ""
+            self.close()
+            raise RuntimeError("no gdbserver in a pid namespace (unshare "
+                               "needs root): %s" % err.strip())
+        with open(truth, encoding="utf-8") as f:
+            self.truth = json.load(f)
+
+    def close(self):
+        # gdbserver is the namespace's first process: when it ends, the
+        # kernel ends the target too
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
