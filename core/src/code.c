@@ -120,6 +120,45 @@ const pyu_code *pyu_code_cached(pyu_session *s, uint64_t addr)
     return c && !c->stale ? c : NULL;
 }
 
+/* The fields of a record, as offsets into the code object. */
+#define CODE_FIELDS(o)                                                      \
+    {PYU_OFF(o, ob_type), PYU_OFF(o, co_qualname), PYU_OFF(o, co_name),     \
+     PYU_OFF(o, co_filename), PYU_OFF(o, co_linetable),                     \
+     PYU_OFF(o, co_firstlineno)}
+
+void pyu_code_fields(const pyu_offsets *o, size_t *off, size_t *len)
+{
+    const uint64_t f[] = CODE_FIELDS(o);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++) {
+        lo = f[i] < lo ? f[i] : lo;
+        hi = f[i] + 8 > hi ? f[i] + 8 : hi;
+    }
+    *off = (size_t)lo;
+    *len = (size_t)(hi - lo);
+}
+
+/* Without code_object_generation (3.13) this is how a cached record is
+ * trusted from one sample to the next: while a code object lives it keeps
+ * its names and location table alive, and those never change, so the
+ * same pointers (and first line) mean the same names and lines. */
+bool pyu_code_unchanged(const pyu_session *s, const pyu_code *c,
+                        const uint8_t *cpy)
+{
+    const pyu_offsets *o = &s->off;
+    size_t off, len;
+    pyu_code_fields(o, &off, &len);
+#define AT(field) pyu_u64(cpy, len, PYU_OFF(o, field) - off)
+    return !c->stale && AT(ob_type) == c->type_addr &&
+           AT(co_qualname) == c->str_addr[0] &&
+           AT(co_name) == c->str_addr[1] &&
+           AT(co_filename) == c->str_addr[2] &&
+           AT(co_linetable) == c->linetable_addr &&
+           (int32_t)pyu_u32(cpy, len, PYU_OFF(o, co_firstlineno) - off) ==
+               c->firstlineno;
+#undef AT
+}
+
 static int read_linetable(pyu_session *s, uint64_t bytes_addr, pyu_code *c)
 {
     const pyu_offsets *o = &s->off;
@@ -210,14 +249,15 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     c->str_addr[0] = qual_at;
     c->str_addr[1] = name_at;
     c->str_addr[2] = file_at;
+    c->type_addr = type_addr;
+    c->linetable_addr = pyu_u64(buf, len, PYU_OFF(o, co_linetable));
     c->firstlineno = (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_firstlineno));
     c->tlbc_array = PYU_HAS(o, co_tlbc) && o->free_threaded
                         ? pyu_u64(buf, len, PYU_OFF(o, co_tlbc))
                         : 0;
     c->memo_instr = PYU_INSTR_UNKNOWN;
     c->tlbc_memo_index = 0;
-    if (read_linetable(s, pyu_u64(buf, len, PYU_OFF(o, co_linetable)), c) <
-        0) {
+    if (read_linetable(s, c->linetable_addr, c) < 0) {
         /* (the name is worth the cost: this happens once per code) */
         pyu_err_ctx(&s->err, "code object %s at 0x%" PRIx64, qual, addr);
         free(c->linetable);

@@ -436,6 +436,7 @@ typedef struct pyu_code {
     const char *name;
     const char *filename;
     uint64_t str_addr[3]; /* remote addresses of qualname, name, filename */
+    uint64_t type_addr, linetable_addr; /* (see pyu_code_unchanged) */
     uint8_t *linetable;   /* owned */
     uint32_t linetable_len;
     int firstlineno;
@@ -455,6 +456,14 @@ PYU_HIDDEN const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr,
                                         bool *is_code);
 /* The cached code object at addr, or NULL; never reads. */
 PYU_HIDDEN const pyu_code *pyu_code_cached(pyu_session *s, uint64_t addr);
+/* The part of a code object holding the fields a record is made from:
+ * [*off, *off + *len) from its address. */
+PYU_HIDDEN void pyu_code_fields(const pyu_offsets *o, size_t *off,
+                                size_t *len);
+/* Whether a new copy of that part (cpy) shows the object c was read from
+ * still: the same type, names, location table and first line. */
+PYU_HIDDEN bool pyu_code_unchanged(const pyu_session *s, const pyu_code *c,
+                                   const uint8_t *cpy);
 /* Index in code units of the instruction at instr_ptr, in the bytecode
  * the frame runs (thread-local copy tlbc_index on free-threaded builds);
  * PYU_INSTR_UNKNOWN when it lies outside. */

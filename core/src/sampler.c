@@ -53,6 +53,11 @@
 #define ISPAN_MAX 4096      /* an interpreter's fields read as one range
                                when they lie this close */
 #define OWNER_FIRST_SHIM 3
+#define PREFIX_SLACK 1024   /* bytes past the innermost frame read with the
+                               chunk prefix: room for a few more frames */
+#define PREFIX_MAX (64u << 10)
+#define PREFIX_EXTRA 4      /* frames outside it read with it */
+#define VALIDATE_MAX 8      /* code objects checked again per stack (3.13) */
 
 /* A frame read in this sample. */
 typedef struct fresh {
@@ -77,6 +82,16 @@ typedef struct sthread {
     uint64_t seq;       /* ... with this sequence number */
     bool wrote;         /* we wrote its anchor */
     uint64_t chunk, chunk_end;  /* its current data-stack chunk */
+    /* without anchors: its chunk from the start to a little past the
+     * innermost frame, read with its thread state (see read_predicted) */
+    uint8_t *pre;       /* owned */
+    size_t precap, prelen;
+    bool pre_fresh;     /* read in this sample's batch */
+    /* ... with copies of the frames of its last stack outside the prefix
+     * (an entry frame on the C stack, frames of older chunks) */
+    uint64_t xaddr[PREFIX_EXTRA];
+    uint8_t *xbuf;      /* PREFIX_EXTRA frames (owned) */
+    size_t nx;
 } sthread;
 
 /* A (code object, instruction) -> profile frame memo. */
@@ -101,6 +116,11 @@ struct pyu_sampler {
     bool anchors;       /* the target has anchors and we may write them */
     bool read_anchors;  /* the target has anchors (3.15.0b4+) */
     bool code_gen;      /* the target reports freed code objects */
+    /* ... else (3.13) the cached code objects of a stack are read again
+     * with its recheck (see read_best) */
+    size_t cf_off, cf_len;
+    uint64_t vaddr[VALIDATE_MAX];
+    uint8_t *cfbuf; /* VALIDATE_MAX copies of cf_len */
     uint64_t extra_off[2];
     size_t fsize, tslen;
     size_t tail_off, tail_len; /* current_frame .. the anchor's sequence */
@@ -203,6 +223,9 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
     }
     if (sm->memo_epoch != s->code_epoch) /* pyu_code_get flushed */
         memo_clear(sm);
+    if (frame < 0 && !sm->code_gen)
+        return frame; /* (a memo entry is one of a code record read_best
+                         checks: see there) */
     m = memo_find(sm, f->code, f->ip, &found);
     *m = (memo_slot){f->code, f->ip, frame};
     sm->memon++;
@@ -213,6 +236,8 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
 
 static void thread_free(sthread *t)
 {
+    free(t->pre);
+    free(t->xbuf);
     free(t->addr);
     free(t->code);
     free(t->ip);
@@ -261,6 +286,9 @@ static void tail_words(const pyu_sampler *sm, const uint8_t *tail,
 typedef struct source {
     const uint8_t *pf;   /* the predicted innermost frame's copy, or NULL */
     uint64_t pf_addr;
+    const uint64_t *xaddr; /* copies of frames read with the prefix */
+    const uint8_t *xbuf;
+    size_t nx;
     pyu_chunk_span span; /* a copied chunk (prefix) */
     bool chunks;         /* the chunk copies are started */
     size_t singles;
@@ -292,6 +320,9 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
         else if (frame >= sp->start && frame < sp->end &&
                  sp->end - frame >= fsize)
             buf = sp->local + (frame - sp->start);
+        for (size_t k = 0; !buf && k < src->nx; k++)
+            if (src->xaddr[k] == frame)
+                buf = src->xbuf + k * fsize;
         if (!buf) {
             src->after = true;
             if (!src->chunks && src->singles == SINGLE_READS) {
@@ -571,12 +602,20 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
     const pyu_offsets *o = &s->off;
     size_t fsize = sm->fsize;
     uint64_t first = ts->current_frame;
+    bool pre = t->pre_fresh;
+    t->pre_fresh = false; /* (a second try reads anew) */
     if (!first) {
         t->valid = false;
         return STACK_EMPTY;
     }
-    source src = {.pf = t->valid ? pf : NULL,
+    source src = {.pf = t->valid && !pre ? pf : NULL,
                   .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
+    if (pre) {
+        src.span = (pyu_chunk_span){t->chunk, t->chunk + t->prelen, t->pre};
+        src.xaddr = t->xaddr;
+        src.xbuf = t->xbuf;
+        src.nx = t->nx;
+    }
     long nf = walk_chain(sm, ts, first, 0, &src);
     if (nf < 0)
         return nf == WALK_ERROR ? -1 : STACK_TORN;
@@ -584,12 +623,40 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
      * innermost frame's instruction moves on while it runs); the status
      * is then taken from the new copy */
     size_t k = (size_t)nf < RECHECK ? (size_t)nf : RECHECK;
-    pyu_range r[RECHECK + 1];
+    pyu_range r[RECHECK + 1 + VALIDATE_MAX];
     for (size_t i = 0; i < k; i++)
         r[i] = (pyu_range){sm->fresh[i].addr, sm->recheck[i], fsize};
     r[k] = (pyu_range){ts->addr, tsbuf, sm->tslen};
-    if (pyu_readv_quiet(s, r, k + 1) < 0)
+    /* without code_object_generation, with the code objects of the
+     * stack that are cached: a record is used only while its object
+     * shows the same fields */
+    size_t nv = 0;
+    bool flush = false;
+    for (long i = 0; !sm->code_gen && i < nf && !flush; i++) {
+        const fresh *f = &sm->fresh[i];
+        if (f->owner >= OWNER_FIRST_SHIM || !pyu_code_cached(s, f->code))
+            continue;
+        size_t v = 0;
+        while (v < nv && sm->vaddr[v] != f->code)
+            v++;
+        if (v < nv)
+            continue;
+        if (nv == VALIDATE_MAX)
+            flush = true; /* too many to check: read them all again */
+        else
+            sm->vaddr[nv++] = f->code;
+    }
+    for (size_t v = 0; v < nv && !flush; v++)
+        r[k + 1 + v] = (pyu_range){sm->vaddr[v] + sm->cf_off,
+                                   sm->cfbuf + v * sm->cf_len, sm->cf_len};
+    if (pyu_readv_quiet(s, r, k + 1 + (flush ? 0 : nv)) < 0)
         return STACK_TORN;
+    for (size_t v = 0; v < nv && !flush; v++) {
+        const pyu_code *c = pyu_code_cached(s, sm->vaddr[v]);
+        flush = !c || !pyu_code_unchanged(s, c, sm->cfbuf + v * sm->cf_len);
+    }
+    if (flush)
+        pyu_caches_flush(s);
     const uint8_t *again = tsbuf + sm->tail_off;
     for (size_t i = 0; i < k; i++) {
         fresh g;
@@ -609,6 +676,7 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
     int rc = commit_stack(sm, t, 0, (size_t)nf, reuse);
     if (rc != STACK_OK)
         return rc;
+    note_chunk(sm, t, ts->chunk); /* (for the next sample's prefix) */
     sm->st.frames_read += (uint64_t)nf;
     sm->st.cache_miss++;
     sm->st.unproven++;
@@ -837,14 +905,51 @@ static int rediscover(pyu_sampler *sm)
     return 0;
 }
 
+/* Without anchors, a thread's frames come with its thread state: its
+ * current chunk from the start up to PREFIX_SLACK past the end of the
+ * innermost frame of its last stack, when that frame lay in the chunk,
+ * and up to PREFIX_EXTRA frames of that stack outside it.  Sets
+ * t->prelen and t->nx; false when there is nothing to predict from. */
+static bool plan_prefix(pyu_sampler *sm, sthread *t)
+{
+    if (!t->valid || !t->n || !t->chunk || !t->chunk_end)
+        return false;
+    uint64_t top = t->addr[t->n - 1];
+    if (top < t->chunk || top >= t->chunk_end ||
+        t->chunk_end - top < sm->fsize)
+        return false;
+    uint64_t end = top + sm->fsize + PREFIX_SLACK;
+    if (end > t->chunk_end)
+        end = t->chunk_end;
+    size_t len = (size_t)(end - t->chunk);
+    if (len > PREFIX_MAX)
+        return false;
+    if (len > t->precap) {
+        uint8_t *b = realloc(t->pre, len);
+        if (!b)
+            return false; /* (the frames are then read as they come) */
+        t->pre = b;
+        t->precap = len;
+    }
+    if (!t->xbuf && !(t->xbuf = malloc(PREFIX_EXTRA * sm->fsize)))
+        return false;
+    t->prelen = len;
+    t->nx = 0;
+    for (size_t p = 0; p < t->n && t->nx < PREFIX_EXTRA; p++)
+        if (t->addr[p] < t->chunk || t->addr[p] >= end)
+            t->xaddr[t->nx++] = t->addr[p];
+    return true;
+}
+
 /* The one read of a sample: the list head, the interpreters, the thread
- * states and their predicted innermost frames.  Returns 1 when the lists
+ * states and their predicted innermost frames (or chunk prefixes).  Returns 1 when the lists
  * are as predicted (sm->recs filled), 0 when not, -1 on an error. */
 static int read_predicted(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
-    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * 3, n = 0;
+    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + PREFIX_EXTRA),
+           n = 0;
     if (need > sm->capranges) {
         pyu_range *r = realloc(sm->ranges, need * sizeof *r);
         if (!r)
@@ -874,6 +979,19 @@ static int read_predicted(pyu_sampler *sm)
     }
     for (size_t j = 0; j < sm->nthreads; j++) {
         sthread *t = &sm->threads[j];
+        t->pre_fresh = false;
+        if (!sm->anchors && plan_prefix(sm, t)) {
+            /* no anchor: its thread state, then its chunk up to a little
+             * past where its innermost frame was (read_best walks it) */
+            r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
+                                 sm->tslen};
+            r[n++] = (pyu_range){t->chunk, t->pre, t->prelen};
+            for (size_t k = 0; k < t->nx; k++)
+                r[n++] = (pyu_range){t->xaddr[k], t->xbuf + k * sm->fsize,
+                                     sm->fsize};
+            t->pre_fresh = true;
+            continue;
+        }
         /* its innermost frame where it was, then its thread state (the
          * kernel reads the ranges in order: see read_proven) */
         if (t->valid && t->n)
@@ -919,8 +1037,6 @@ static int take_cached(pyu_session *s, void *arg)
 {
     pyu_sampler *sm = arg;
     int rc = 0;
-    if (!sm->code_gen) /* no way to tell whether code objects were freed */
-        pyu_caches_flush(s);
     if (sm->predicted)
         rc = read_predicted(sm);
     if (rc < 0)
@@ -1075,6 +1191,7 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     sm->anchors = sm->read_anchors && s->ops->write &&
                   !(o->flags & (PYU_SAMPLE_READ_ONLY | PYU_SAMPLE_NO_CACHE));
     sm->code_gen = PYU_HAS(off, is_code_object_generation);
+    pyu_code_fields(off, &sm->cf_off, &sm->cf_len);
     sm->extra_off[0] = sm->read_anchors
                            ? PYU_OFF(off, ts_last_profiled_frame)
                            : PYU_ABSENT;
@@ -1114,7 +1231,13 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     sm->gc_frame = gcf < 0 ? gcf : pyu_profile_add_frame(p, (uint32_t)gcf, 0);
     long nf = pyu_profile_add_func(p, "<native>", "", 0, PYU_FUNC_NATIVE);
     sm->native_frame = nf < 0 ? nf : pyu_profile_add_frame(p, (uint32_t)nf, 0);
+    if (!sm->code_gen &&
+        !(sm->cfbuf = malloc(VALIDATE_MAX * sm->cf_len))) {
+        free(sm);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
     if (sm->gc_frame < 0 || sm->native_frame < 0) {
+        free(sm->cfbuf);
         free(sm);
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
@@ -1211,5 +1334,6 @@ void pyu_sampler_free(pyu_sampler *sm)
     free(sm->prefix);
     free(sm->ispan);
     free(sm->memo);
+    free(sm->cfbuf);
     free(sm);
 }
