@@ -9,6 +9,8 @@
  */
 #include "internal.h"
 
+#include <inttypes.h>
+
 
 #define OWNER_FIRST_SHIM 3
 
@@ -19,6 +21,14 @@ typedef struct last_code {
     uint64_t addr, epoch;
     const pyu_code *c;
 } last_code;
+
+static bool all_zero(const uint8_t *buf, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (buf[i])
+            return false;
+    return true;
+}
 
 static inline int decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
                          size_t fsize, pyu_walk_frame *f, last_code *last)
@@ -34,6 +44,13 @@ static inline int decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
         c = last->c;
     } else {
         bool is_code;
+        if (!exe && all_zero(buf, fsize))
+            return pyu_fail(&s->err, PYU_E_CORRUPT,
+                            "the frame at 0x%" PRIx64 " reads as zeros: the "
+                            "memory behind it is missing (a core written by "
+                            "gcore holds zeros where gdb could not read the "
+                            "process, such as next to a thread's stack "
+                            "guard)", addr);
         if (!(c = pyu_code_get(s, exe, &is_code)))
             return is_code ? -1 : 0;
         if (last)

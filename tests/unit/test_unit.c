@@ -766,6 +766,15 @@ static void test_walk(void)
     CHECK_EQ(fake_walk(&m, &v, 0), 0);
     CHECK(strstr(v.log, "T4323 E0! i0") != NULL);
     CHECK(strstr(v.errmsg, "code object pointer 0x0 is NULL") != NULL);
+    /* ... and a frame of zeros only: memory the core does not hold (gcore
+     * writes zeros where gdb could not read), said so */
+    three_threads(&m);
+    put64(&m, TSTATE3 + 0x20, FRAMES + 0x300);
+    v = new_visit();
+    CHECK_EQ(fake_walk(&m, &v, 0), 0);
+    CHECK(strstr(v.log, "T4323 E0! i0") != NULL);
+    CHECK(strstr(v.errmsg, "the frame at 0x108300 reads as zeros: the "
+                           "memory behind it is missing") != NULL);
 
     /* a loop in the frames: truncated, not endless */
     three_threads(&m);
