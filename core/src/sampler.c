@@ -56,7 +56,10 @@
 #define PREFIX_SLACK 1024   /* bytes past the innermost frame read with the
                                chunk prefix: room for a few more frames */
 #define PREFIX_MAX (64u << 10)
-#define PREFIX_EXTRA 4      /* frames outside it read with it */
+#define PREFIX_SPANS 4      /* ranges of a stack read with its thread state:
+                               the chunk prefix, then older chunks' frames
+                               and entry frames on the C stack */
+#define SPAN_GAP 4096       /* frames this close share a range */
 #define VALIDATE_MAX 8      /* code objects checked again per stack (3.13) */
 
 /* A frame read in this sample. */
@@ -82,16 +85,13 @@ typedef struct sthread {
     uint64_t seq;       /* ... with this sequence number */
     bool wrote;         /* we wrote its anchor */
     uint64_t chunk, chunk_end;  /* its current data-stack chunk */
-    /* without anchors: its chunk from the start to a little past the
-     * innermost frame, read with its thread state (see read_predicted) */
-    uint8_t *pre;       /* owned */
-    size_t precap, prelen;
+    /* without anchors: where the frames of its last stack lay, read with
+     * its thread state (see plan_prefix) */
+    pyu_chunk_span pre[PREFIX_SPANS]; /* (local: in prebuf) */
+    size_t npre;
+    uint8_t *prebuf;    /* owned */
+    size_t precap;
     bool pre_fresh;     /* read in this sample's batch */
-    /* ... with copies of the frames of its last stack outside the prefix
-     * (an entry frame on the C stack, frames of older chunks) */
-    uint64_t xaddr[PREFIX_EXTRA];
-    uint8_t *xbuf;      /* PREFIX_EXTRA frames (owned) */
-    size_t nx;
 } sthread;
 
 /* A (code object, instruction) -> profile frame memo. */
@@ -236,8 +236,7 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
 
 static void thread_free(sthread *t)
 {
-    free(t->pre);
-    free(t->xbuf);
+    free(t->prebuf);
     free(t->addr);
     free(t->code);
     free(t->ip);
@@ -286,9 +285,8 @@ static void tail_words(const pyu_sampler *sm, const uint8_t *tail,
 typedef struct source {
     const uint8_t *pf;   /* the predicted innermost frame's copy, or NULL */
     uint64_t pf_addr;
-    const uint64_t *xaddr; /* copies of frames read with the prefix */
-    const uint8_t *xbuf;
-    size_t nx;
+    const pyu_chunk_span *pre; /* ranges read with the thread state */
+    size_t npre;
     pyu_chunk_span span; /* a copied chunk (prefix) */
     bool chunks;         /* the chunk copies are started */
     size_t singles;
@@ -320,9 +318,10 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
         else if (frame >= sp->start && frame < sp->end &&
                  sp->end - frame >= fsize)
             buf = sp->local + (frame - sp->start);
-        for (size_t k = 0; !buf && k < src->nx; k++)
-            if (src->xaddr[k] == frame)
-                buf = src->xbuf + k * fsize;
+        for (size_t k = 0; !buf && k < src->npre; k++)
+            if (frame >= src->pre[k].start && frame < src->pre[k].end &&
+                src->pre[k].end - frame >= fsize)
+                buf = src->pre[k].local + (frame - src->pre[k].start);
         if (!buf) {
             src->after = true;
             if (!src->chunks && src->singles == SINGLE_READS) {
@@ -611,10 +610,8 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
     source src = {.pf = t->valid && !pre ? pf : NULL,
                   .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
     if (pre) {
-        src.span = (pyu_chunk_span){t->chunk, t->chunk + t->prelen, t->pre};
-        src.xaddr = t->xaddr;
-        src.xbuf = t->xbuf;
-        src.nx = t->nx;
+        src.pre = t->pre;
+        src.npre = t->npre;
     }
     long nf = walk_chain(sm, ts, first, 0, &src);
     if (nf < 0)
@@ -905,39 +902,63 @@ static int rediscover(pyu_sampler *sm)
     return 0;
 }
 
-/* Without anchors, a thread's frames come with its thread state: its
- * current chunk from the start up to PREFIX_SLACK past the end of the
- * innermost frame of its last stack, when that frame lay in the chunk,
- * and up to PREFIX_EXTRA frames of that stack outside it.  Sets
- * t->prelen and t->nx; false when there is nothing to predict from. */
+/* Without anchors, a thread's frames come with its thread state, from
+ * where the frames of its last stack lay: its current chunk from the
+ * start up to PREFIX_SLACK past the innermost frame (when that lay in
+ * the chunk), then the frames outside it, close ones in one range (an
+ * older chunk's), at most PREFIX_SPANS ranges and PREFIX_MAX bytes in
+ * all.  Sets t->pre and t->npre; false when there is nothing to predict
+ * from. */
 static bool plan_prefix(pyu_sampler *sm, sthread *t)
 {
+    size_t fsize = sm->fsize;
     if (!t->valid || !t->n || !t->chunk || !t->chunk_end)
         return false;
     uint64_t top = t->addr[t->n - 1];
-    if (top < t->chunk || top >= t->chunk_end ||
-        t->chunk_end - top < sm->fsize)
+    if (top < t->chunk || top >= t->chunk_end || t->chunk_end - top < fsize)
         return false;
-    uint64_t end = top + sm->fsize + PREFIX_SLACK;
+    uint64_t end = top + fsize + PREFIX_SLACK;
     if (end > t->chunk_end)
         end = t->chunk_end;
-    size_t len = (size_t)(end - t->chunk);
-    if (len > PREFIX_MAX)
-        return false;
-    if (len > t->precap) {
-        uint8_t *b = realloc(t->pre, len);
+    pyu_chunk_span *sp = t->pre;
+    size_t n = 1;
+    sp[0] = (pyu_chunk_span){t->chunk, end, NULL};
+    for (size_t p = 0; p < t->n; p++) {
+        uint64_t a = t->addr[p];
+        if (a >= sp[0].start && a < sp[0].end && sp[0].end - a >= fsize)
+            continue;
+        if (a > UINT64_MAX - fsize)
+            return false;
+        size_t k = 1; /* (frames of a chunk come in address order) */
+        while (k < n && !(a >= sp[k].start && a <= sp[k].end + SPAN_GAP))
+            k++;
+        if (k < n) {
+            if (a + fsize > sp[k].end)
+                sp[k].end = a + fsize;
+        } else if (n < PREFIX_SPANS) {
+            sp[n++] = (pyu_chunk_span){a, a + fsize, NULL};
+        } else {
+            break; /* (the rest are read as they come) */
+        }
+    }
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (sp[k].end - sp[k].start > PREFIX_MAX - total)
+            return false;
+        total += (size_t)(sp[k].end - sp[k].start);
+    }
+    if (total > t->precap) {
+        uint8_t *b = realloc(t->prebuf, total);
         if (!b)
             return false; /* (the frames are then read as they come) */
-        t->pre = b;
-        t->precap = len;
+        t->prebuf = b;
+        t->precap = total;
     }
-    if (!t->xbuf && !(t->xbuf = malloc(PREFIX_EXTRA * sm->fsize)))
-        return false;
-    t->prelen = len;
-    t->nx = 0;
-    for (size_t p = 0; p < t->n && t->nx < PREFIX_EXTRA; p++)
-        if (t->addr[p] < t->chunk || t->addr[p] >= end)
-            t->xaddr[t->nx++] = t->addr[p];
+    for (size_t k = 0, at = 0; k < n; k++) {
+        sp[k].local = t->prebuf + at;
+        at += (size_t)(sp[k].end - sp[k].start);
+    }
+    t->npre = n;
     return true;
 }
 
@@ -948,7 +969,7 @@ static int read_predicted(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
-    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + PREFIX_EXTRA),
+    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + PREFIX_SPANS),
            n = 0;
     if (need > sm->capranges) {
         pyu_range *r = realloc(sm->ranges, need * sizeof *r);
@@ -985,10 +1006,11 @@ static int read_predicted(pyu_sampler *sm)
              * past where its innermost frame was (read_best walks it) */
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
                                  sm->tslen};
-            r[n++] = (pyu_range){t->chunk, t->pre, t->prelen};
-            for (size_t k = 0; k < t->nx; k++)
-                r[n++] = (pyu_range){t->xaddr[k], t->xbuf + k * sm->fsize,
-                                     sm->fsize};
+            for (size_t k = 0; k < t->npre; k++)
+                r[n++] = (pyu_range){t->pre[k].start,
+                                     (uint8_t *)t->pre[k].local,
+                                     (size_t)(t->pre[k].end -
+                                              t->pre[k].start)};
             t->pre_fresh = true;
             continue;
         }
