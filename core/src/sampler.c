@@ -31,10 +31,16 @@
  * nothing proves a stack read from a running thread: each sample reads the
  * whole chain, reads its innermost frames and the current frame again, and
  * leaves the stack out when they changed (best effort; counted in
- * stats.unproven).  Frames identical to the last sample's at the same
- * depth (same frame, code object and instruction, under an unchanged code
- * epoch, everything below identical too) keep their profile node without
- * being resolved again.
+ * stats.unproven).  In the steady state that is two reads a sample: the
+ * batch brings, with each thread state, the memory where the frames of
+ * its last stack lay (plan_prefix: its chunk up to a little past the
+ * innermost frame, older chunks, entry frames), and one more read brings
+ * every thread's second copies (take_best).  Frames identical to the last
+ * sample's at the same depth (same frame, code object and instruction,
+ * under an unchanged code epoch, everything below identical too) keep
+ * their profile node without being resolved again.  3.13 does not report
+ * freed code objects: the cached ones of a stack are read again with its
+ * second copies and the caches flushed when one changed (code_note).
  */
 #include "internal.h"
 
@@ -56,7 +62,7 @@
 #define PREFIX_SLACK 1024   /* bytes past the innermost frame read with the
                                chunk prefix: room for a few more frames */
 #define PREFIX_MAX (64u << 10)
-#define PREFIX_SPANS 4      /* ranges of a stack read with its thread state:
+#define PREFIX_SPANS 6      /* ranges of a stack read with its thread state:
                                the chunk prefix, then older chunks' frames
                                and entry frames on the C stack */
 #define SPAN_GAP 4096       /* frames this close share a range */
@@ -92,6 +98,11 @@ typedef struct sthread {
     uint8_t *prebuf;    /* owned */
     size_t precap;
     bool pre_fresh;     /* read in this sample's batch */
+    /* the walk of this sample, checked with every thread's (take_best) */
+    fresh *fr;          /* owned */
+    size_t frcap;
+    long nf;            /* frames walked, 0: none, WALK_TORN, or NOT_WALKED */
+    unsigned status;
 } sthread;
 
 /* A (code object, instruction) -> profile frame memo. */
@@ -120,6 +131,8 @@ struct pyu_sampler {
      * with its recheck (see read_best) */
     size_t cf_off, cf_len;
     uint64_t vaddr[VALIDATE_MAX];
+    size_t nv;      /* code objects to check in vaddr */
+    bool vflush;    /* too many: the caches are flushed instead */
     uint8_t *cfbuf; /* VALIDATE_MAX copies of cf_len */
     uint64_t extra_off[2];
     size_t fsize, tslen;
@@ -140,6 +153,7 @@ struct pyu_sampler {
     size_t capranges;
     uint8_t *tsbuf;   /* nthreads thread state copies */
     uint8_t *pfbuf;   /* nthreads copies of the predicted innermost frame */
+    uint8_t *rcbuf;   /* nthreads x RECHECK second copies (take_best) */
     size_t captsbuf;
     uint64_t *next; /* each thread state's next, as read */
     pyu_tstate *recs;
@@ -237,6 +251,7 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
 static void thread_free(sthread *t)
 {
     free(t->prebuf);
+    free(t->fr);
     free(t->addr);
     free(t->code);
     free(t->ip);
@@ -248,7 +263,7 @@ enum { STACK_OK = 0, STACK_TORN = 1, STACK_EMPTY = 2 };
 
 /* walk_chain's failures (an error is not a torn chain: -STACK_TORN was
  * -1 too, which made every torn chain end the whole sample) */
-enum { WALK_ERROR = -1, WALK_TORN = -2 };
+enum { WALK_ERROR = -1, WALK_TORN = -2, NOT_WALKED = -3 };
 
 /* Decodes the frame fields the sampler uses from a copy. */
 static inline void take_frame(const pyu_offsets *o, size_t fsize,
@@ -293,11 +308,11 @@ typedef struct source {
     bool after;          /* a frame was read after the tail */
 } source;
 
-/* Walks the chain from `first` into sm->fresh, until `stop` (inclusive)
+/* Walks the chain from `first` into *out, until `stop` (inclusive)
  * or the base frame.  Returns the number of frames, or WALK_TORN, or
  * WALK_ERROR on an error that ends the sample (record set). */
 static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
-                       uint64_t stop, source *src)
+                       uint64_t stop, source *src, fresh **out, size_t *cap)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
@@ -306,9 +321,7 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
     for (uint64_t frame = first; frame;) {
         if (nf >= PYU_MAX_FRAMES || cycle_step(&cyc, frame))
             return WALK_TORN;
-        if (nf == sm->capfresh &&
-            !pyu_grow((void **)&sm->fresh, nf, &sm->capfresh,
-                      sizeof *sm->fresh))
+        if (nf == *cap && !pyu_grow((void **)out, nf, cap, sizeof **out))
             return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"),
                    WALK_ERROR;
         pyu_chunk_span *sp = &src->span;
@@ -343,7 +356,7 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
             buf = sm->frame_copy;
             src->singles++;
         }
-        fresh *f = &sm->fresh[nf++];
+        fresh *f = &(*out)[nf++];
         take_frame(o, fsize, frame, buf, f);
         if (frame == stop || frame == ts->base_frame)
             return (long)nf;
@@ -357,8 +370,8 @@ static long walk_chain(pyu_sampler *sm, const pyu_tstate *ts, uint64_t first,
  * on top.  A frame identical to the old one at its depth, with everything
  * below identical too, keeps its node.  Returns STACK_OK, STACK_TORN (a
  * frame's code object could not be read) or -1. */
-static int commit_stack(pyu_sampler *sm, sthread *t, size_t keep, size_t nf,
-                        bool reuse)
+static int commit_stack(pyu_sampler *sm, sthread *t, const fresh *fr,
+                        size_t keep, size_t nf, bool reuse)
 {
     pyu_session *s = sm->s;
     size_t n = keep + nf;
@@ -384,7 +397,7 @@ static int commit_stack(pyu_sampler *sm, sthread *t, size_t keep, size_t nf,
     bool same = reuse && t->valid && t->epoch == s->code_epoch && sm->code_gen;
     uint32_t parent = keep ? t->node[keep - 1] : 0;
     for (size_t p = keep, j = nf; j-- > 0; p++) {
-        const fresh *f = &sm->fresh[j];
+        const fresh *f = &fr[j];
         uint32_t node;
         if (same && p < t->n && t->addr[p] == f->addr &&
             t->code[p] == f->code && t->ip[p] == f->ip) {
@@ -477,7 +490,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             if (f->prev != (t->n > 1 ? t->addr[t->n - 2] : 0) ||
                 f->code != t->code[t->n - 1])
                 return STACK_TORN; /* (cannot be: a hostile target) */
-            int rc = commit_stack(sm, t, t->n - 1, 1, true);
+            int rc = commit_stack(sm, t, sm->fresh, t->n - 1, 1, true);
             if (rc != STACK_OK)
                 return rc;
             sm->st.frames_read++;
@@ -496,7 +509,8 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
                 hit = true;
             }
             source src = {0}; /* (pf was read before ts: no use here) */
-            long nf = walk_chain(sm, ts, first, hit ? anchor : 0, &src);
+            long nf = walk_chain(sm, ts, first, hit ? anchor : 0, &src,
+                                 &sm->fresh, &sm->capfresh);
             if (nf == WALK_ERROR)
                 return -1;
             if (nf == WALK_TORN || (hit && sm->fresh[nf - 1].addr != anchor))
@@ -506,7 +520,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
                 return STACK_TORN;
             if (now_first != first || now_seq != seq)
                 return STACK_TORN;
-            int rc = commit_stack(sm, t, keep, (size_t)nf, true);
+            int rc = commit_stack(sm, t, sm->fresh, keep, (size_t)nf, true);
             if (rc != STACK_OK)
                 return rc;
             t->anchored = true;
@@ -572,7 +586,8 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
         if (plen)
             src.span = (pyu_chunk_span){t->chunk, t->chunk + plen,
                                         sm->prefix};
-        long nf = walk_chain(sm, ts, ts->current_frame, 0, &src);
+        long nf = walk_chain(sm, ts, ts->current_frame, 0, &src, &sm->fresh,
+                             &sm->capfresh);
         if (nf == WALK_ERROR)
             return -1;
         if (nf == WALK_TORN)
@@ -581,7 +596,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             return STACK_TORN;
         if (now_first != ts->current_frame || now_seq != ts->extra[1])
             return STACK_TORN;
-        rc = commit_stack(sm, t, 0, (size_t)nf, true);
+        rc = commit_stack(sm, t, sm->fresh, 0, (size_t)nf, true);
         if (rc != STACK_OK)
             return rc;
         t->anchored = true;
@@ -592,20 +607,24 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
     }
 }
 
-/* Best-effort reading (no writable anchor).  Returns STACK_*, or -1. */
-static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
-                     const uint8_t *pf, bool reuse, const pyu_interp *in,
-                     uint8_t *tsbuf)
+/* Best-effort reading (no writable anchor): the chain is walked from
+ * the copies at hand (best_walk), then its innermost frames, its thread
+ * state and (3.13) its cached code objects are read again (best_ranges,
+ * code_note, code_ranges: one read, also for every thread of a sample at
+ * once, take_best), and the stack is kept when they agree (code_check,
+ * best_finish). */
+
+/* Walks the thread's chain into *fr.  Returns the number of frames, 0
+ * when it has none, WALK_TORN or WALK_ERROR. */
+static long best_walk(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
+                      const uint8_t *pf, fresh **fr, size_t *cap)
 {
-    pyu_session *s = sm->s;
-    const pyu_offsets *o = &s->off;
-    size_t fsize = sm->fsize;
     uint64_t first = ts->current_frame;
     bool pre = t->pre_fresh;
     t->pre_fresh = false; /* (a second try reads anew) */
     if (!first) {
         t->valid = false;
-        return STACK_EMPTY;
+        return 0;
     }
     source src = {.pf = t->valid && !pre ? pf : NULL,
                   .pf_addr = t->valid ? t->addr[t->n - 1] : 0};
@@ -613,71 +632,127 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
         src.pre = t->pre;
         src.npre = t->npre;
     }
-    long nf = walk_chain(sm, ts, first, 0, &src);
-    if (nf < 0)
-        return nf == WALK_ERROR ? -1 : STACK_TORN;
-    /* its innermost frames and its thread state again, after it all (the
-     * innermost frame's instruction moves on while it runs); the status
-     * is then taken from the new copy */
+    return walk_chain(sm, ts, first, 0, &src, fr, cap);
+}
+
+/* The ranges read again after a walk of nf frames: its innermost frames
+ * (into rc, RECHECK copies of fsize) and its thread state (into tsbuf).
+ * Returns how many were put in r. */
+static size_t best_ranges(const pyu_sampler *sm, const pyu_tstate *ts,
+                          const fresh *fr, long nf, uint8_t *rc,
+                          uint8_t *tsbuf, pyu_range *r)
+{
     size_t k = (size_t)nf < RECHECK ? (size_t)nf : RECHECK;
-    pyu_range r[RECHECK + 1 + VALIDATE_MAX];
     for (size_t i = 0; i < k; i++)
-        r[i] = (pyu_range){sm->fresh[i].addr, sm->recheck[i], fsize};
+        r[i] = (pyu_range){fr[i].addr, rc + i * sm->fsize, sm->fsize};
     r[k] = (pyu_range){ts->addr, tsbuf, sm->tslen};
-    /* without code_object_generation, with the code objects of the
-     * stack that are cached: a record is used only while its object
-     * shows the same fields */
-    size_t nv = 0;
-    bool flush = false;
-    for (long i = 0; !sm->code_gen && i < nf && !flush; i++) {
-        const fresh *f = &sm->fresh[i];
-        if (f->owner >= OWNER_FIRST_SHIM || !pyu_code_cached(s, f->code))
+    return k + 1;
+}
+
+/* Without code_object_generation: notes the cached code objects of a
+ * walk, to be read again with it (a record is used only while its object
+ * shows the same fields); more than VALIDATE_MAX in a sample flush the
+ * caches instead. */
+static void code_note(pyu_sampler *sm, const fresh *fr, long nf)
+{
+    for (long i = 0; !sm->code_gen && i < nf && !sm->vflush; i++) {
+        const fresh *f = &fr[i];
+        if (f->owner >= OWNER_FIRST_SHIM || !pyu_code_cached(sm->s, f->code))
             continue;
         size_t v = 0;
-        while (v < nv && sm->vaddr[v] != f->code)
+        while (v < sm->nv && sm->vaddr[v] != f->code)
             v++;
-        if (v < nv)
+        if (v < sm->nv)
             continue;
-        if (nv == VALIDATE_MAX)
-            flush = true; /* too many to check: read them all again */
+        if (sm->nv == VALIDATE_MAX)
+            sm->vflush = true; /* too many to check: read them all again */
         else
-            sm->vaddr[nv++] = f->code;
+            sm->vaddr[sm->nv++] = f->code;
     }
-    for (size_t v = 0; v < nv && !flush; v++)
-        r[k + 1 + v] = (pyu_range){sm->vaddr[v] + sm->cf_off,
-                                   sm->cfbuf + v * sm->cf_len, sm->cf_len};
-    if (pyu_readv_quiet(s, r, k + 1 + (flush ? 0 : nv)) < 0)
-        return STACK_TORN;
-    for (size_t v = 0; v < nv && !flush; v++) {
-        const pyu_code *c = pyu_code_cached(s, sm->vaddr[v]);
-        flush = !c || !pyu_code_unchanged(s, c, sm->cfbuf + v * sm->cf_len);
+}
+
+static size_t code_ranges(pyu_sampler *sm, pyu_range *r)
+{
+    if (sm->vflush)
+        return 0;
+    for (size_t v = 0; v < sm->nv; v++)
+        r[v] = (pyu_range){sm->vaddr[v] + sm->cf_off,
+                           sm->cfbuf + v * sm->cf_len, sm->cf_len};
+    return sm->nv;
+}
+
+/* After the read: flushes the caches when a code object changed (or
+ * there were too many to check); read says whether the read succeeded. */
+static void code_check(pyu_sampler *sm, bool read)
+{
+    bool flush = sm->vflush;
+    for (size_t v = 0; read && v < sm->nv && !flush; v++) {
+        const pyu_code *c = pyu_code_cached(sm->s, sm->vaddr[v]);
+        flush = !c || !pyu_code_unchanged(sm->s, c,
+                                          sm->cfbuf + v * sm->cf_len);
     }
     if (flush)
-        pyu_caches_flush(s);
-    const uint8_t *again = tsbuf + sm->tail_off;
+        pyu_caches_flush(sm->s);
+    sm->nv = 0;
+    sm->vflush = false;
+}
+
+/* Keeps the walk of nf frames when the second copies (rc, and the thread
+ * state's in tsbuf) agree with it; the status is then taken from the new
+ * copy.  Returns STACK_OK, STACK_TORN or -1. */
+static int best_finish(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
+                       sthread *t, const fresh *fr, long nf,
+                       const uint8_t *rc, const uint8_t *tsbuf, bool reuse)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    size_t fsize = sm->fsize;
+    size_t k = (size_t)nf < RECHECK ? (size_t)nf : RECHECK;
     for (size_t i = 0; i < k; i++) {
         fresh g;
-        const fresh *f = &sm->fresh[i];
-        take_frame(o, fsize, f->addr, sm->recheck[i], &g);
+        const fresh *f = &fr[i];
+        take_frame(o, fsize, f->addr, rc + i * fsize, &g);
         if (g.code != f->code || g.prev != f->prev || g.owner != f->owner ||
             (i > 0 && g.ip != f->ip))
             return STACK_TORN;
     }
     uint64_t now_first, now_seq, next;
-    tail_words(sm, again, &now_first, &now_seq);
-    if (now_first != first || now_seq != ts->extra[1])
+    tail_words(sm, tsbuf + sm->tail_off, &now_first, &now_seq);
+    if (now_first != ts->current_frame || now_seq != ts->extra[1])
         return STACK_TORN;
     pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
                     &next);
     sm->reread = true;
-    int rc = commit_stack(sm, t, 0, (size_t)nf, reuse);
-    if (rc != STACK_OK)
-        return rc;
+    int r = commit_stack(sm, t, fr, 0, (size_t)nf, reuse);
+    if (r != STACK_OK)
+        return r;
     note_chunk(sm, t, ts->chunk); /* (for the next sample's prefix) */
     sm->st.frames_read += (uint64_t)nf;
     sm->st.cache_miss++;
     sm->st.unproven++;
     return STACK_OK;
+}
+
+/* One thread's stack, best effort.  Returns STACK_*, or -1. */
+static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
+                     const uint8_t *pf, bool reuse, const pyu_interp *in,
+                     uint8_t *tsbuf)
+{
+    long nf = best_walk(sm, ts, t, pf, &sm->fresh, &sm->capfresh);
+    if (nf == 0)
+        return STACK_EMPTY;
+    if (nf < 0)
+        return nf == WALK_ERROR ? -1 : STACK_TORN;
+    pyu_range r[RECHECK + 1 + VALIDATE_MAX];
+    uint8_t *rc = &sm->recheck[0][0]; /* (RECHECK x fsize fit) */
+    size_t n = best_ranges(sm, ts, sm->fresh, nf, rc, tsbuf, r);
+    code_note(sm, sm->fresh, nf);
+    n += code_ranges(sm, r + n);
+    bool read = pyu_readv_quiet(sm->s, r, n) == 0;
+    code_check(sm, read);
+    if (!read)
+        return STACK_TORN;
+    return best_finish(sm, in, ts, t, sm->fresh, nf, rc, tsbuf, reuse);
 }
 
 /* The node of the innermost frame of the thread's stack, with the
@@ -726,39 +801,34 @@ static int read_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
                      tsbuf);
 }
 
-/* One thread of a sample.  Returns 1 when a stack was counted, 0 when
- * none (not selected, no Python frames), 2 when it tore twice, -1 on an
- * error that ends the sample. */
-static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
-                         pyu_tstate *ts, sthread *t, const uint8_t *pf,
-                         uint8_t *tsbuf)
+/* A stack that tore: once more, from a new read of its thread state.
+ * Returns STACK_OK, STACK_EMPTY, 2 when it tore again, or -1. */
+static int retry_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
+                       sthread *t, uint8_t *tsbuf)
+{
+    uint64_t next;
+    sm->st.torn++;
+    t->valid = false;
+    if (pyu_read_quiet(sm->s, ts->addr, tsbuf, sm->tslen) < 0)
+        return 2;
+    pyu_tstate_take(sm->s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
+                    &next);
+    sm->reread = true;
+    int rc = read_stack(sm, in, ts, t, NULL, tsbuf);
+    if (rc == STACK_TORN) {
+        t->valid = false;
+        return 2;
+    }
+    return rc;
+}
+
+/* Counts the thread's stack, read (status: as read before it).  Returns
+ * 1 when it was counted, 0 when the thread is not selected after all, -1
+ * on an error. */
+static int count_stack(pyu_sampler *sm, const pyu_interp *in,
+                       pyu_tstate *ts, sthread *t, unsigned status)
 {
     pyu_session *s = sm->s;
-    unsigned status = pyu_status_of(s, in, ts, status_wanted(sm));
-    if (!selected(sm, ts, status))
-        return 0;
-    sm->reread = false;
-    int rc = read_stack(sm, in, ts, t, pf, tsbuf);
-    if (rc == STACK_TORN) {
-        /* once more, from a new read of its thread state */
-        uint64_t next;
-        sm->st.torn++;
-        t->valid = false;
-        if (pyu_read_quiet(s, ts->addr, tsbuf, sm->tslen) < 0)
-            return 2;
-        pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
-                        &next);
-        sm->reread = true;
-        rc = read_stack(sm, in, ts, t, NULL, tsbuf);
-        if (rc == STACK_TORN) {
-            t->valid = false;
-            return 2;
-        }
-    }
-    if (rc < 0)
-        return -1;
-    if (rc == STACK_EMPTY)
-        return 0;
     /* the thread state was read again: the status goes with the stack */
     if (sm->reread) {
         status = pyu_status_of(s, in, ts, status_wanted(sm));
@@ -784,6 +854,27 @@ static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
     return 1;
 }
 
+/* One thread of a sample.  Returns 1 when a stack was counted, 0 when
+ * none (not selected, no Python frames), 2 when it tore twice, -1 on an
+ * error that ends the sample. */
+static int sample_thread(pyu_sampler *sm, const pyu_interp *in,
+                         pyu_tstate *ts, sthread *t, const uint8_t *pf,
+                         uint8_t *tsbuf)
+{
+    unsigned status = pyu_status_of(sm->s, in, ts, status_wanted(sm));
+    if (!selected(sm, ts, status))
+        return 0;
+    sm->reread = false;
+    int rc = read_stack(sm, in, ts, t, pf, tsbuf);
+    if (rc == STACK_TORN && (rc = retry_stack(sm, in, ts, t, tsbuf)) == 2)
+        return 2;
+    if (rc < 0)
+        return -1;
+    if (rc == STACK_EMPTY)
+        return 0;
+    return count_stack(sm, in, ts, t, status);
+}
+
 /* ------------------------------------------------------------ prediction */
 
 static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
@@ -799,7 +890,10 @@ static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
     uint8_t *b = a ? realloc(sm->pfbuf, ncap * sm->fsize) : NULL;
     if (b)
         sm->pfbuf = b;
-    uint64_t *nx = b ? realloc(sm->next, ncap * 8) : NULL;
+    uint8_t *c = b ? realloc(sm->rcbuf, ncap * RECHECK * sm->fsize) : NULL;
+    if (c)
+        sm->rcbuf = c;
+    uint64_t *nx = c ? realloc(sm->next, ncap * 8) : NULL;
     if (nx)
         sm->next = nx;
     pyu_tstate *r = nx ? realloc(sm->recs, ncap * sizeof *r) : NULL;
@@ -1055,6 +1149,87 @@ static int read_predicted(pyu_sampler *sm)
 
 /* ---------------------------------------------------------------- sample */
 
+/* The threads of a sample without anchors: each walked from the batch's
+ * copies, then all their checks in one read, then each kept or read
+ * again on its own. */
+static int take_best(pyu_sampler *sm)
+{
+    pyu_session *s = sm->s;
+    size_t fsize = sm->fsize;
+    size_t need = sm->nthreads * (RECHECK + 1) + VALIDATE_MAX, n = 0;
+    if (need > sm->capranges) {
+        pyu_range *r = realloc(sm->ranges, need * sizeof *r);
+        if (!r)
+            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+        sm->ranges = r;
+        sm->capranges = need;
+    }
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        const sinterp *si = &sm->interps[i];
+        for (size_t j = si->first; j < si->first + si->n; j++) {
+            sthread *t = &sm->threads[j];
+            pyu_tstate *ts = &sm->recs[j];
+            t->nf = NOT_WALKED;
+            t->status = pyu_status_of(s, &si->in, ts, status_wanted(sm));
+            if (!selected(sm, ts, t->status))
+                continue;
+            t->nf = best_walk(sm, ts, t, sm->pfbuf + j * fsize, &t->fr,
+                              &t->frcap);
+            if (t->nf == WALK_ERROR)
+                return -1;
+            if (t->nf <= 0)
+                continue;
+            n += best_ranges(sm, ts, t->fr, t->nf,
+                             sm->rcbuf + j * RECHECK * fsize,
+                             sm->tsbuf + j * sm->tslen, sm->ranges + n);
+            code_note(sm, t->fr, t->nf);
+        }
+    }
+    bool read = true;
+    if (n) {
+        n += code_ranges(sm, sm->ranges + n);
+        int rc = pyu_readv_quiet(s, sm->ranges, n);
+        if (rc == -PYU_E_NOPROC)
+            return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
+        read = rc == 0;
+    }
+    code_check(sm, read);
+    bool reuse = !(sm->o.flags & PYU_SAMPLE_NO_CACHE), torn = false;
+    int stacks = 0;
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        const sinterp *si = &sm->interps[i];
+        for (size_t j = si->first; j < si->first + si->n; j++) {
+            sthread *t = &sm->threads[j];
+            pyu_tstate *ts = &sm->recs[j];
+            uint8_t *tsbuf = sm->tsbuf + j * sm->tslen;
+            if (t->nf == NOT_WALKED || t->nf == 0)
+                continue;
+            sm->reread = false;
+            int rc = t->nf > 0 && read
+                         ? best_finish(sm, &si->in, ts, t, t->fr, t->nf,
+                                       sm->rcbuf + j * RECHECK * fsize, tsbuf,
+                                       reuse)
+                         : STACK_TORN;
+            if (rc == STACK_TORN &&
+                (rc = retry_stack(sm, &si->in, ts, t, tsbuf)) == 2) {
+                torn = true;
+                continue;
+            }
+            if (rc < 0)
+                return -1;
+            if (rc == STACK_EMPTY)
+                continue;
+            int c = count_stack(sm, &si->in, ts, t, t->status);
+            if (c < 0)
+                return -1;
+            stacks += c;
+        }
+    }
+    if (torn)
+        sm->st.failed++;
+    return stacks;
+}
+
 static int take_cached(pyu_session *s, void *arg)
 {
     pyu_sampler *sm = arg;
@@ -1070,6 +1245,8 @@ static int take_cached(pyu_session *s, void *arg)
             return pyu_fail(&s->err, PYU_E_CORRUPT,
                             "the thread list changed under the read");
     }
+    if (!sm->anchors)
+        return take_best(sm);
     int stacks = 0;
     bool torn = false;
     for (size_t i = 0; i < sm->ninterps; i++) {
@@ -1350,6 +1527,7 @@ void pyu_sampler_free(pyu_sampler *sm)
     free(sm->ranges);
     free(sm->tsbuf);
     free(sm->pfbuf);
+    free(sm->rcbuf);
     free(sm->next);
     free(sm->recs);
     free(sm->fresh);
