@@ -66,7 +66,7 @@
                                the chunk prefix, then older chunks' frames
                                and entry frames on the C stack */
 #define SPAN_GAP 4096       /* frames this close share a range */
-#define VALIDATE_MAX 8      /* code objects checked again per stack (3.13) */
+#define VALIDATE_MAX 64     /* code objects checked again per sample (3.13) */
 
 /* A frame read in this sample. */
 typedef struct fresh {

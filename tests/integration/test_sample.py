@@ -342,6 +342,30 @@ def test_blocking_and_read_only(label, python, workdir):
         t.close()
 
 
+NO_ANCHOR = [p for p in PYTHONS if not p[0].startswith("3.15")]
+
+
+@pytest.mark.parametrize("label,python", NO_ANCHOR + PY315[:1],
+                         ids=[p[0] for p in NO_ANCHOR + PY315[:1]])
+def test_without_anchors_two_reads_a_sample(label, python, workdir):
+    """Without an anchor to write (3.13, 3.14; 3.15 with --read-only) the
+    sampler reads each stack whole, and still in two reads a sample in the
+    steady state: the thread states with where their frames lay, then
+    every thread's second copies (and 3.13's code objects).  The split
+    stays the target's own."""
+    t = split_target(python, workdir)
+    try:
+        r = sample(t.pid, "-d", "1", "--verbose", "--format", "collapsed",
+                   *(["--read-only"] if label.startswith("3.15") else []))
+        assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                     tolerance=0.1)
+        m = re.search(r"(\d+) reads \(([\d.]+) a sample\)", r.stderr)
+        assert m and float(m.group(2)) < 3.0, r.stderr
+        assert "anchors off" in r.stderr, r.stderr
+    finally:
+        t.close()
+
+
 def test_json_and_top(workdir):
     python = (PY315 or PYTHONS)[0][1]
     t = split_target(python, workdir)
