@@ -24,7 +24,11 @@
  * for 100 samples; then the ranges of its last read, the steady state's
  * one read per sample, are read again ITERATIONS times with one
  * process_vm_readv each and nothing else: F µs per read, K ranges, P
- * pages they touch.  No sampler can read those places for less.
+ * pages they touch.  No sampler can read those places for less.  And a
+ * third line, the least one process_vm_readv costs at all (8 bytes of the
+ * first range, ITERATIONS times):
+ *
+ *   syscall_us_per_read F
  *
  * A benchmark: it reports numbers and asserts nothing about them.
  */
@@ -136,6 +140,15 @@ static int floor_run(int pid, uint64_t runtime, unsigned flags, long n)
     double t1 = now_us();
     printf("floor_us_per_read %.3f ranges %zu pages %zu\n",
            (t1 - t0) / (double)n, k, pages);
+    /* the least any read can cost: 8 bytes of the first range */
+    struct iovec l8 = {buf, 8}, r8 = {rem[0].iov_base, 8};
+    t0 = now_us();
+    for (long i = 0; i < n && k; i++)
+        if (process_vm_readv(pid, &l8, 1, &r8, 1, 0) < 0) {
+            perror("bench_sample: --floor");
+            return 1;
+        }
+    printf("syscall_us_per_read %.3f\n", (now_us() - t0) / (double)n);
     free(buf);
     pyu_sampler_free(sm);
     pyu_profile_free(p);

@@ -101,12 +101,22 @@ def test_cpu_and_gil_modes_leave_out_the_sleeper(label, python, mode,
                                                  workdir):
     t = split_target(python, workdir)
     try:
-        r = sample(t.pid, "-d", "1.5", "--mode", mode, "--format",
-                   "collapsed")
-        got = collapsed(r.stdout)
         roles = t.truth["roles"]
-        assert roles["sleeper"] not in got, got[roles["sleeper"]][:3]
-        assert_split(got[roles["main"]], tolerance=0.1)
+        main = []
+        # only the samples that find the main thread on a CPU (or holding
+        # the GIL) count: on a loaded machine that can be few, so the run
+        # is repeated (up to three times) until there are enough to judge
+        # the split by
+        for _ in range(3):
+            r = sample(t.pid, "-d", "1.5", "--mode", mode, "--format",
+                       "collapsed")
+            got = collapsed(r.stdout)
+            assert roles["sleeper"] not in got, got[roles["sleeper"]][:3]
+            main += got.get(roles["main"], [])
+            if count(main, lambda f: calls(f, "three") or
+                     calls(f, "one")) > 300:
+                break
+        assert_split(main, tolerance=0.1)
     finally:
         t.close()
 
