@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CLI_ONLY 1u   /* options that name a target */
 #define DUMP 2u       /* the commands that take an option */
@@ -163,7 +164,8 @@ static const char debugger_help[] =
     "                  without CPython 3.15's last_profiled_frame anchor)\n" \
     "  --no-cache      no frame cache: read every stack whole\n"             \
     "  --format FORMAT top (default: functions by self and total samples),\n"\
-    "                  collapsed (flame graph input), json (docs/json.md)\n" \
+    "                  collapsed (flame graph input), json (docs/json.md),\n"\
+    "                  pprof (go tool pprof; binary: needs -o or a pipe)\n" \
     "  --sort KEY      top: self (default), total or name\n"                 \
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
@@ -278,7 +280,8 @@ static int parse_rate(const char *arg, double *hz)
 
 static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
                                          NULL};
-static const char *const format_names[] = {"top", "collapsed", "json", NULL};
+static const char *const format_names[] = {"top", "collapsed", "json",
+                                           "pprof", NULL};
 static const char *const sort_names[] = {"self", "total", "name", NULL};
 
 static int pick(const char *arg, const char *const *names)
@@ -312,6 +315,11 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
     if ((o->sample_flags & PYU_SAMPLE_ASYNC) &&
         (o->sample_flags & PYU_SAMPLE_NATIVE))
         return usage(msg, msglen, "--async and --native do not go together");
+    if (o->format == PYU_CMD_FORMAT_PPROF && !o->output &&
+        (fe == PYU_CMD_DEBUGGER || isatty(STDOUT_FILENO)))
+        return usage(msg, msglen, "--format pprof is binary: write it to "
+                     "a file with -o FILE%s", fe == PYU_CMD_CLI
+                     ? " (or to a pipe)" : "");
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
             return usage(msg, msglen, "unexpected argument '%s' (%s "
@@ -398,7 +406,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_FORMAT:
             if ((o->format = pick(optarg, format_names)) < 0)
                 return usage(msg, msglen, "'%s' is not a format (top, "
-                             "collapsed or json)", optarg);
+                             "collapsed, json or pprof)", optarg);
             break;
         case OPT_SORT:
             if ((o->sort = pick(optarg, sort_names)) < 0)
@@ -590,6 +598,8 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
                  ? pyu_profile_write_collapsed(p, f)
              : o->format == PYU_CMD_FORMAT_JSON
                  ? pyu_profile_write_json(p, f)
+             : o->format == PYU_CMD_FORMAT_PPROF
+                 ? pyu_profile_write_pprof(p, f)
                  : pyu_profile_write_top(p, f, o->sort, o->limit);
     return close_output(o, f, out, rc, msg, msglen);
 }

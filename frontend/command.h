@@ -64,7 +64,12 @@ typedef struct pyu_cmd_opts {
 } pyu_cmd_opts;
 
 /* Profile formats of --format. */
-enum { PYU_CMD_FORMAT_TOP, PYU_CMD_FORMAT_COLLAPSED, PYU_CMD_FORMAT_JSON };
+enum {
+    PYU_CMD_FORMAT_TOP,
+    PYU_CMD_FORMAT_COLLAPSED,
+    PYU_CMD_FORMAT_JSON,
+    PYU_CMD_FORMAT_PPROF /* binary */
+};
 
 /* The help text of a command in a front end ("py-dump", "pyunwind
  * tasks"...); a static string. */

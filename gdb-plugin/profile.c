@@ -22,7 +22,8 @@
  *        takes one sample of the stopped inferior through the session
  *        (None: the process is gone); ticks_end writes the profile and
  *        the summary
- *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json"
+ *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json",
+ *        "pprof" (binary)
  *   .data() -> dict: what --format json writes, as objects
  *
  * The window (frontend/window.c) samples from a thread of its own, which
@@ -418,20 +419,23 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
     Py_ssize_t limit = 40;
     if (!PyArg_ParseTuple(args, "s|sn", &format, &sort, &limit))
         return NULL;
-    static const char *const formats[] = {"top", "collapsed", "json"};
+    /* (in PYU_CMD_FORMAT_* order) */
+    static const char *const formats[] = {"top", "collapsed", "json",
+                                          "pprof"};
     static const char *const sorts[] = {"self", "total", "name"};
     pyu_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.format = -1;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++)
         if (strcmp(format, formats[i]) == 0)
             o.format = i;
+    for (int i = 0; i < 3; i++)
         if (strcmp(sort, sorts[i]) == 0)
             o.sort = i + 1;
-    }
     if (o.format < 0 || !o.sort || limit < 0)
-        return raise_error(PYU_EXIT_USAGE, "format: top, collapsed or json; "
-                                           "sort: self, total or name");
+        return raise_error(PYU_EXIT_USAGE, "format: top, collapsed, json or "
+                                           "pprof; sort: self, total or "
+                                           "name");
     o.sort--;
     o.limit = (size_t)limit;
     return profile_bytes(self->p, &o);

@@ -274,8 +274,12 @@ class Profile:
             self._session = None
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
-        """The profile as `format` (collapsed, top or json: what py-sample
-        --format writes) into the file `path`, or returned as str."""
+        """The profile as `format` (collapsed, top, json or pprof: what
+        py-sample --format writes) into the file `path`, or returned as str
+        (pprof, which is binary, only into a file)."""
+        if format == "pprof" and path is None:
+            raise Error("--format pprof is binary: write it to a file "
+                        "(write(path, 'pprof'))", 2)
         try:
             data = self._p.write(format, sort, limit)
         except _pyunwind.Error as e:

@@ -616,6 +616,11 @@ PYU_API int pyu_profile_write_collapsed(pyu_profile *p, FILE *out);
 PYU_API int pyu_profile_write_top(pyu_profile *p, FILE *out, int sort,
                                   size_t limit);
 PYU_API int pyu_profile_write_json(pyu_profile *p, FILE *out);
+/* pprof: gzip-compressed profile.proto (`go tool pprof`, Pyroscope,
+ * Parca): sample types samples/count and wall (or cpu)/nanoseconds, a
+ * location per frame with its function, file and line, a "thread" label
+ * per sample (docs/formats.md).  Binary. */
+PYU_API int pyu_profile_write_pprof(pyu_profile *p, FILE *out);
 
 /* ---------------------------------------------------------------- sampling */
 

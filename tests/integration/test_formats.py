@@ -1,0 +1,165 @@
+"""The profile formats, each read by its real consumer: pprof by `go tool
+pprof` (Debian's golang-go, installed by scripts/setup --asan).  The
+numbers the consumer prints must be the profile's: the stacks the sampler
+says it recorded, and the split the target measures by its own clock
+(tests/targets/split.py: three() 3 ms, one() 1 ms)."""
+
+import collections
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import TIMEOUT, interpreters
+from test_sample import assert_split, sample, split_target
+
+PYTHONS = interpreters()
+# one interpreter per kind: 3.15 (anchors), 3.14 free-threaded, 3.13
+SOME = [p for p in PYTHONS if p[0] in ("3.15.2-debian", "3.14.7t", "3.13.5")]
+GO = shutil.which("go")
+
+
+def go_pprof(*args):
+    if not GO:
+        pytest.fail("go is not installed (scripts/setup --asan installs "
+                    "golang-go)")
+    env = dict(os.environ)
+    env.setdefault("HOME", "/root")
+    r = subprocess.run([GO, "tool", "pprof", *args], capture_output=True,
+                       text=True, timeout=TIMEOUT, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def pprof_raw(path):
+    """go tool pprof -raw: (sample types, period, [(values, thread label,
+    [function names, innermost first])])."""
+    text = go_pprof("-raw", path)
+    types = period = None
+    samples, locations = [], {}
+    part = None
+    for line in text.splitlines():
+        if line.startswith(("Samples:", "Locations", "Mappings")):
+            part = line.rstrip(":")
+            continue
+        if line.startswith("Period:"):
+            period = int(line.split()[1])
+        if part == "Samples":
+            m = re.match(r"^\s+(\d+(?:\s+\d+)*):((?: \d+)*)\s*$", line)
+            if m:
+                samples.append([[int(v) for v in m.group(1).split()], None,
+                                [int(i) for i in m.group(2).split()]])
+            elif re.match(r"^\s+thread:\[(.*)\]$", line):
+                samples[-1][1] = re.match(r"^\s+thread:\[(.*)\]$",
+                                          line).group(1)
+            elif line.strip() and types is None:
+                types = line.split()
+        elif part == "Locations":
+            m = re.match(r"^\s+(\d+): 0x[0-9a-f]+ M=\d+ (\S+) (\S+):(\d+)",
+                         line)
+            if m:
+                locations[int(m.group(1))] = (m.group(2), m.group(3),
+                                              int(m.group(4)))
+    return types, period, [(v, th, [locations[i][0] for i in ids])
+                           for v, th, ids in samples]
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_pprof_read_by_go_tool_pprof(label, python, workdir):
+    """go tool pprof reads the profile: its sample count is the stacks the
+    sampler recorded, the time values are the count times the period, the
+    main thread shows the target's split and the sleeper sleeps."""
+    t = split_target(python, workdir)
+    out = os.path.join(workdir, "profile.pb.gz")
+    try:
+        r = sample(t.pid, "-d", "1.5", "--verbose", "--format", "pprof",
+                   "-o", out)
+    finally:
+        t.close()
+    stacks = int(re.search(r"(\d+) stacks", r.stderr).group(1))
+    types, period, samples = pprof_raw(out)
+    assert types == ["samples/count", "wall/nanoseconds"], types
+    assert period == 1000000  # 1000 Hz
+    assert sum(v[0] for v, _, _ in samples) == stacks
+    assert all(v[1] == v[0] * period for v, _, _ in samples)
+    by_thread = collections.defaultdict(list)
+    for v, th, funcs in samples:
+        # collapsed-style (frames outermost first, "file:function:line"),
+        # for assert_split
+        by_thread[th].append(([":%s:" % f for f in reversed(funcs)], v[0]))
+    roles = t.truth["roles"]
+    assert set(by_thread) == {"tid:%d" % roles["main"],
+                              "tid:%d" % roles["sleeper"]}, set(by_thread)
+    assert_split(by_thread["tid:%d" % roles["main"]], tolerance=0.1)
+    sleeper = by_thread["tid:%d" % roles["sleeper"]]
+    assert all(f[-1] == ":sleeper:" for f, _ in sleeper), sleeper
+    # the text report agrees: its total, and <module> under its own name
+    top = go_pprof("-top", "-sample_index=samples", out)
+    assert "Total samples = %d" % stacks in top, top
+    assert re.search(r"\s<module>$", top, re.M), top
+
+
+def test_pprof_is_not_written_to_a_terminal(workdir):
+    """Binary output on a terminal is refused in one line (a pipe or -o
+    takes it)."""
+    import pty
+    pid, fd = pty.fork()
+    if pid == 0:
+        from conftest import PYUNWIND
+        os.execv(PYUNWIND, [PYUNWIND, "sample", "--format", "pprof", "1"])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 2, out
+    text = out.decode()
+    assert "--format pprof is binary: write it to a file with -o FILE" \
+        in text and len(text.strip().splitlines()) == 1, text
+
+
+@pytest.mark.debugger
+def test_pprof_from_the_debuggers(workdir):
+    """gdb's Profile.write(path, 'pprof') and lldb's py-sample --format
+    pprof: go tool pprof reads them, their totals are the profile's (gdb:
+    the same Profile's data()), and the split is the target's."""
+    from debuggers import LLDB, LLDB_PLUGIN, Gdb, Lldb
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    gdb_out = os.path.join(workdir, "gdb.pb.gz")
+    lldb_out = os.path.join(workdir, "lldb.pb.gz")
+    try:
+        tr = Gdb().run(["python p = pyunwind_gdb.sample(duration=1)",
+                        "python p.write(%r, 'pprof')" % gdb_out,
+                        "python print('total', p.data()['total'])",
+                        "detach"], ["-p", str(t.pid)])
+        m = re.search(r"^total (\d+)$", tr.text, re.M)
+        assert m, tr.text[-2000:]
+        total = int(m.group(1))
+        assert total > 1000
+        assert "Total samples = %d" % total in go_pprof(
+            "-top", "-sample_index=samples", gdb_out)
+        assert LLDB and os.path.exists(LLDB_PLUGIN), "lldb plugin not built"
+        lldb = Lldb()
+        setup, args, teardown = lldb.attach(t.pid)
+        tr = lldb.run(["py-sample -d 1 --verbose --format pprof -o "
+                       + lldb_out, *teardown], args, setup=setup)
+        m = re.search(r"(\d+) stacks", tr.text)
+        assert m, tr.text[-2000:]
+        assert "Total samples = %s" % m.group(1) in go_pprof(
+            "-top", "-sample_index=samples", lldb_out)
+        for path in (gdb_out, lldb_out):
+            _, _, samples = pprof_raw(path)
+            main = [([":%s:" % f for f in reversed(funcs)], v[0])
+                    for v, th, funcs in samples
+                    if th == "tid:%d" % t.truth["roles"]["main"]]
+            assert_split(main, tolerance=0.1)
+    finally:
+        t.close()
