@@ -165,7 +165,8 @@ static const char debugger_help[] =
     "  --no-cache      no frame cache: read every stack whole\n"             \
     "  --format FORMAT top (default: functions by self and total samples),\n"\
     "                  collapsed (flame graph input), json (docs/json.md),\n"\
-    "                  pprof (go tool pprof; binary: needs -o or a pipe)\n" \
+    "                  pprof (go tool pprof; binary: needs -o or a pipe),\n"\
+    "                  speedscope (speedscope's JSON file format)\n"          \
     "  --sort KEY      top: self (default), total or name\n"                 \
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
@@ -281,7 +282,7 @@ static int parse_rate(const char *arg, double *hz)
 static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
                                          NULL};
 static const char *const format_names[] = {"top", "collapsed", "json",
-                                           "pprof", NULL};
+                                           "pprof", "speedscope", NULL};
 static const char *const sort_names[] = {"self", "total", "name", NULL};
 
 static int pick(const char *arg, const char *const *names)
@@ -406,7 +407,8 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_FORMAT:
             if ((o->format = pick(optarg, format_names)) < 0)
                 return usage(msg, msglen, "'%s' is not a format (top, "
-                             "collapsed, json or pprof)", optarg);
+                             "collapsed, json, pprof or speedscope)",
+                         optarg);
             break;
         case OPT_SORT:
             if ((o->sort = pick(optarg, sort_names)) < 0)
@@ -600,6 +602,8 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
                  ? pyu_profile_write_json(p, f)
              : o->format == PYU_CMD_FORMAT_PPROF
                  ? pyu_profile_write_pprof(p, f)
+             : o->format == PYU_CMD_FORMAT_SPEEDSCOPE
+                 ? pyu_profile_write_speedscope(p, f)
                  : pyu_profile_write_top(p, f, o->sort, o->limit);
     return close_output(o, f, out, rc, msg, msglen);
 }

@@ -68,7 +68,8 @@ enum {
     PYU_CMD_FORMAT_TOP,
     PYU_CMD_FORMAT_COLLAPSED,
     PYU_CMD_FORMAT_JSON,
-    PYU_CMD_FORMAT_PPROF /* binary */
+    PYU_CMD_FORMAT_PPROF, /* binary */
+    PYU_CMD_FORMAT_SPEEDSCOPE
 };
 
 /* The help text of a command in a front end ("py-dump", "pyunwind

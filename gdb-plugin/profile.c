@@ -23,7 +23,7 @@
  *        (None: the process is gone); ticks_end writes the profile and
  *        the summary
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json",
- *        "pprof" (binary)
+ *        "pprof" (binary), "speedscope"
  *   .data() -> dict: what --format json writes, as objects
  *
  * The window (frontend/window.c) samples from a thread of its own, which
@@ -421,21 +421,21 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
         return NULL;
     /* (in PYU_CMD_FORMAT_* order) */
     static const char *const formats[] = {"top", "collapsed", "json",
-                                          "pprof"};
+                                          "pprof", "speedscope"};
     static const char *const sorts[] = {"self", "total", "name"};
     pyu_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.format = -1;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (strcmp(format, formats[i]) == 0)
             o.format = i;
     for (int i = 0; i < 3; i++)
         if (strcmp(sort, sorts[i]) == 0)
             o.sort = i + 1;
     if (o.format < 0 || !o.sort || limit < 0)
-        return raise_error(PYU_EXIT_USAGE, "format: top, collapsed, json or "
-                                           "pprof; sort: self, total or "
-                                           "name");
+        return raise_error(PYU_EXIT_USAGE, "format: top, collapsed, json, "
+                                           "pprof or speedscope; sort: self, "
+                                           "total or name");
     o.sort--;
     o.limit = (size_t)limit;
     return profile_bytes(self->p, &o);

@@ -702,6 +702,15 @@ PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
 
 /* One line: process, version, mode, samples, rate, failed, missed. */
 PYU_HIDDEN void pyu_profile_summary(FILE *out, const pyu_profile_data *d);
+/* The time one sample stands for (ns): the schedule's period, or at -r
+ * max the run's mean interval; 0 when unknown. */
+PYU_HIDDEN uint64_t pyu_profile_period(const pyu_profile_info *pi);
+/* "wall", "cpu", "gil", "exception" (PYU_MODE_*), or "?". */
+PYU_HIDDEN const char *pyu_profile_mode_name(int mode);
+/* "pyunwind: PID N, CPython V, MODE mode": a profile's name in formats
+ * that carry one. */
+PYU_HIDDEN void pyu_profile_title(char *buf, size_t len,
+                                  const pyu_profile_info *pi);
 
 /* ============================================ rendering (json.c) */
 

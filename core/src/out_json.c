@@ -11,7 +11,6 @@ static const char *kind_name(int kind)
 
 int pyu_profile_write_json(pyu_profile *p, FILE *out)
 {
-    static const char *const modes[] = {"wall", "cpu", "gil", "exception"};
     const pyu_profile_data *d = pyu_profile_get(p);
     const pyu_profile_info *in = d->info;
     fprintf(out, "{\"pid\": %d, \"python\": ", in->pid);
@@ -21,8 +20,7 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
             ", \"start_ns\": %" PRIu64 ", \"duration_ns\": %" PRIu64
             ", \"samples\": %" PRIu64 ", \"failed\": %" PRIu64
             ", \"missed\": %" PRIu64 ", \"total\": %" PRIu64,
-            in->mode >= 0 && in->mode <= PYU_MODE_EXCEPTION ? modes[in->mode]
-                                                            : "?",
+            pyu_profile_mode_name(in->mode),
             in->interval_ns, in->start_ns, in->duration_ns, in->samples,
             in->failed, in->missed, d->total);
     fputs(",\n \"functions\": [", out);

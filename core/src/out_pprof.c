@@ -213,10 +213,7 @@ static int encode(const pyu_profile_data *d, buf *b)
     int64_t s_ident = str_index(&st, "thread_id");
     value_type(b, &m, 1, s_samples, s_count);
     value_type(b, &m, 1, s_time, s_ns);
-    /* the period: the schedule's, or at -r max the run's mean interval */
-    uint64_t period = pi->interval_ns;
-    if (!period && pi->samples)
-        period = pi->duration_ns / pi->samples;
+    uint64_t period = pyu_profile_period(pi);
     int rc = 0;
     for (size_t i = 0; i < d->nstacks && rc == 0; i++) {
         const pyu_profile_stack *s = &d->stacks[i];
@@ -274,12 +271,7 @@ static int encode(const pyu_profile_data *d, buf *b)
         field_msg(b, 5, &m);
     }
     char comment[128];
-    snprintf(comment, sizeof comment, "pyunwind: PID %d, CPython %s, %s mode",
-             pi->pid, pi->python,
-             pi->mode == PYU_MODE_CPU         ? "cpu"
-             : pi->mode == PYU_MODE_GIL       ? "gil"
-             : pi->mode == PYU_MODE_EXCEPTION ? "exception"
-                                              : "wall");
+    pyu_profile_title(comment, sizeof comment, pi);
     int64_t s_comment = str_index(&st, comment);
     for (size_t i = 0; i < st.n; i++)
         field_bytes(b, 6, st.s[i], strlen(st.s[i]));

@@ -36,10 +36,23 @@ static int cmp_rows(const void *a, const void *b)
                        (fx->first_line < fy->first_line);
 }
 
-static const char *mode_name(int mode)
+const char *pyu_profile_mode_name(int mode)
 {
     static const char *const names[] = {"wall", "cpu", "gil", "exception"};
     return mode >= 0 && mode <= PYU_MODE_EXCEPTION ? names[mode] : "?";
+}
+
+void pyu_profile_title(char *buf, size_t len, const pyu_profile_info *pi)
+{
+    snprintf(buf, len, "pyunwind: PID %d, CPython %s, %s mode", pi->pid,
+             pi->python, pyu_profile_mode_name(pi->mode));
+}
+
+uint64_t pyu_profile_period(const pyu_profile_info *pi)
+{
+    if (pi->interval_ns)
+        return pi->interval_ns;
+    return pi->samples ? pi->duration_ns / pi->samples : 0;
 }
 
 void pyu_profile_summary(FILE *out, const pyu_profile_data *d)
@@ -48,7 +61,8 @@ void pyu_profile_summary(FILE *out, const pyu_profile_data *d)
     double secs = (double)in->duration_ns / 1e9;
     fprintf(out, "Process %d: CPython %s, %s mode, %" PRIu64
                  " samples in %.2f s",
-            in->pid, in->python[0] ? in->python : "?", mode_name(in->mode),
+            in->pid, in->python[0] ? in->python : "?",
+            pyu_profile_mode_name(in->mode),
             in->samples, secs);
     if (secs > 0)
         fprintf(out, " (%.0f/s)", (double)in->samples / secs);

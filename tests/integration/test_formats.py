@@ -5,6 +5,7 @@ says it recorded, and the split the target measures by its own clock
 (tests/targets/split.py: three() 3 ms, one() 1 ms)."""
 
 import collections
+import json
 import os
 import re
 import shutil
@@ -12,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import TIMEOUT, interpreters
+from conftest import ROOT, TIMEOUT, interpreters
 from test_sample import assert_split, sample, split_target
 
 PYTHONS = interpreters()
@@ -163,3 +164,136 @@ def test_pprof_from_the_debuggers(workdir):
             assert_split(main, tolerance=0.1)
     finally:
         t.close()
+
+
+# ---------------------------------------------------------------- speedscope
+
+WEB = os.path.join(ROOT, "tests", "web")
+ARTIFACTS = os.environ.get("PYUNWIND_ARTIFACTS",
+                           os.path.join(ROOT, "build", "test-artifacts"))
+
+
+def node_modules():
+    d = subprocess.run([os.path.join(ROOT, "scripts", "get-web-tools"),
+                        "--dir"], capture_output=True, text=True).stdout
+    d = os.path.join(d.strip(), "node_modules")
+    if not (os.path.isdir(os.path.join(d, "speedscope")) and
+            os.path.isdir(os.path.join(d, "puppeteer-core")) and
+            shutil.which("chromium")):
+        pytest.fail("speedscope, puppeteer-core or chromium is missing "
+                    "(scripts/setup --asan and scripts/get-web-tools "
+                    "install them)")
+    return d
+
+
+def speedscope_app(profile, name):
+    """speedscope's own app in headless chromium (tests/web/speedscope.mjs):
+    (page title, console errors, [Sandwich view rows per profile: {name:
+    (total ns, self ns)}], [profile names])."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    r = subprocess.run(["node", os.path.join(WEB, "speedscope.mjs"),
+                        node_modules(), profile,
+                        os.path.join(ARTIFACTS, name)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    units = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
+    row = re.compile(r"^([\d.]+)(ns|µs|ms|s) \([^)]*\)\n\t([\d.]+)(ns|µs|ms|s)"
+                     r" \([^)]*\)\n\t(.*)$", re.M)
+    views, names = [], []
+    for p in out["profiles"]:
+        names.append(re.search(r"^(Thread .*) \(\d+/\d+\)$", p["text"],
+                               re.M).group(1))
+        views.append({m.group(5): (float(m.group(1)) * units[m.group(2)],
+                                   float(m.group(3)) * units[m.group(4)])
+                      for m in row.finditer(p["text"])})
+    return out.get("title"), out["errors"], views, names
+
+
+def function_times(data, native_id):
+    """{function name: (total, self)} in samples, for one thread of a
+    profile's data() (json): total counts a function once per stack."""
+    funcs = data["functions"]
+    frames = data["frames"]
+    th = [i for i, t in enumerate(data["threads"])
+          if t["native_thread_id"] == native_id][0]
+    out = collections.defaultdict(lambda: [0, 0])
+    for st in data["stacks"]:
+        if st["thread"] != th:
+            continue
+        names = [funcs[frames[f]["function"]]["name"] for f in st["frames"]]
+        for n in set(names):
+            out[n][0] += st["count"]
+        out[names[-1]][1] += st["count"]
+    return out
+
+
+@pytest.mark.debugger
+def test_speedscope_opened_by_speedscope(workdir):
+    """A profile written as speedscope and as json from one gdb Profile:
+    speedscope's own app (headless chromium) opens it without an error,
+    one profile per thread (the main thread first), and its Sandwich view
+    gives every function the total and self time the profile has (count x
+    1 ms, to the app's two decimals); the main thread's split is the
+    target's."""
+    from debuggers import Gdb
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    ss = os.path.join(workdir, "profile.speedscope.json")
+    js = os.path.join(workdir, "profile.json")
+    try:
+        tr = Gdb().run(["python p = pyunwind_gdb.sample(duration=1.5)",
+                        "python p.write(%r, 'speedscope')" % ss,
+                        "python p.write(%r, 'json')" % js,
+                        "detach"], ["-p", str(t.pid)])
+        assert os.path.exists(js), tr.text[-2000:]
+    finally:
+        t.close()
+    with open(js) as f:
+        data = json.load(f)
+    title, errors, views, names = speedscope_app(ss, "speedscope")
+    assert errors == [], errors
+    assert title.startswith("pyunwind: PID %d, CPython 3.15" % t.pid), title
+    roles = t.truth["roles"]
+    assert names == ["Thread %d (main thread)" % roles["main"],
+                     "Thread %d" % roles["sleeper"]], names
+    period = data["interval_ns"]
+    for view, tid in zip(views, (roles["main"], roles["sleeper"])):
+        want = function_times(data, tid)
+        assert set(view) == set(want), (set(view), set(want))
+        for name, (total, self_) in want.items():
+            for shown, count in zip(view[name], (total, self_)):
+                # the app rounds to two decimals of its unit
+                assert abs(shown - count * period) <= \
+                    max(0.006 * count * period, 0.01 * 1e6), \
+                    (name, shown, count)
+    main = views[0]
+    share = main["three"][0] / (main["three"][0] + main["one"][0])
+    assert abs(share - 0.75) < 0.1, main
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_speedscope_from_the_cli(label, python, workdir):
+    """pyunwind sample --format speedscope, opened by speedscope's app:
+    no error, the sampler's stacks in all, the main thread's split."""
+    t = split_target(python, workdir)
+    out = os.path.join(workdir, "profile.speedscope.json")
+    try:
+        r = sample(t.pid, "-d", "1.5", "--verbose", "--format",
+                   "speedscope", "-o", out)
+    finally:
+        t.close()
+    stacks = int(re.search(r"(\d+) stacks", r.stderr).group(1))
+    title, errors, views, names = speedscope_app(out, "speedscope-" + label)
+    assert errors == [], errors
+    roles = t.truth["roles"]
+    assert names[0] == "Thread %d (main thread)" % roles["main"], names
+    # every stack has <module> or Thread._bootstrap outermost: their
+    # totals over the threads are all the stacks, 1 ms each
+    outer = sum(v.get("<module>", (0, 0))[0] +
+                v.get("Thread._bootstrap", (0, 0))[0] for v in views)
+    assert abs(outer - stacks * 1e6) <= 0.006 * stacks * 1e6, (outer,
+                                                               stacks)
+    main = views[0]
+    share = main["three"][0] / (main["three"][0] + main["one"][0])
+    assert abs(share - 0.75) < 0.1, main

@@ -621,6 +621,9 @@ PYU_API int pyu_profile_write_json(pyu_profile *p, FILE *out);
  * location per frame with its function, file and line, a "thread" label
  * per sample (docs/formats.md).  Binary. */
 PYU_API int pyu_profile_write_pprof(pyu_profile *p, FILE *out);
+/* speedscope's file format: a sampled profile per thread, a frame per
+ * function, weights in nanoseconds (docs/formats.md). */
+PYU_API int pyu_profile_write_speedscope(pyu_profile *p, FILE *out);
 
 /* ---------------------------------------------------------------- sampling */
 
