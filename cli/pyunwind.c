@@ -25,6 +25,7 @@ static int fail(const char *msg, int code)
 }
 
 static int run_sample(pyu_cmd_opts o);
+static int run_report(const pyu_cmd_opts *o);
 
 static int run(enum pyu_cmd_kind kind, int argc, char **argv)
 {
@@ -40,6 +41,8 @@ static int run(enum pyu_cmd_kind kind, int argc, char **argv)
     }
     if (kind == PYU_CMD_SAMPLE)
         return run_sample(o);
+    if (kind == PYU_CMD_REPORT)
+        return run_report(&o);
     pyu_session *s = pyu_session_new();
     if (!s)
         return fail("out of memory", PYU_EXIT_INTERNAL);
@@ -239,11 +242,26 @@ static int run_sample(pyu_cmd_opts o)
         .arg = &c,
         .status = isatty(STDERR_FILENO) ? stderr : NULL,
     };
+    /* raw: streamed while it samples, so that a killed run keeps it */
+    bool raw = o.format == PYU_CMD_FORMAT_RAW;
+    if (raw && !(h.raw = o.output ? fopen(o.output, "wb") : stdout)) {
+        snprintf(msg, sizeof msg, "cannot write %s: %s", o.output,
+                 strerror(errno));
+        pyu_session_free(s);
+        pyu_profile_free(p);
+        return fail(msg, PYU_EXIT_INTERNAL);
+    }
     ex = pyu_cmd_sample_run(s, &o, &h, p, stderr, msg, sizeof msg);
     pyu_session_free(s);
     if (ex != PYU_EXIT_OK)
         fail(msg, ex);
-    int wex = pyu_cmd_write_profile(p, &o, stdout, msg, sizeof msg);
+    int wex = PYU_EXIT_OK;
+    if (raw && h.raw != stdout && fclose(h.raw) != 0) {
+        snprintf(msg, sizeof msg, "writing to %s failed", o.output);
+        wex = PYU_EXIT_INTERNAL;
+    } else if (!raw) {
+        wex = pyu_cmd_write_profile(p, &o, stdout, msg, sizeof msg);
+    }
     if (wex != PYU_EXIT_OK) {
         fail(msg, wex);
         ex = wex;
@@ -265,10 +283,54 @@ static int run_sample(pyu_cmd_opts o)
     return ex;
 }
 
+/* ------------------------------------------------------------- report */
+
+static int run_report(const pyu_cmd_opts *o)
+{
+    char msg[512];
+    FILE *in = fopen(o->capture, "rb");
+    if (!in) {
+        snprintf(msg, sizeof msg, "cannot read %s: %s", o->capture,
+                 strerror(errno));
+        return fail(msg, PYU_EXIT_TARGET);
+    }
+    pyu_profile *p = pyu_profile_new();
+    if (!p) {
+        fclose(in);
+        return fail("out of memory", PYU_EXIT_INTERNAL);
+    }
+    pyu_capture_filter f = {
+        .thread = o->thread,
+        .mode = o->mode_given ? o->mode : -1,
+        .from_ns = (uint64_t)(o->from * 1e9),
+        .to_ns = (uint64_t)(o->to * 1e9),
+    };
+    char why[400];
+    int rc = pyu_capture_read(in, &f, p, why, sizeof why);
+    fclose(in);
+    int ex = PYU_EXIT_OK;
+    if (rc < 0) {
+        snprintf(msg, sizeof msg, "%s: %s", o->capture, why);
+        ex = fail(msg, rc == -PYU_E_NOMEM   ? PYU_EXIT_INTERNAL
+                       : rc == -PYU_E_INVAL ? PYU_EXIT_USAGE
+                                            : PYU_EXIT_TARGET);
+    } else {
+        if (why[0])
+            fprintf(stderr, "pyunwind: note: %s: %s\n", o->capture, why);
+        ex = pyu_cmd_write_profile(p, o, stdout, msg, sizeof msg);
+        if (ex != PYU_EXIT_OK)
+            fail(msg, ex);
+    }
+    pyu_profile_free(p);
+    return ex;
+}
+
 static const char overview[] =
     "usage: pyunwind dump [OPTIONS] PID | --core CORE   Python stacks\n"
     "       pyunwind tasks [OPTIONS] PID | --core CORE  asyncio tasks\n"
     "       pyunwind sample [OPTIONS] PID | -- PROGRAM  sampling profiler\n"
+    "       pyunwind report [OPTIONS] CAPTURE           a profile from a\n"
+    "                                                   capture\n"
     "       pyunwind --version\n"
     "`pyunwind COMMAND --help` lists a command's options.\n";
 
@@ -292,8 +354,10 @@ int main(int argc, char **argv)
         return run(PYU_CMD_TASKS, argc - 1, argv + 1);
     if (strcmp(argv[1], "sample") == 0)
         return run(PYU_CMD_SAMPLE, argc - 1, argv + 1);
+    if (strcmp(argv[1], "report") == 0)
+        return run(PYU_CMD_REPORT, argc - 1, argv + 1);
     fprintf(stderr, "pyunwind: error: unknown command '%s' (try: dump, "
-                    "tasks, sample)\n",
+                    "tasks, sample, report)\n",
             argv[1]);
     return PYU_EXIT_USAGE;
 }

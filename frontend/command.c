@@ -14,6 +14,7 @@
 #define DUMP 2u       /* the commands that take an option */
 #define TASKS 4u
 #define SAMPLE 8u
+#define REPORT 16u
 #define ALL (DUMP | TASKS | SAMPLE)
 
 enum {
@@ -36,6 +37,8 @@ enum {
     OPT_FORMAT,
     OPT_SORT,
     OPT_LIMIT,
+    OPT_FROM,
+    OPT_TO,
 };
 
 static const struct {
@@ -44,23 +47,25 @@ static const struct {
 } all_opts[] = {
     {{"json", no_argument, NULL, OPT_JSON}, DUMP | TASKS},
     {{"tree", no_argument, NULL, OPT_TREE}, TASKS},
-    {{"output", required_argument, NULL, 'o'}, ALL},
-    {{"thread", required_argument, NULL, OPT_THREAD}, DUMP | SAMPLE},
+    {{"output", required_argument, NULL, 'o'}, ALL | REPORT},
+    {{"thread", required_argument, NULL, OPT_THREAD}, DUMP | SAMPLE | REPORT},
     {{"no-source", no_argument, NULL, OPT_NOSRC}, DUMP},
     {{"async", no_argument, NULL, OPT_ASYNC}, DUMP | SAMPLE},
     {{"duration", required_argument, NULL, 'd'}, SAMPLE},
     {{"rate", required_argument, NULL, 'r'}, SAMPLE},
-    {{"mode", required_argument, NULL, OPT_MODE}, SAMPLE},
+    {{"mode", required_argument, NULL, OPT_MODE}, SAMPLE | REPORT},
     {{"gc", no_argument, NULL, OPT_GC}, SAMPLE},
     {{"native", no_argument, NULL, OPT_NATIVE}, SAMPLE},
     {{"blocking", no_argument, NULL, OPT_BLOCKING}, SAMPLE},
     {{"read-only", no_argument, NULL, OPT_READ_ONLY}, SAMPLE},
     {{"no-cache", no_argument, NULL, OPT_NO_CACHE}, SAMPLE},
-    {{"format", required_argument, NULL, OPT_FORMAT}, SAMPLE},
-    {{"sort", required_argument, NULL, OPT_SORT}, SAMPLE},
-    {{"limit", required_argument, NULL, OPT_LIMIT}, SAMPLE},
+    {{"format", required_argument, NULL, OPT_FORMAT}, SAMPLE | REPORT},
+    {{"sort", required_argument, NULL, OPT_SORT}, SAMPLE | REPORT},
+    {{"limit", required_argument, NULL, OPT_LIMIT}, SAMPLE | REPORT},
     {{"verbose", no_argument, NULL, OPT_VERBOSE}, ALL},
-    {{"help", no_argument, NULL, 'h'}, ALL},
+    {{"help", no_argument, NULL, 'h'}, ALL | REPORT},
+    {{"from", required_argument, NULL, OPT_FROM}, CLI_ONLY | REPORT},
+    {{"to", required_argument, NULL, OPT_TO}, CLI_ONLY | REPORT},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
     {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
@@ -166,7 +171,9 @@ static const char debugger_help[] =
     "  --format FORMAT top (default: functions by self and total samples),\n"\
     "                  collapsed (flame graph input), json (docs/json.md),\n"\
     "                  pprof (go tool pprof; binary: needs -o or a pipe),\n"\
-    "                  speedscope (speedscope's JSON file format)\n"          \
+    "                  speedscope (speedscope's JSON file format), raw (a\n"  \
+    "                  capture for pyunwind report, written as it samples;\n"\
+    "                  binary)\n"                                            \
     "  --sort KEY      top: self (default), total or name\n"                 \
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
@@ -196,8 +203,29 @@ static const char debugger_sample_help[] =
     "  --verbose       also say what the sampler did\n"
     "  -h, --help      print this help\n";
 
+static const char report_help[] =
+    "usage: pyunwind report [OPTIONS] CAPTURE\n"
+    "\n"
+    "Writes a profile from a capture that `pyunwind sample --format raw`\n"
+    "wrote (also one cut short by a killed run), keeping what the options\n"
+    "select.\n"
+    "\n"
+    "  --format FORMAT top (default), collapsed, json, pprof, speedscope or\n"
+    "                  raw (the selection as a new capture)\n"
+    "  --thread TID    only the thread with this native id or Python ident\n"
+    "  --mode MODE     the capture's mode, or from a wall-mode capture gil\n"
+    "                  (stacks holding the GIL) or exception\n"
+    "  --from SECONDS  only samples taken this long after the start or later\n"
+    "  --to SECONDS    only samples taken before this long after the start\n"
+    "  --sort KEY      top: self (default), total or name\n"
+    "  --limit N       top: at most N rows (default 40; 0: all)\n"
+    "  -o, --output FILE  write to FILE instead of standard output\n"
+    "  -h, --help      print this help\n";
+
 const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe)
 {
+    if (kind == PYU_CMD_REPORT)
+        return report_help;
     if (kind == PYU_CMD_SAMPLE)
         return fe == PYU_CMD_CLI ? cli_sample_help : debugger_sample_help;
     if (kind == PYU_CMD_TASKS)
@@ -208,7 +236,7 @@ const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe)
 static bool accepts(unsigned where, enum pyu_cmd_kind kind,
                     enum pyu_cmd_frontend fe)
 {
-    static const unsigned bit[] = {DUMP, TASKS, SAMPLE};
+    static const unsigned bit[] = {DUMP, TASKS, SAMPLE, REPORT};
     if ((where & CLI_ONLY) && fe != PYU_CMD_CLI)
         return false;
     return (where & bit[kind]) != 0;
@@ -217,8 +245,8 @@ static bool accepts(unsigned where, enum pyu_cmd_kind kind,
 const char *const *pyu_cmd_options(enum pyu_cmd_kind kind,
                                    enum pyu_cmd_frontend fe)
 {
-    static char names[3][2][NOPTS + 1][16];
-    static const char *lists[3][2][NOPTS + 1];
+    static char names[4][2][NOPTS + 1][16];
+    static const char *lists[4][2][NOPTS + 1];
     const char **l = lists[kind][fe];
     if (!l[0]) {
         size_t n = 0;
@@ -282,7 +310,8 @@ static int parse_rate(const char *arg, double *hz)
 static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
                                          NULL};
 static const char *const format_names[] = {"top", "collapsed", "json",
-                                           "pprof", "speedscope", NULL};
+                                           "pprof", "speedscope", "raw",
+                                           NULL};
 static const char *const sort_names[] = {"self", "total", "name", NULL};
 
 static int pick(const char *arg, const char *const *names)
@@ -306,6 +335,16 @@ static int take_pid(pyu_cmd_opts *o, const char *arg, char *msg,
     return PYU_EXIT_OK;
 }
 
+/* A binary format with no -o: refused on a terminal, and in a debugger
+ * (whose output is text). */
+static bool binary_to_terminal(const pyu_cmd_opts *o,
+                               enum pyu_cmd_frontend fe)
+{
+    return (o->format == PYU_CMD_FORMAT_PPROF ||
+            o->format == PYU_CMD_FORMAT_RAW) &&
+           !o->output && (fe == PYU_CMD_DEBUGGER || isatty(STDOUT_FILENO));
+}
+
 /* The rest of a sample command line: a PID or -- PROGRAM (CLI). */
 static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
                         char **argv, const char *name, char *msg,
@@ -316,11 +355,10 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
     if ((o->sample_flags & PYU_SAMPLE_ASYNC) &&
         (o->sample_flags & PYU_SAMPLE_NATIVE))
         return usage(msg, msglen, "--async and --native do not go together");
-    if (o->format == PYU_CMD_FORMAT_PPROF && !o->output &&
-        (fe == PYU_CMD_DEBUGGER || isatty(STDOUT_FILENO)))
-        return usage(msg, msglen, "--format pprof is binary: write it to "
-                     "a file with -o FILE%s", fe == PYU_CMD_CLI
-                     ? " (or to a pipe)" : "");
+    if (binary_to_terminal(o, fe))
+        return usage(msg, msglen, "--format %s is binary: write it to a "
+                     "file with -o FILE%s", format_names[o->format],
+                     fe == PYU_CMD_CLI ? " (or to a pipe)" : "");
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
             return usage(msg, msglen, "unexpected argument '%s' (%s "
@@ -351,10 +389,11 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         if (accepts(all_opts[i].where, kind, fe))
             longopts[n++] = all_opts[i].opt;
     memset(&longopts[n], 0, sizeof longopts[n]);
-    static const char *const names[3][2] = {
+    static const char *const names[4][2] = {
         {"pyunwind dump", "py-dump"},
         {"pyunwind tasks", "py-tasks"},
-        {"pyunwind sample", "py-sample"}};
+        {"pyunwind sample", "py-sample"},
+        {"pyunwind report", "pyunwind report"}};
     const char *name = names[kind][fe];
 
     memset(o, 0, sizeof *o);
@@ -403,11 +442,23 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
             if ((o->mode = pick(optarg, mode_names)) < 0)
                 return usage(msg, msglen, "'%s' is not a mode (wall, cpu, "
                              "gil or exception)", optarg);
+            o->mode_given = true;
             break;
+        case OPT_FROM:
+        case OPT_TO: {
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(v >= 0) || v > 1e7)
+                return usage(msg, msglen, "'%s' is not a time in seconds "
+                             "since the start (for example 2.5)", optarg);
+            *(c == OPT_FROM ? &o->from : &o->to) = v;
+            break;
+        }
         case OPT_FORMAT:
             if ((o->format = pick(optarg, format_names)) < 0)
                 return usage(msg, msglen, "'%s' is not a format (top, "
-                             "collapsed, json, pprof or speedscope)",
+                             "collapsed, json, pprof, speedscope or raw)",
                          optarg);
             break;
         case OPT_SORT:
@@ -439,6 +490,19 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     }
     if (kind == PYU_CMD_SAMPLE)
         return check_sample(o, fe, argc, argv, name, msg, msglen);
+    if (kind == PYU_CMD_REPORT) {
+        if (binary_to_terminal(o, fe))
+            return usage(msg, msglen, "--format %s is binary: write it to a "
+                         "file with -o FILE (or to a pipe)",
+                         format_names[o->format]);
+        if (o->to && o->to <= o->from)
+            return usage(msg, msglen, "--to must come after --from");
+        if (optind + 1 != argc)
+            return usage(msg, msglen, "give one capture file (see %s "
+                         "--help)", name);
+        o->capture = argv[optind];
+        return PYU_EXIT_OK;
+    }
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
             return usage(msg, msglen, "unexpected argument '%s' (%s "
@@ -604,6 +668,8 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
                  ? pyu_profile_write_pprof(p, f)
              : o->format == PYU_CMD_FORMAT_SPEEDSCOPE
                  ? pyu_profile_write_speedscope(p, f)
+             : o->format == PYU_CMD_FORMAT_RAW
+                 ? pyu_profile_write_raw(p, f)
                  : pyu_profile_write_top(p, f, o->sort, o->limit);
     return close_output(o, f, out, rc, msg, msglen);
 }

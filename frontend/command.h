@@ -30,7 +30,8 @@ enum pyu_cmd_exit {
 };
 
 /* The commands. */
-enum pyu_cmd_kind { PYU_CMD_DUMP, PYU_CMD_TASKS, PYU_CMD_SAMPLE };
+enum pyu_cmd_kind { PYU_CMD_DUMP, PYU_CMD_TASKS, PYU_CMD_SAMPLE,
+                    PYU_CMD_REPORT /* CLI only */ };
 
 /* Who parses: the CLI takes a target (PID or --core ...) on its command
  * line; a debugger command reads the debugger's current target. */
@@ -61,6 +62,10 @@ typedef struct pyu_cmd_opts {
     const char *core, *exe, *sysroot;
     char **launch;        /* sample -- PROGRAM ARGS...: argv to start */
     int nlaunch;
+    /* report */
+    const char *capture;  /* the capture file */
+    double from, to;      /* --from, --to SECONDS (to 0: the end) */
+    bool mode_given;      /* --mode was given */
 } pyu_cmd_opts;
 
 /* Profile formats of --format. */
@@ -69,7 +74,8 @@ enum {
     PYU_CMD_FORMAT_COLLAPSED,
     PYU_CMD_FORMAT_JSON,
     PYU_CMD_FORMAT_PPROF, /* binary */
-    PYU_CMD_FORMAT_SPEEDSCOPE
+    PYU_CMD_FORMAT_SPEEDSCOPE,
+    PYU_CMD_FORMAT_RAW /* binary; sample streams it (pyu_capture) */
 };
 
 /* The help text of a command in a front end ("py-dump", "pyunwind
@@ -137,6 +143,8 @@ typedef struct pyu_cmd_sample_hooks {
                                     has ended (a program started here) */
     void *arg;
     FILE *status; /* a terminal for the live status line, or NULL */
+    FILE *raw;    /* --format raw: the capture is streamed here as it
+                     samples (pyu_capture), or NULL */
 } pyu_cmd_sample_hooks;
 
 /* Samples the session's target into p with the options of `sample`: on an

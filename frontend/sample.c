@@ -104,6 +104,15 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
     pyu_profile_info *in = pyu_profile_info_of(p);
     uint64_t interval = o->rate > 0 ? (uint64_t)(1e9 / o->rate) : 0;
     in->interval_ns = interval;
+    pyu_capture *cap = NULL;
+    if (h->raw && (rc = pyu_capture_new(p, h->raw, &cap)) < 0) {
+        snprintf(msg, msglen, "writing the capture failed: %s",
+                 rc == -PYU_E_NOMEM ? "out of memory" : strerror(errno));
+        pyu_capture_end(cap);
+        pyu_sampler_free(sm);
+        return PYU_EXIT_INTERNAL;
+    }
+    uint64_t failed_before = 0, missed_before = 0;
     uint64_t start = now_ns(), tick = 0, last_status = start;
     uint64_t deadline = o->duration > 0
                             ? start + (uint64_t)(o->duration * 1e9)
@@ -123,6 +132,16 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         if (t >= deadline)
             break;
         rc = pyu_sampler_take(sm);
+        if (cap && pyu_capture_sample(cap, t - start,
+                                      in->failed != failed_before,
+                                      in->missed - missed_before) < 0) {
+            snprintf(msg, msglen, "writing the capture failed: %s",
+                     strerror(errno));
+            ex = PYU_EXIT_INTERNAL;
+            break;
+        }
+        failed_before = in->failed;
+        missed_before = in->missed;
         if (rc == -PYU_E_NOPROC || (h->gone && h->gone(h->arg))) {
             ended = "the target exited";
             break;
@@ -162,6 +181,11 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             sleep_until(due);
     }
     in->duration_ns = now_ns() - start;
+    if (cap && pyu_capture_end(cap) < 0 && ex == PYU_EXIT_OK) {
+        snprintf(msg, msglen, "writing the capture failed: %s",
+                 strerror(errno));
+        ex = PYU_EXIT_INTERNAL;
+    }
     if (h->status) {
         fputs("\r\033[K", h->status);
         fflush(h->status);

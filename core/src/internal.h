@@ -700,6 +700,19 @@ PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
 
 /* ============================================ profiles (out_*.c) */
 
+/* A count made by pyu_profile_count, journaled for a capture. */
+typedef struct pyu_journal_entry {
+    uint32_t thread, node;
+    unsigned status;
+    uint64_t n;
+} pyu_journal_entry;
+/* From now on the profile journals every count (profile.c). */
+PYU_HIDDEN void pyu_profile_journal_start(pyu_profile *p);
+/* The counts since the start or the last take (*n of them; valid until
+ * the next count), and starts over. */
+PYU_HIDDEN const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p,
+                                                             size_t *n);
+
 /* One line: process, version, mode, samples, rate, failed, missed. */
 PYU_HIDDEN void pyu_profile_summary(FILE *out, const pyu_profile_data *d);
 /* The time one sample stands for (ns): the schedule's period, or at -r

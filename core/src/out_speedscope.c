@@ -51,7 +51,7 @@ int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
     for (size_t k = 0; k < 2 * d->nthreads && rc == 0; k++) {
         size_t th = k % d->nthreads;
         const pyu_profile_thread *t = &d->threads[th];
-        if ((k < d->nthreads) != (t->main != 0))
+        if ((k < d->nthreads) != (t->main != 0) || !t->samples)
             continue;
         uint64_t total = 0;
         for (size_t i = 0; i < d->nstacks; i++)

@@ -45,6 +45,10 @@ struct pyu_profile {
     size_t nstacks, capstacks;
     ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
     uint64_t total;
+    /* each count since pyu_profile_journal_start, for a capture */
+    bool journaling;
+    pyu_journal_entry *journal;
+    size_t njournal, capjournal;
 };
 
 static inline uint32_t mix(uint64_t h)
@@ -154,6 +158,7 @@ void pyu_profile_free(pyu_profile *p)
     free(p->nodes);
     free(p->threads);
     free(p->stacks);
+    free(p->journal);
     ix *all[] = {&p->istrs, &p->ifuncs, &p->iframes,
                  &p->inodes, &p->ithreads, &p->istacks};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -308,6 +313,13 @@ int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
 {
     if (thread >= p->nthreads || node >= p->nnodes)
         return -PYU_E_INVAL;
+    if (p->journaling) {
+        if (!room((void **)&p->journal, p->njournal, &p->capjournal,
+                  sizeof *p->journal))
+            return -PYU_E_NOMEM;
+        p->journal[p->njournal++] =
+            (pyu_journal_entry){thread, node, status, n};
+    }
     uint32_t h = mix(((uint64_t)thread << 32) | node);
     size_t at;
     long e = IX_FIND(&p->istacks, h, &at,
@@ -331,4 +343,17 @@ int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
         if (status & 1)
             t->status[b] += n;
     return 0;
+}
+
+void pyu_profile_journal_start(pyu_profile *p)
+{
+    p->journaling = true;
+    p->njournal = 0;
+}
+
+const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p, size_t *n)
+{
+    *n = p->njournal;
+    p->njournal = 0;
+    return p->journal;
 }

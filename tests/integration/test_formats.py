@@ -7,18 +7,19 @@ says it recorded, and the split the target measures by its own clock
 import collections
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
-from conftest import ROOT, TIMEOUT, interpreters
-from test_sample import assert_split, sample, split_target
+from conftest import PYUNWIND, ROOT, TIMEOUT, interpreters, pyunwind
+from test_sample import (SOME, assert_split, collapsed, sample,
+                         split_target, state_of)
 
 PYTHONS = interpreters()
-# one interpreter per kind: 3.15 (anchors), 3.14 free-threaded, 3.13
-SOME = [p for p in PYTHONS if p[0] in ("3.15.2-debian", "3.14.7t", "3.13.5")]
 GO = shutil.which("go")
 
 
@@ -279,7 +280,7 @@ def test_speedscope_from_the_cli(label, python, workdir):
     t = split_target(python, workdir)
     out = os.path.join(workdir, "profile.speedscope.json")
     try:
-        r = sample(t.pid, "-d", "1.5", "--verbose", "--format",
+        r = sample(t.pid, "-d", "2", "--verbose", "--format",
                    "speedscope", "-o", out)
     finally:
         t.close()
@@ -297,3 +298,144 @@ def test_speedscope_from_the_cli(label, python, workdir):
     main = views[0]
     share = main["three"][0] / (main["three"][0] + main["one"][0])
     assert abs(share - 0.75) < 0.1, main
+
+
+# ------------------------------------------------------------ raw / report
+
+def report(*args, ok=True):
+    r = pyunwind("report", *args)
+    if ok:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def capture(python, workdir, seconds="2"):
+    """A capture of the split target: (path, stacks reported, truth)."""
+    t = split_target(python, workdir)
+    path = os.path.join(workdir, "run.raw")
+    try:
+        r = sample(t.pid, "-d", seconds, "--verbose", "--format", "raw",
+                   "-o", path)
+    finally:
+        t.close()
+    return path, int(re.search(r"(\d+) stacks", r.stderr).group(1)), t.truth
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_every_format_from_a_capture(label, python, workdir):
+    """One capture, every format from it by pyunwind report, each read by
+    its reader: all show the sampler's stacks and the target's split."""
+    path, stacks, truth = capture(python, workdir)
+    main = truth["roles"]["main"]
+    got = collapsed(report(path, "--format", "collapsed").stdout)
+    assert sum(n for s in got.values() for _, n in s) == stacks
+    assert_split(got[main], tolerance=0.1)
+    data = json.loads(report(path, "--format", "json").stdout)
+    assert data["total"] == stacks and data["mode"] == "wall"
+    top = report(path, "--format", "top", "--limit", "0").stdout
+    assert "%d stacks from 2 threads" % stacks in top, top
+    pb = os.path.join(workdir, "run.pb.gz")
+    report(path, "--format", "pprof", "-o", pb)
+    assert "Total samples = %d" % stacks in go_pprof(
+        "-top", "-sample_index=samples", pb)
+    _, _, samples = pprof_raw(pb)
+    assert_split([([":%s:" % f for f in reversed(funcs)], v[0])
+                  for v, th, funcs in samples if th == "tid:%d" % main],
+                 tolerance=0.1)
+    ss = os.path.join(workdir, "run.speedscope.json")
+    report(path, "--format", "speedscope", "-o", ss)
+    _, errors, views, _ = speedscope_app(ss, "report-" + label)
+    assert errors == []
+    share = views[0]["three"][0] / (views[0]["three"][0] +
+                                    views[0]["one"][0])
+    assert abs(share - 0.75) < 0.1, views[0]
+    # raw again: the selection as a new capture, read back the same
+    again = os.path.join(workdir, "again.raw")
+    report(path, "--format", "raw", "-o", again)
+    assert collapsed(report(again, "--format", "collapsed").stdout) == got
+
+
+def test_report_filters(workdir):
+    """--thread keeps one thread; --from/--to split the samples between
+    windows exactly; --mode gil narrows a wall capture to the thread
+    holding the GIL (the sleeper never does); a mode the capture cannot
+    give is refused in one line."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    path, stacks, truth = capture(python, workdir)
+    roles = truth["roles"]
+    only = collapsed(report(path, "--format", "collapsed", "--thread",
+                            str(roles["main"])).stdout)
+    assert set(only) == {roles["main"]}
+    whole = json.loads(report(path, "--format", "json").stdout)
+    first = json.loads(report(path, "--format", "json", "--to",
+                              "1").stdout)
+    rest = json.loads(report(path, "--format", "json", "--from",
+                             "1").stdout)
+    assert first["samples"] + rest["samples"] == whole["samples"]
+    assert first["total"] + rest["total"] == whole["total"] == stacks
+    assert abs(first["samples"] - rest["samples"]) < whole["samples"] * 0.1
+    assert abs(first["duration_ns"] - 1e9) < 1e6, first["duration_ns"]
+    gil = collapsed(report(path, "--format", "collapsed", "--mode",
+                           "gil").stdout)
+    assert set(gil) == {roles["main"]}, set(gil)
+    r = report(path, "--mode", "cpu", ok=False)
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "sampled in wall mode" in r.stderr
+
+
+def test_a_killed_run_keeps_its_capture(workdir):
+    """SIGKILL to the sampler mid-run: the capture holds every sample up
+    to its last flush (at most 10 ms before), the report says it ends
+    early, the split is there, and the target runs on."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    path = os.path.join(workdir, "killed.raw")
+    try:
+        p = subprocess.Popen([PYUNWIND, "sample", str(t.pid), "-d", "60",
+                              "--format", "raw", "-o", path],
+                             stderr=subprocess.DEVNULL)
+        time.sleep(2)
+        p.kill()
+        p.wait()
+        r = report(path, "--format", "json")
+        data = json.loads(r.stdout)
+        assert "ends early" in r.stderr, r.stderr
+        assert data["samples"] > 1000, data["samples"]
+        got = collapsed(report(path, "--format", "collapsed").stdout)
+        assert_split(got[t.truth["roles"]["main"]], tolerance=0.1)
+        assert state_of(t.pid) in "RS"
+    finally:
+        t.close()
+
+
+def test_report_on_bad_captures(workdir):
+    """Hostile captures: not a capture, cut anywhere, bytes flipped
+    anywhere (a few hundred variations of a real one): never a crash,
+    exit 0 (what was whole, with a note when cut) or 3 with one line
+    naming the byte."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    path, _, _ = capture(python, workdir, seconds="0.3")
+    with open(path, "rb") as f:
+        good = f.read()
+    bad = os.path.join(workdir, "bad.raw")
+    with open(bad, "wb") as f:
+        f.write(b"not a capture at all\n")
+    r = report(bad, ok=False)
+    assert r.returncode == 3 and "not a capture" in r.stderr, r.stderr
+    rng = random.Random(1234)
+    for i in range(300):
+        data = bytearray(good)
+        if i % 3 == 0:
+            data = data[:rng.randrange(8, len(data))]
+        else:
+            for _ in range(rng.randrange(1, 4)):
+                data[rng.randrange(8, len(data))] = rng.randrange(256)
+        with open(bad, "wb") as f:
+            f.write(data)
+        r = report(bad, "--format", "json", ok=False)
+        assert r.returncode in (0, 3), (i, r.returncode, r.stderr)
+        assert len(r.stderr.splitlines()) <= 1, r.stderr
+        if r.returncode == 0:
+            json.loads(r.stdout)
+        else:
+            assert "at byte" in r.stderr, r.stderr

@@ -624,6 +624,44 @@ PYU_API int pyu_profile_write_pprof(pyu_profile *p, FILE *out);
 /* speedscope's file format: a sampled profile per thread, a frame per
  * function, weights in nanoseconds (docs/formats.md). */
 PYU_API int pyu_profile_write_speedscope(pyu_profile *p, FILE *out);
+/* raw: the whole profile as a capture (below) holding one sample with
+ * every stack and its count (a profile keeps no sample times).  Binary. */
+PYU_API int pyu_profile_write_raw(pyu_profile *p, FILE *out);
+
+/* Captures (the raw format, docs/formats.md#raw): every sample as it is
+ * taken, with its time, streamed to a file, so that a run that is killed
+ * keeps what it had, and read back into a profile by `pyunwind report`
+ * with filters.  Start one after pyu_sampler_new (which fills the
+ * profile's info); call pyu_capture_sample after each pyu_sampler_take:
+ * t_ns its time since the start, failed whether it failed, missed the
+ * schedule's ticks missed since the last one.  Output is flushed at least
+ * every 10 ms.  Each returns 0 or -PYU_E_IO (the write failed) /
+ * -PYU_E_NOMEM; pyu_capture_end writes the end record (the profile's info:
+ * duration, samples, failed, missed) and frees the capture. */
+typedef struct pyu_capture pyu_capture;
+PYU_API int pyu_capture_new(pyu_profile *p, FILE *out, pyu_capture **c);
+PYU_API int pyu_capture_sample(pyu_capture *c, uint64_t t_ns, int failed,
+                               uint64_t missed);
+PYU_API int pyu_capture_end(pyu_capture *c);
+
+/* What a report keeps of a capture: one thread (native id or ident; 0:
+ * all), a mode (PYU_MODE_*, -1: the capture's; wall mode captures narrow
+ * to gil or exception by the status of each stack), samples taken in
+ * [from_ns, to_ns) after the start (to_ns 0: to the end). */
+typedef struct pyu_capture_filter {
+    uint64_t thread;
+    int mode;
+    uint64_t from_ns, to_ns;
+} pyu_capture_filter;
+/* Reads a capture into p (a new profile), keeping what f selects (NULL:
+ * everything); p's info becomes the capture's, for the window kept.
+ * Returns 0, with a note in msg when the capture ends early (a killed
+ * run: the whole samples before the cut are kept) and msg[0] == 0
+ * otherwise; or -PYU_E_CORRUPT (not a capture, or a malformed one: msg
+ * says where), -PYU_E_INVAL (a mode the capture cannot give),
+ * -PYU_E_NOMEM. */
+PYU_API int pyu_capture_read(FILE *in, const pyu_capture_filter *f,
+                             pyu_profile *p, char *msg, size_t msglen);
 
 /* ---------------------------------------------------------------- sampling */
 
