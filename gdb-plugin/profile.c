@@ -23,7 +23,7 @@
  *        (None: the process is gone); ticks_end writes the profile and
  *        the summary
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json",
- *        "pprof" (binary), "speedscope"
+ *        "pprof" (binary), "speedscope", "raw" (binary), "flamegraph"
  *   .data() -> dict: what --format json writes, as objects
  *
  * The window (frontend/window.c) samples from a thread of its own, which
@@ -421,12 +421,13 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
         return NULL;
     /* (in PYU_CMD_FORMAT_* order) */
     static const char *const formats[] = {"top", "collapsed", "json",
-                                          "pprof", "speedscope"};
+                                          "pprof", "speedscope", "raw",
+                                          "flamegraph"};
     static const char *const sorts[] = {"self", "total", "name"};
     pyu_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.format = -1;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < 7; i++)
         if (strcmp(format, formats[i]) == 0)
             o.format = i;
     for (int i = 0; i < 3; i++)
@@ -434,8 +435,9 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
             o.sort = i + 1;
     if (o.format < 0 || !o.sort || limit < 0)
         return raise_error(PYU_EXIT_USAGE, "format: top, collapsed, json, "
-                                           "pprof or speedscope; sort: self, "
-                                           "total or name");
+                                           "pprof, speedscope, raw or "
+                                           "flamegraph; sort: self, total or "
+                                           "name");
     o.sort--;
     o.limit = (size_t)limit;
     return profile_bytes(self->p, &o);

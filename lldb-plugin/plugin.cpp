@@ -712,7 +712,7 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         "       py-profile sample [--name NAME] [-d SECONDS] [-r RATE] "
         "[--mode MODE] ... (py-sample's options)\n"
         "       py-profile write [--name NAME] "
-        "[--format top|collapsed|json|pprof] [-o FILE] "
+        "[--format F] [-o FILE] "
         "[--sort self|total|name] [--limit N]\n"
         "       py-profile close [--name NAME]\n"
         "       py-profile clear [--name NAME]\n"

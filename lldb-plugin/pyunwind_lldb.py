@@ -145,9 +145,10 @@ class Profile:
         return int(self._run("add", *extra).strip() or 0)
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
-        """The profile as `format` (collapsed, top, json or pprof: what
-        py-sample --format writes) into the file `path`, or returned as str
-        (pprof, which is binary, only into a file)."""
+        """The profile as `format` (what py-sample --format writes: top,
+        collapsed, json, pprof, speedscope, raw or flamegraph) into the
+        file `path`, or returned as str (pprof and raw, which are binary,
+        only into a file)."""
         argv = ["write", "--format", format, "--sort", sort,
                 "--limit", limit]
         if path is not None:

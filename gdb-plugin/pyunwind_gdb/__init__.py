@@ -274,12 +274,13 @@ class Profile:
             self._session = None
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
-        """The profile as `format` (collapsed, top, json or pprof: what
-        py-sample --format writes) into the file `path`, or returned as str
-        (pprof, which is binary, only into a file)."""
-        if format == "pprof" and path is None:
-            raise Error("--format pprof is binary: write it to a file "
-                        "(write(path, 'pprof'))", 2)
+        """The profile as `format` (what py-sample --format writes: top,
+        collapsed, json, pprof, speedscope, raw or flamegraph) into the
+        file `path`, or returned as str (pprof and raw, which are binary,
+        only into a file)."""
+        if format in ("pprof", "raw") and path is None:
+            raise Error("--format %s is binary: write it to a file "
+                        "(write(path, %r))" % (format, format), 2)
         try:
             data = self._p.write(format, sort, limit)
         except _pyunwind.Error as e:

@@ -439,3 +439,70 @@ def test_report_on_bad_captures(workdir):
             json.loads(r.stdout)
         else:
             assert "at byte" in r.stderr, r.stderr
+
+
+# ---------------------------------------------------------------- flamegraph
+
+def flamegraph_page(page, name, click, zoom, search):
+    """tests/web/flamegraph.mjs: the page used in headless chromium."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    r = subprocess.run(["node", os.path.join(WEB, "flamegraph.mjs"),
+                        node_modules(), page, os.path.join(ARTIFACTS, name),
+                        click, zoom, search],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def totals(data, pred=lambda names: True):
+    """Samples of the stacks whose function names (outermost first) pass
+    pred, from a profile's json."""
+    funcs, frames = data["functions"], data["frames"]
+    return sum(st["count"] for st in data["stacks"]
+               if pred([funcs[frames[f]["function"]]["name"]
+                        for f in st["frames"]]))
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_flamegraph_in_chromium(label, python, workdir):
+    """The flame graph page of a capture, in headless chromium: no console
+    error and no network request; the outermost row's totals are the
+    profile's (json of the same capture); clicking three() tells its total
+    and share of all; zoomed into main(), three() tells its share of
+    main(); Esc zooms out; the inverted view's outermost row fills the
+    width; a search marks every busy() frame and tells their samples."""
+    path, stacks, truth = capture(python, workdir)
+    data = json.loads(report(path, "--format", "json").stdout)
+    page = os.path.join(workdir, "flame.html")
+    report(path, "--format", "flamegraph", "-o", page)
+    with open(page, encoding="utf-8") as f:
+        html = f.read()
+    assert "http:" not in html and "https:" not in html  # self-contained
+    got = flamegraph_page(page, "flamegraph-" + label, "three", "main",
+                          "busy")
+    assert got["errors"] == [], got["errors"]
+    top = {f["fn"]: f["total"] for f in got["load"] if f["depth"] == 0}
+    assert top == {"<module>": totals(data, lambda n: n[0] == "<module>"),
+                   "Thread._bootstrap": totals(
+                       data, lambda n: n[0] == "Thread._bootstrap")}, top
+    assert sum(top.values()) == stacks
+    three = totals(data, lambda n: "three" in n)
+    main = totals(data, lambda n: "main" in n)
+    assert "total %d samples, %.2f%% of all" % (three, 100 * three / stacks) \
+        in got["click"], got["click"]
+    assert len(got["zoom"]) == 1 and got["zoomDepth0"] == ["main"]
+    assert got["zoom"][0].endswith("%.2f%% of main" % (100 * three / main)), \
+        got["zoom"]
+    assert abs(three / main - 0.75) < 0.1
+    assert got["escape"] == len(got["load"])
+    inv = got["inverted"]
+    assert abs(sum(f["width"] for f in inv) - got["graphWidth"]) < 1, inv
+    # the outermost row, inverted, is each function's self samples (frames
+    # narrower than half a pixel are not drawn)
+    for f in inv:
+        assert f["total"] == totals(data, lambda n: n[-1] == f["fn"]), f
+    assert stacks - sum(f["total"] for f in inv) < stacks * 0.01
+    busy = totals(data, lambda n: "busy" in n)
+    assert got["search"] and set(got["search"]) == {"busy"}
+    assert got["matched"].startswith("matched: %d samples" % busy), \
+        got["matched"]

@@ -624,6 +624,10 @@ PYU_API int pyu_profile_write_pprof(pyu_profile *p, FILE *out);
 /* speedscope's file format: a sampled profile per thread, a frame per
  * function, weights in nanoseconds (docs/formats.md). */
 PYU_API int pyu_profile_write_speedscope(pyu_profile *p, FILE *out);
+/* flamegraph: one self-contained HTML page (no network when viewed): a
+ * flame graph with search, zoom, per-thread view, inverted view, and each
+ * function's total and self samples (docs/formats.md). */
+PYU_API int pyu_profile_write_flamegraph(pyu_profile *p, FILE *out);
 /* raw: the whole profile as a capture (below) holding one sample with
  * every stack and its count (a profile keeps no sample times).  Binary. */
 PYU_API int pyu_profile_write_raw(pyu_profile *p, FILE *out);

@@ -1,0 +1,278 @@
+// pyunwind flame graph: draws the profile embedded in the page (the
+// #pyu-data JSON that core/src/out_flamegraph.c writes) with no network
+// access.  Frames are merged by function; the root is at the top, callees
+// below their callers ("inverted": the innermost functions at the top,
+// their callers below).
+//
+// Click a frame: it becomes the graph's full width (zoom), and the info
+// line gives its total and self samples as a share of the whole run and
+// of the frame zoomed before.  Esc or the crumbs zoom out; "/" searches;
+// "i" inverts; ArrowUp zooms to the parent.
+'use strict';
+(function () {
+  const D = JSON.parse(document.getElementById('pyu-data').textContent);
+  const $ = (id) => document.getElementById(id);
+  const ROW = 18;
+  const state = { thread: -1, inverted: false, zoom: [], search: '',
+                  files: false, selected: null };
+  const pathCache = new Map(); // node -> function ids, outermost first
+
+  function pathOf(node) {
+    let p = pathCache.get(node);
+    if (p) return p;
+    const out = [];
+    for (let n = node, guard = 0; n !== 0 && guard < 100000; guard++) {
+      out.push(D.frames[D.nodes[n][1]][0]);
+      n = D.nodes[n][0];
+    }
+    out.reverse();
+    pathCache.set(node, out);
+    return out;
+  }
+
+  function pct(part, whole) {
+    return whole > 0 ? (100 * part / whole).toFixed(2) + '%' : '0.00%';
+  }
+
+  function fnName(f) { return D.functions[f][0]; }
+  function fnWhere(f) {
+    const fn = D.functions[f];
+    return fn[3] === 0 ? fn[1] + ':' + fn[2] : '';
+  }
+
+  function build() {
+    const root = { fn: -1, total: 0, self: 0, kids: new Map(), parent: null };
+    for (const [th, node, count] of D.stacks) {
+      if (state.thread >= 0 && th !== state.thread) continue;
+      let seq = pathOf(node);
+      if (state.inverted) seq = seq.slice().reverse();
+      let n = root;
+      root.total += count;
+      for (const f of seq) {
+        let c = n.kids.get(f);
+        if (!c) {
+          c = { fn: f, total: 0, self: 0, kids: new Map(), parent: n };
+          n.kids.set(f, c);
+        }
+        c.total += count;
+        n = c;
+      }
+      n.self += count;
+    }
+    return root;
+  }
+
+  function colour(f) {
+    const kind = D.functions[f][3];
+    if (kind === 1) return 'hsl(0,0%,70%)';
+    if (kind === 2) return 'hsl(210,60%,75%)';
+    let h = 0;
+    for (const ch of fnName(f)) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
+    return 'hsl(' + (10 + h % 45) + ',' + (70 + h % 20) + '%,' +
+           (58 + (h >> 8) % 14) + '%)';
+  }
+
+  function matches(f) {
+    if (!state.search) return false;
+    const s = state.search.toLowerCase();
+    return fnName(f).toLowerCase().includes(s) ||
+           (state.files && fnWhere(f).toLowerCase().includes(s));
+  }
+
+  let root = null, zoomNode = null, all = 0;
+
+  function describe(n) {
+    const name = fnName(n.fn), where = fnWhere(n.fn);
+    let t = name + (where ? ' (' + where + ')' : '') + '\n' +
+            'total ' + n.total + ' samples, ' + pct(n.total, all) +
+            ' of all; self ' + n.self + ' samples, ' + pct(n.self, all) +
+            ' of all';
+    if (zoomNode && zoomNode !== root && zoomNode !== n)
+      t += '; ' + pct(n.total, zoomNode.total) + ' of ' +
+           fnName(zoomNode.fn);
+    return t;
+  }
+
+  function render() {
+    root = build();
+    all = root.total;
+    zoomNode = root;
+    for (const f of state.zoom) {
+      const c = zoomNode.kids.get(f);
+      if (!c) { state.zoom = []; zoomNode = root; break; }
+      zoomNode = c;
+    }
+    const g = $('graph');
+    g.textContent = '';
+    const W = g.clientWidth || 1000;
+    let maxDepth = 0, matched = 0;
+    const frag = document.createDocumentFragment();
+    const draw = (n, x, w, depth, inMatch) => {
+      if (w < 0.5) return;
+      const el = document.createElement('div');
+      el.className = 'frame';
+      const m = matches(n.fn);
+      if (m) {
+        el.classList.add('match');
+        if (!inMatch) matched += n.total;
+      } else if (state.search) {
+        el.classList.add('dim');
+      }
+      if (n === state.selected) el.classList.add('selected');
+      el.style.left = x + 'px';
+      el.style.width = w + 'px';
+      el.style.top = depth * ROW + 'px';
+      el.style.background = colour(n.fn);
+      const label = fnName(n.fn) +
+                    (state.files && fnWhere(n.fn) ? ' (' + fnWhere(n.fn) + ')'
+                                                  : '');
+      if (w > 24) el.textContent = label;
+      el.title = describe(n);
+      el.dataset.fn = fnName(n.fn);
+      el.dataset.total = n.total;
+      el.dataset.self = n.self;
+      el.dataset.depth = depth;
+      el._node = n;
+      frag.appendChild(el);
+      if (depth > maxDepth) maxDepth = depth;
+      let cx = x;
+      const kids = [...n.kids.values()].sort((a, b) => b.total - a.total);
+      for (const c of kids) {
+        const cw = w * c.total / n.total;
+        draw(c, cx, cw, depth + 1, inMatch || m);
+        cx += cw;
+      }
+    };
+    if (zoomNode === root) {
+      let x = 0;
+      const kids = [...root.kids.values()].sort((a, b) => b.total - a.total);
+      for (const c of kids) {
+        const w = W * c.total / (root.total || 1);
+        draw(c, x, w, 0, false);
+        x += w;
+      }
+    } else {
+      draw(zoomNode, 0, W, 0, false);
+      // (matches outside the zoomed frame are not counted)
+    }
+    g.appendChild(frag);
+    g.style.height = (maxDepth + 1) * ROW + 'px';
+    $('matched').textContent = state.search
+        ? 'matched: ' + matched + ' samples, ' + pct(matched, all) : '';
+    // crumbs: the way back out of a zoom
+    const crumbs = $('crumbs');
+    crumbs.textContent = '';
+    const link = (text, depth) => {
+      const a = document.createElement('a');
+      a.textContent = text;
+      a.onclick = () => { state.zoom = state.zoom.slice(0, depth); render(); };
+      crumbs.appendChild(a);
+    };
+    link('all', 0);
+    state.zoom.forEach((f, i) => link('› ' + fnName(f), i + 1));
+    $('info').textContent = state.selected && state.selected.fn >= 0
+        ? describe(state.selected)
+        : 'total ' + all + ' samples' +
+          (state.thread >= 0 ? ' in this thread' : '') +
+          (state.inverted ? ' (inverted: innermost functions first)' : '');
+  }
+
+  function zoomTo(n) {
+    const path = [];
+    for (let c = n; c && c.fn >= 0; c = c.parent) path.push(c.fn);
+    state.zoom = path.reverse();
+    state.selected = n;
+    render();
+    // the selection's node after the rebuild
+    let z = root;
+    for (const f of state.zoom) z = z && z.kids.get(f);
+    state.selected = z || null;
+    $('info').textContent = z ? describe(z) : '';
+    for (const el of $('graph').children)
+      el.classList.toggle('selected', el._node === z);
+  }
+
+  function summary() {
+    const i = D.info, secs = i.duration_ns / 1e9;
+    const ticks = i.samples + i.missed;
+    const modes = ['wall', 'cpu', 'gil', 'exception'];
+    $('title').textContent = 'Process ' + i.pid + ': CPython ' + i.python +
+                             ', ' + (modes[i.mode] || '?') + ' mode';
+    $('summary').innerHTML = '';
+    const parts = [
+      ['samples', i.samples], ['duration', secs.toFixed(2) + ' s'],
+      ['rate', (secs > 0 ? (i.samples / secs).toFixed(1) : '0') + '/s'],
+      ['failed', i.failed + ' (' + pct(i.failed, i.samples) + ')'],
+      ['missed', i.missed + ' (' + pct(i.missed, ticks) + ')'],
+      ['sampling efficiency', pct(i.samples - i.failed, ticks)],
+      ['stacks', D.stacks.reduce((a, s) => a + s[2], 0)],
+    ];
+    parts.forEach(([k, v], n) => {
+      if (n) $('summary').appendChild(document.createTextNode(' · '));
+      $('summary').appendChild(document.createTextNode(k + ' '));
+      const b = document.createElement('b');
+      b.textContent = v;
+      $('summary').appendChild(b);
+    });
+    const sel = $('thread');
+    const opt = (v, t) => {
+      const o = document.createElement('option');
+      o.value = v;
+      o.textContent = t;
+      sel.appendChild(o);
+    };
+    opt(-1, 'all threads');
+    D.threads.forEach((t, n) => {
+      const count = D.stacks.reduce((a, s) => a + (s[0] === n ? s[2] : 0), 0);
+      opt(n, 'Thread ' + t[0] + (t[2] ? ' (main)' : '') + ' — ' + count +
+             ' samples');
+    });
+  }
+
+  $('graph').addEventListener('click', (e) => {
+    const el = e.target.closest('.frame');
+    if (el && el._node) zoomTo(el._node);
+  });
+  $('thread').addEventListener('change', (e) => {
+    state.thread = Number(e.target.value);
+    state.zoom = [];
+    state.selected = null;
+    render();
+  });
+  $('search').addEventListener('input', (e) => {
+    state.search = e.target.value.trim();
+    render();
+  });
+  $('inverted').addEventListener('change', (e) => {
+    state.inverted = e.target.checked;
+    state.zoom = [];
+    state.selected = null;
+    render();
+  });
+  $('files').addEventListener('change', (e) => {
+    state.files = e.target.checked;
+    render();
+  });
+  document.addEventListener('keydown', (e) => {
+    if (e.target.tagName === 'INPUT' && e.key !== 'Escape') return;
+    if (e.key === '/') {
+      e.preventDefault();
+      $('search').focus();
+    } else if (e.key === 'Escape') {
+      state.zoom = [];
+      state.selected = null;
+      $('search').blur();
+      render();
+    } else if (e.key === 'i') {
+      $('inverted').checked = !$('inverted').checked;
+      $('inverted').dispatchEvent(new Event('change'));
+    } else if (e.key === 'ArrowUp' && state.zoom.length) {
+      state.zoom = state.zoom.slice(0, -1);
+      state.selected = null;
+      render();
+    }
+  });
+  window.addEventListener('resize', render);
+  summary();
+  render();
+})();

@@ -1,0 +1,79 @@
+// Opens a pyunwind flame graph page in Debian's chromium (puppeteer-core)
+// and uses it as a person would, reporting what the page shows after each
+// step as one JSON object:
+//   load      the frames drawn: {fn, total, self, depth, left, width}
+//   click     clicking the first frame named CLICK: the info line
+//   zoom      clicking ZOOM, then hovering CLICK inside it: its title
+//   escape    Esc: the number of frames (the unzoomed view again)
+//   inverted  the inverted view's outermost row and the graph's width
+//   search    typing SEARCH: frames marked, the "matched" line
+//   errors    console errors and page errors
+// and saves a screenshot of each step as OUT_PREFIX-STEP.png.
+//
+//   node flamegraph.mjs NODE_MODULES_DIR PAGE OUT_PREFIX CLICK ZOOM SEARCH
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const [modules, page_, outPrefix, clickName, zoomName, searchText] =
+    process.argv.slice(2);
+const require = createRequire(path.join(modules, 'x.js'));
+const puppeteer = require('puppeteer-core');
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true,
+  args: ['--no-sandbox'],
+});
+const errors = [];
+const out = { errors };
+const frames = (page) => page.evaluate(() =>
+  [...document.querySelectorAll('#graph .frame')].map((e) => ({
+    fn: e.dataset.fn, total: Number(e.dataset.total),
+    self: Number(e.dataset.self), depth: Number(e.dataset.depth),
+    left: parseFloat(e.style.left), width: parseFloat(e.style.width),
+    match: e.classList.contains('match'), title: e.title })));
+const clickFrame = (page, name) => page.evaluate((n) => {
+  const el = [...document.querySelectorAll('#graph .frame')]
+      .find((e) => e.dataset.fn === n);
+  if (el) el.click();
+  return !!el;
+}, name);
+const shot = (page, step) =>
+  page.screenshot({ path: `${outPrefix}-${step}.png` });
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1400, height: 800 });
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('request', (r) => {
+    if (!r.url().startsWith('file:') && !r.url().startsWith('data:'))
+      errors.push('network request: ' + r.url());
+  });
+  await page.goto(`file://${path.resolve(page_)}`);
+  out.load = await frames(page);
+  out.graphWidth = await page.evaluate(() => document.getElementById('graph').clientWidth);
+  await shot(page, 'load');
+  if (!(await clickFrame(page, clickName))) throw new Error('no frame ' + clickName);
+  out.click = await page.evaluate(() => document.getElementById('info').textContent);
+  await shot(page, 'click');
+  await page.keyboard.press('Escape');
+  if (!(await clickFrame(page, zoomName))) throw new Error('no frame ' + zoomName);
+  out.zoom = (await frames(page)).filter((f) => f.fn === clickName).map((f) => f.title);
+  out.zoomDepth0 = (await frames(page)).filter((f) => f.depth === 0).map((f) => f.fn);
+  await shot(page, 'zoom');
+  await page.keyboard.press('Escape');
+  out.escape = (await frames(page)).length;
+  await page.keyboard.press('i');
+  out.inverted = (await frames(page)).filter((f) => f.depth === 0);
+  await shot(page, 'inverted');
+  await page.keyboard.press('i');
+  await page.keyboard.press('/');
+  await page.keyboard.type(searchText);
+  out.search = (await frames(page)).filter((f) => f.match).map((f) => f.fn);
+  out.matched = await page.evaluate(() => document.getElementById('matched').textContent);
+  await shot(page, 'search');
+} catch (e) {
+  errors.push('harness: ' + e.message);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
