@@ -93,8 +93,17 @@
     return t;
   }
 
+  // the tree is built again only when the thread or the direction change
+  // (zoom, search and labels only draw it again: fast at 100k stacks)
+  let built = null, builtFor = '';
+
   function render() {
-    root = build();
+    const key = state.thread + '/' + state.inverted;
+    if (key !== builtFor) {
+      built = build();
+      builtFor = key;
+    }
+    root = built;
     all = root.total;
     zoomNode = root;
     for (const f of state.zoom) {
@@ -239,9 +248,14 @@
     state.selected = null;
     render();
   });
+  let typing = 0;
   $('search').addEventListener('input', (e) => {
-    state.search = e.target.value.trim();
-    render();
+    // (drawn once typing pauses, not at every key)
+    clearTimeout(typing);
+    typing = setTimeout(() => {
+      state.search = e.target.value.trim();
+      render();
+    }, 120);
   });
   $('inverted').addEventListener('change', (e) => {
     state.inverted = e.target.checked;

@@ -68,6 +68,7 @@ try {
   await page.keyboard.press('i');
   await page.keyboard.press('/');
   await page.keyboard.type(searchText);
+  await new Promise((r) => setTimeout(r, 400)); // (drawn once typing pauses)
   out.search = (await frames(page)).filter((f) => f.match).map((f) => f.fn);
   out.matched = await page.evaluate(() => document.getElementById('matched').textContent);
   await shot(page, 'search');
