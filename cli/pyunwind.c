@@ -285,12 +285,17 @@ static int run_sample(pyu_cmd_opts o)
 
 /* ------------------------------------------------------------- report */
 
-static int run_report(const pyu_cmd_opts *o)
+/* Reads the capture at path into *out with the report's filters.
+ * Returns PYU_EXIT_OK (a note about a cut capture on stderr) or the
+ * error's exit code, reported. */
+static int read_capture(const char *path, const pyu_cmd_opts *o,
+                        pyu_profile **out)
 {
-    char msg[512];
-    FILE *in = fopen(o->capture, "rb");
+    char msg[512], why[400];
+    *out = NULL;
+    FILE *in = fopen(path, "rb");
     if (!in) {
-        snprintf(msg, sizeof msg, "cannot read %s: %s", o->capture,
+        snprintf(msg, sizeof msg, "cannot read %s: %s", path,
                  strerror(errno));
         return fail(msg, PYU_EXIT_TARGET);
     }
@@ -305,23 +310,46 @@ static int run_report(const pyu_cmd_opts *o)
         .from_ns = (uint64_t)(o->from * 1e9),
         .to_ns = (uint64_t)(o->to * 1e9),
     };
-    char why[400];
     int rc = pyu_capture_read(in, &f, p, why, sizeof why);
     fclose(in);
-    int ex = PYU_EXIT_OK;
     if (rc < 0) {
-        snprintf(msg, sizeof msg, "%s: %s", o->capture, why);
-        ex = fail(msg, rc == -PYU_E_NOMEM   ? PYU_EXIT_INTERNAL
-                       : rc == -PYU_E_INVAL ? PYU_EXIT_USAGE
-                                            : PYU_EXIT_TARGET);
-    } else {
-        if (why[0])
-            fprintf(stderr, "pyunwind: note: %s: %s\n", o->capture, why);
+        pyu_profile_free(p);
+        snprintf(msg, sizeof msg, "%s: %s", path, why);
+        return fail(msg, rc == -PYU_E_NOMEM   ? PYU_EXIT_INTERNAL
+                         : rc == -PYU_E_INVAL ? PYU_EXIT_USAGE
+                                              : PYU_EXIT_TARGET);
+    }
+    if (why[0])
+        fprintf(stderr, "pyunwind: note: %s: %s\n", path, why);
+    *out = p;
+    return PYU_EXIT_OK;
+}
+
+static int run_report(const pyu_cmd_opts *o)
+{
+    char msg[512];
+    pyu_profile *p, *base = NULL;
+    int ex = read_capture(o->capture, o, &p);
+    if (ex == PYU_EXIT_OK && o->diff)
+        ex = read_capture(o->diff, o, &base);
+    if (ex == PYU_EXIT_OK && base) {
+        FILE *f = o->output ? fopen(o->output, "w") : stdout;
+        int rc = f ? pyu_profile_write_flamegraph_diff(p, base, f)
+                   : -PYU_E_IO;
+        if (f && f != stdout && fclose(f) != 0)
+            rc = -PYU_E_IO;
+        if (rc < 0) {
+            snprintf(msg, sizeof msg, "writing to %s failed",
+                     o->output ? o->output : "the output");
+            ex = fail(msg, PYU_EXIT_INTERNAL);
+        }
+    } else if (ex == PYU_EXIT_OK) {
         ex = pyu_cmd_write_profile(p, o, stdout, msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             fail(msg, ex);
     }
     pyu_profile_free(p);
+    pyu_profile_free(base);
     return ex;
 }
 

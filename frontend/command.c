@@ -39,6 +39,7 @@ enum {
     OPT_LIMIT,
     OPT_FROM,
     OPT_TO,
+    OPT_DIFF,
 };
 
 static const struct {
@@ -66,6 +67,7 @@ static const struct {
     {{"help", no_argument, NULL, 'h'}, ALL | REPORT},
     {{"from", required_argument, NULL, OPT_FROM}, CLI_ONLY | REPORT},
     {{"to", required_argument, NULL, OPT_TO}, CLI_ONLY | REPORT},
+    {{"diff", required_argument, NULL, OPT_DIFF}, CLI_ONLY | REPORT},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
     {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
@@ -217,6 +219,8 @@ static const char report_help[] =
     "                  (stacks holding the GIL) or exception\n"
     "  --from SECONDS  only samples taken this long after the start or later\n"
     "  --to SECONDS    only samples taken before this long after the start\n"
+    "  --diff BASE     with --format flamegraph: the differential view\n"
+    "                  against the capture BASE (same options applied)\n"
     "  --sort KEY      top: self (default), total or name\n"
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
     "  -o, --output FILE  write to FILE instead of standard output\n"
@@ -444,6 +448,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                              "gil or exception)", optarg);
             o->mode_given = true;
             break;
+        case OPT_DIFF: o->diff = optarg; break;
         case OPT_FROM:
         case OPT_TO: {
             char *end;
@@ -497,6 +502,9 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                          format_names[o->format]);
         if (o->to && o->to <= o->from)
             return usage(msg, msglen, "--to must come after --from");
+        if (o->diff && o->format != PYU_CMD_FORMAT_FLAMEGRAPH)
+            return usage(msg, msglen, "--diff goes with --format "
+                         "flamegraph");
         if (optind + 1 != argc)
             return usage(msg, msglen, "give one capture file (see %s "
                          "--help)", name);

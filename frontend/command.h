@@ -64,6 +64,7 @@ typedef struct pyu_cmd_opts {
     int nlaunch;
     /* report */
     const char *capture;  /* the capture file */
+    const char *diff;     /* --diff BASE: the baseline capture */
     double from, to;      /* --from, --to SECONDS (to 0: the end) */
     bool mode_given;      /* --mode was given */
 } pyu_cmd_opts;

@@ -4,6 +4,10 @@
  * type="application/json"> element.  Nothing is fetched when it is
  * viewed.
  *
+ * A differential page (pyu_profile_write_flamegraph_diff) carries two,
+ * {"base": DATA, "new": DATA}: the new profile is drawn, each frame
+ * coloured by how its share of all samples changed from the baseline.
+ *
  * The data: {"info": {pid, python, mode, interval_ns, duration_ns,
  * samples, failed, missed}, "functions": [[name, file, first_line, kind]],
  * "frames": [[function, line]], "nodes": [[parent, frame]] (node 0 the
@@ -77,13 +81,26 @@ static void put_data(FILE *out, const pyu_profile_data *d)
 
 int pyu_profile_write_flamegraph(pyu_profile *p, FILE *out)
 {
+    return pyu_profile_write_flamegraph_diff(p, NULL, out);
+}
+
+int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
+                                      FILE *out)
+{
     const pyu_profile_data *d = pyu_profile_get(p);
     char *data = NULL;
     size_t len = 0;
     FILE *m = open_memstream(&data, &len);
     if (!m)
         return -PYU_E_NOMEM;
+    if (base) {
+        fputs("{\"base\": ", m);
+        put_data(m, pyu_profile_get(base));
+        fputs(",\n\"new\": ", m);
+    }
     put_data(m, d);
+    if (base)
+        fputc('}', m);
     if (fclose(m) != 0) {
         free(data);
         return -PYU_E_NOMEM;
@@ -104,9 +121,12 @@ int pyu_profile_write_flamegraph(pyu_profile *p, FILE *out)
           "<label><input type=\"checkbox\" id=\"inverted\"> inverted "
           "(i)</label>\n"
           "<label><input type=\"checkbox\" id=\"files\"> file paths"
+          "</label>\n"
+          "<label id=\"elided-box\" hidden><input type=\"checkbox\" "
+          "id=\"elided\"> elided (stacks of the baseline that vanished)"
           "</label></div></header>\n"
           "<div id=\"crumbs\"></div><div id=\"info\"></div>"
-          "<div id=\"graph\"></div>\n"
+          "<div id=\"graph\"></div><div id=\"elided-list\" hidden></div>\n"
           "<div id=\"legend\">Click a frame to zoom into it (Esc, ↑ or "
           "the links above zoom out); hover for its samples."
           "<span style=\"background:hsl(30,80%,62%)\"></span>Python"

@@ -8,25 +8,36 @@
 // line gives its total and self samples as a share of the whole run and
 // of the frame zoomed before.  Esc or the crumbs zoom out; "/" searches;
 // "i" inverts; ArrowUp zooms to the parent.
+//
+// A differential page ({"base": ..., "new": ...}) draws the new profile
+// with each frame coloured by the change of its share of all samples from
+// the baseline (red: larger, blue: smaller), and can list the baseline's
+// stacks that vanished ("elided").  Frames are matched by the function
+// names and files along their stack.
 'use strict';
 (function () {
-  const D = JSON.parse(document.getElementById('pyu-data').textContent);
+  const RAW = JSON.parse(document.getElementById('pyu-data').textContent);
+  const D = RAW.new || RAW;
+  const B = RAW.new ? RAW.base : null;
   const $ = (id) => document.getElementById(id);
   const ROW = 18;
   const state = { thread: -1, inverted: false, zoom: [], search: '',
-                  files: false, selected: null };
-  const pathCache = new Map(); // node -> function ids, outermost first
+                  files: false, selected: null, elided: false };
 
-  function pathOf(node) {
-    let p = pathCache.get(node);
+  // a function's identity across profiles: its name and file
+  function keyOf(X, f) { return X.functions[f][0] + '\u0000' + X.functions[f][1]; }
+
+  function pathOf(X, node) {
+    if (!X.paths) X.paths = new Map();
+    let p = X.paths.get(node);
     if (p) return p;
     const out = [];
     for (let n = node, guard = 0; n !== 0 && guard < 100000; guard++) {
-      out.push(D.frames[D.nodes[n][1]][0]);
-      n = D.nodes[n][0];
+      out.push(X.frames[X.nodes[n][1]][0]);
+      n = X.nodes[n][0];
     }
     out.reverse();
-    pathCache.set(node, out);
+    X.paths.set(node, out);
     return out;
   }
 
@@ -40,19 +51,29 @@
     return fn[3] === 0 ? fn[1] + ':' + fn[2] : '';
   }
 
-  function build() {
-    const root = { fn: -1, total: 0, self: 0, kids: new Map(), parent: null };
-    for (const [th, node, count] of D.stacks) {
-      if (state.thread >= 0 && th !== state.thread) continue;
-      let seq = pathOf(node);
+  // the threads of X the thread choice keeps: one of D's; of the
+  // baseline, the threads with the same "main" flag
+  function keepThread(X, th) {
+    if (state.thread < 0) return true;
+    if (X === D) return th === state.thread;
+    return X.threads[th][2] === D.threads[state.thread][2];
+  }
+
+  function build(X) {
+    const root = { fn: -1, key: '', total: 0, self: 0, kids: new Map(),
+                   parent: null };
+    for (const [th, node, count] of X.stacks) {
+      if (!keepThread(X, th)) continue;
+      let seq = pathOf(X, node);
       if (state.inverted) seq = seq.slice().reverse();
       let n = root;
       root.total += count;
       for (const f of seq) {
-        let c = n.kids.get(f);
+        const k = keyOf(X, f);
+        let c = n.kids.get(k);
         if (!c) {
-          c = { fn: f, total: 0, self: 0, kids: new Map(), parent: n };
-          n.kids.set(f, c);
+          c = { fn: f, key: k, total: 0, self: 0, kids: new Map(), parent: n };
+          n.kids.set(k, c);
         }
         c.total += count;
         n = c;
@@ -60,6 +81,36 @@
       n.self += count;
     }
     return root;
+  }
+
+  function keysOf(n) {
+    const out = [];
+    for (let c = n; c && c.fn >= 0; c = c.parent) out.push(c.key);
+    return out.reverse();
+  }
+
+  // the baseline's node at n's place, or null
+  function baseOf(n) {
+    let b = baseRoot;
+    for (const k of keysOf(n)) {
+      b = b && b.kids.get(k);
+      if (!b) return null;
+    }
+    return b;
+  }
+
+  // change of n's share of all samples from the baseline, in points
+  function delta(n) {
+    const b = baseOf(n);
+    return 100 * (n.total / (all || 1) -
+                  (b ? b.total : 0) / (baseRoot.total || 1));
+  }
+
+  function diffColour(d) {
+    const a = Math.min(1, Math.abs(d) / 20);
+    if (Math.abs(d) < 0.05) return 'hsl(0,0%,92%)';
+    return d > 0 ? 'hsl(0,85%,' + (92 - 42 * a) + '%)'
+                 : 'hsl(215,85%,' + (92 - 42 * a) + '%)';
   }
 
   function colour(f) {
@@ -79,7 +130,7 @@
            (state.files && fnWhere(f).toLowerCase().includes(s));
   }
 
-  let root = null, zoomNode = null, all = 0;
+  let root = null, baseRoot = null, zoomNode = null, all = 0;
 
   function describe(n) {
     const name = fnName(n.fn), where = fnWhere(n.fn);
@@ -90,6 +141,12 @@
     if (zoomNode && zoomNode !== root && zoomNode !== n)
       t += '; ' + pct(n.total, zoomNode.total) + ' of ' +
            fnName(zoomNode.fn);
+    if (B) {
+      const b = baseOf(n), d = delta(n);
+      t += '\nbaseline ' + pct(b ? b.total : 0, baseRoot.total) +
+           ' of all, now ' + pct(n.total, all) + ': ' +
+           (d >= 0 ? '+' : '') + d.toFixed(2) + ' points';
+    }
     return t;
   }
 
@@ -100,7 +157,8 @@
   function render() {
     const key = state.thread + '/' + state.inverted;
     if (key !== builtFor) {
-      built = build();
+      built = build(D);
+      if (B) baseRoot = build(B);
       builtFor = key;
     }
     root = built;
@@ -131,7 +189,13 @@
       el.style.left = x + 'px';
       el.style.width = w + 'px';
       el.style.top = depth * ROW + 'px';
-      el.style.background = colour(n.fn);
+      if (B) {
+        const d = delta(n);
+        el.style.background = diffColour(d);
+        el.dataset.delta = d.toFixed(2);
+      } else {
+        el.style.background = colour(n.fn);
+      }
       const label = fnName(n.fn) +
                     (state.files && fnWhere(n.fn) ? ' (' + fnWhere(n.fn) + ')'
                                                   : '');
@@ -166,6 +230,7 @@
     }
     g.appendChild(frag);
     g.style.height = (maxDepth + 1) * ROW + 'px';
+    elided();
     $('matched').textContent = state.search
         ? 'matched: ' + matched + ' samples, ' + pct(matched, all) : '';
     // crumbs: the way back out of a zoom
@@ -178,7 +243,7 @@
       crumbs.appendChild(a);
     };
     link('all', 0);
-    state.zoom.forEach((f, i) => link('› ' + fnName(f), i + 1));
+    state.zoom.forEach((k, i) => link('› ' + k.split('\u0000')[0], i + 1));
     $('info').textContent = state.selected && state.selected.fn >= 0
         ? describe(state.selected)
         : 'total ' + all + ' samples' +
@@ -186,10 +251,41 @@
           (state.inverted ? ' (inverted: innermost functions first)' : '');
   }
 
+  // the baseline's stacks with no counterpart now: the outermost vanished
+  // frame of each, with its baseline share
+  function elided() {
+    const list = $('elided-list');
+    list.hidden = !(B && state.elided);
+    if (list.hidden) return;
+    list.textContent = '';
+    const rows = [];
+    const walk = (b, n, names) => {
+      for (const [k, c] of b.kids) {
+        const m = n && n.kids.get(k);
+        const here = names.concat(B.functions[c.fn][0]);
+        if (!m) rows.push([here, c.total]);
+        else walk(c, m, here);
+      }
+    };
+    walk(baseRoot, root, []);
+    rows.sort((a, b) => b[1] - a[1]);
+    const h = document.createElement('div');
+    h.textContent = rows.length + ' stacks of the baseline vanished:';
+    list.appendChild(h);
+    for (const [names, total] of rows) {
+      const r = document.createElement('div');
+      r.className = 'elided-row';
+      r.dataset.path = names.join(' › ');
+      r.dataset.share = (100 * total / (baseRoot.total || 1)).toFixed(2);
+      r.textContent = r.dataset.path + ' — baseline ' + total +
+                      ' samples, ' + pct(total, baseRoot.total) + ' of all';
+      r.style.background = diffColour(-100 * total / (baseRoot.total || 1));
+      list.appendChild(r);
+    }
+  }
+
   function zoomTo(n) {
-    const path = [];
-    for (let c = n; c && c.fn >= 0; c = c.parent) path.push(c.fn);
-    state.zoom = path.reverse();
+    state.zoom = keysOf(n);
     state.selected = n;
     render();
     // the selection's node after the rebuild
@@ -206,7 +302,12 @@
     const ticks = i.samples + i.missed;
     const modes = ['wall', 'cpu', 'gil', 'exception'];
     $('title').textContent = 'Process ' + i.pid + ': CPython ' + i.python +
-                             ', ' + (modes[i.mode] || '?') + ' mode';
+                             ', ' + (modes[i.mode] || '?') + ' mode' +
+                             (B ? ' — compared with process ' + B.info.pid +
+                                  ' (red: a larger share of all samples ' +
+                                  'than in the baseline, blue: smaller)'
+                                : '');
+    if (B) $('elided-box').hidden = false;
     $('summary').innerHTML = '';
     const parts = [
       ['samples', i.samples], ['duration', secs.toFixed(2) + ' s'],
@@ -261,6 +362,10 @@
     state.inverted = e.target.checked;
     state.zoom = [];
     state.selected = null;
+    render();
+  });
+  $('elided').addEventListener('change', (e) => {
+    state.elided = e.target.checked;
     render();
   });
   $('files').addEventListener('change', (e) => {

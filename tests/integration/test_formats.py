@@ -15,7 +15,8 @@ import time
 
 import pytest
 
-from conftest import PYUNWIND, ROOT, TIMEOUT, interpreters, pyunwind
+from conftest import (PYUNWIND, ROOT, TIMEOUT, Target, interpreters,
+                      pyunwind)
 from test_sample import (SOME, assert_split, collapsed, sample,
                          split_target, state_of)
 
@@ -506,3 +507,63 @@ def test_flamegraph_in_chromium(label, python, workdir):
     assert got["search"] and set(got["search"]) == {"busy"}
     assert got["matched"].startswith("matched: %d samples" % busy), \
         got["matched"]
+
+
+def share(data, func):
+    """Points of all samples in stacks through func, from a json."""
+    return 100 * totals(data, lambda n: func in n) / data["total"]
+
+
+def test_flamegraph_diff_in_chromium(workdir):
+    """A known regression: the baseline target's one() runs 1 ms of each
+    4, the new one's 3 ms of each 6 (split.py --one-ms 3), so one() takes
+    a larger share of all samples and three() a smaller one.  The
+    differential page (report NEW --diff BASE) colours one() red and
+    three() blue, each frame's change equal to the two captures' json; a
+    run where one() is never called (--one-ms 0) lists its stacks of the
+    baseline as vanished, with their baseline share."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    runs = {}
+    for ms in ("1", "3", "0"):
+        t = Target(python, "split.py", workdir, ("--one-ms", ms),
+                   expect_threads=False)
+        path = os.path.join(workdir, "one-%s.raw" % ms)
+        try:
+            sample(t.pid, "-d", "2", "--format", "raw", "-o", path)
+        finally:
+            t.close()
+        runs[ms] = (path, json.loads(report(path, "--format",
+                                            "json").stdout))
+    base, new, gone = runs["1"], runs["3"], runs["0"]
+    page = os.path.join(workdir, "diff.html")
+    report(new[0], "--diff", base[0], "--format", "flamegraph", "-o", page)
+    got = diff_page(page, "flamegraph-diff")
+    assert got["errors"] == [], got["errors"]
+    frames = {f["fn"]: f for f in got["frames"] if f["depth"] == 2 and
+              f["fn"] in ("one", "three")}
+    for fn, sign in (("one", 1), ("three", -1)):
+        want = share(new[1], fn) - share(base[1], fn)
+        f = frames[fn]
+        assert abs(f["delta"] - want) < 0.01, (fn, f, want)
+        assert sign * want > 5, (fn, want)  # the regression is there
+        r, _, b = f["rgb"]
+        assert (r > b + 50) if sign > 0 else (b > r + 50), (fn, f)
+    # the sleeper's share did not move: neither red nor blue
+    sleeper = [f for f in got["frames"] if f["fn"] == "sleeper"][0]
+    assert abs(sleeper["delta"]) < 2, sleeper
+    assert got["elided"] == [], got["elided"]
+    page = os.path.join(workdir, "gone.html")
+    report(gone[0], "--diff", base[0], "--format", "flamegraph", "-o", page)
+    got = diff_page(page, "flamegraph-elided")
+    assert got["errors"] == [], got["errors"]
+    assert [e["path"] for e in got["elided"]] == ["<module> › main › one"]
+    assert abs(got["elided"][0]["share"] - share(base[1], "one")) < 0.01
+
+
+def diff_page(page, name):
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    r = subprocess.run(["node", os.path.join(WEB, "flamegraph_diff.mjs"),
+                        node_modules(), page, os.path.join(ARTIFACTS, name)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)

@@ -1,7 +1,7 @@
 """Target program for the sampler tests: a known split of wall time.
 
     python split.py TRUTH.json [--seconds S] [--exit CODE] [--handler]
-                               [--churn] [--native] [--gc]
+                               [--churn] [--native] [--gc] [--one-ms MS]
 
 The main thread runs, in a loop, three() busy for 3 ms and one() busy for
 1 ms, each measured by the clock (time.perf_counter), so a sampler that
@@ -17,6 +17,8 @@ samples and one() in about 1/4, whatever the machine's speed.  Beside it:
   --native     the main loop calls one() through C: sorted(key=...) calls
                a key function that runs one()
   --gc         a thread that makes reference cycles and collects them
+  --one-ms MS  one() busy for MS ms instead of 1 (0: one() is not called):
+               a known regression (or a vanished stack) for diff views
 
 TRUTH.json gets the native thread ids by role and the file's path.  It
 prints "ready" once every thread runs, runs for S seconds (default 600),
@@ -47,8 +49,11 @@ def three():
     busy(0.003)
 
 
+ONE_S = 0.001
+
+
 def one():
-    busy(0.001)
+    busy(ONE_S)
 
 
 def sleeper(started):
@@ -120,11 +125,13 @@ def main():
     ap.add_argument("--churn", action="store_true")
     ap.add_argument("--native", action="store_true")
     ap.add_argument("--gc", action="store_true")
+    ap.add_argument("--one-ms", type=float, default=1.0)
     ap.add_argument("--exec", metavar="PROGRAM",
                     help="at the end, exec PROGRAM (with no arguments) "
                     "instead of exiting")
     args = ap.parse_args()
-
+    global ONE_S
+    ONE_S = args.one_ms / 1000
     roles = {"main": threading.get_native_id()}
     started = threading.Semaphore(0)
     helpers = [("sleeper", sleeper)]
@@ -153,7 +160,7 @@ def main():
         three()
         if args.native:
             sorted([1], key=key_calls_one)
-        else:
+        elif ONE_S > 0:
             one()
     if args.exec:
         os.execv(args.exec, [args.exec])

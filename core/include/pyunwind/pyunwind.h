@@ -628,6 +628,12 @@ PYU_API int pyu_profile_write_speedscope(pyu_profile *p, FILE *out);
  * flame graph with search, zoom, per-thread view, inverted view, and each
  * function's total and self samples (docs/formats.md). */
 PYU_API int pyu_profile_write_flamegraph(pyu_profile *p, FILE *out);
+/* The differential flame graph of p against a baseline profile: p's
+ * frames coloured by the change of their share of all samples (red: a
+ * larger share, blue: smaller), and the baseline's stacks that vanished
+ * (docs/formats.md). */
+PYU_API int pyu_profile_write_flamegraph_diff(pyu_profile *p,
+                                              pyu_profile *base, FILE *out);
 /* raw: the whole profile as a capture (below) holding one sample with
  * every stack and its count (a profile keeps no sample times).  Binary. */
 PYU_API int pyu_profile_write_raw(pyu_profile *p, FILE *out);

@@ -1,0 +1,42 @@
+// Opens a differential flame graph page (pyunwind report NEW --diff BASE
+// --format flamegraph) in Debian's chromium (puppeteer-core), turns on
+// the "elided" list, and prints one JSON object: {"errors", "title",
+// "frames": [{fn, depth, delta, rgb: [r, g, b] of its background}],
+// "elided": [{path, share}]}; saves a screenshot as OUT.png.
+//
+//   node flamegraph_diff.mjs NODE_MODULES_DIR PAGE OUT
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const [modules, page_, outPath] = process.argv.slice(2);
+const require = createRequire(path.join(modules, 'x.js'));
+const puppeteer = require('puppeteer-core');
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true, args: ['--no-sandbox'] });
+const errors = [];
+const out = { errors };
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 500 });
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(`file://${path.resolve(page_)}`);
+  await page.click('#elided');
+  Object.assign(out, await page.evaluate(() => ({
+    title: document.getElementById('title').textContent,
+    frames: [...document.querySelectorAll('#graph .frame')].map((e) => ({
+      fn: e.dataset.fn, depth: Number(e.dataset.depth),
+      delta: Number(e.dataset.delta),
+      rgb: getComputedStyle(e).backgroundColor.match(/\d+/g).slice(0, 3)
+          .map(Number) })),
+    elided: [...document.querySelectorAll('.elided-row')].map((e) => ({
+      path: e.dataset.path, share: Number(e.dataset.share) })),
+  })));
+  await page.screenshot({ path: outPath + '.png' });
+} catch (e) {
+  errors.push('harness: ' + e.message);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
