@@ -175,7 +175,7 @@ static const char debugger_help[] =
     "                  pprof (go tool pprof; binary: needs -o or a pipe),\n"\
     "                  speedscope (speedscope's JSON file format), raw (a\n"  \
     "                  capture for pyunwind report, written as it samples;\n"\
-    "                  binary), flamegraph (an HTML page)\n"                 \
+    "                  binary), flamegraph, heatmap (HTML pages)\n"          \
     "  --sort KEY      top: self (default), total or name\n"                 \
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
@@ -213,7 +213,8 @@ static const char report_help[] =
     "select.\n"
     "\n"
     "  --format FORMAT top (default), collapsed, json, pprof, speedscope,\n"
-    "                  flamegraph or raw (the selection as a new capture)\n"
+    "                  flamegraph, heatmap or raw (the selection as a new\n"
+    "                  capture)\n"
     "  --thread TID    only the thread with this native id or Python ident\n"
     "  --mode MODE     the capture's mode, or from a wall-mode capture gil\n"
     "                  (stacks holding the GIL) or exception\n"
@@ -315,7 +316,7 @@ static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
                                          NULL};
 static const char *const format_names[] = {"top", "collapsed", "json",
                                            "pprof", "speedscope", "raw",
-                                           "flamegraph", NULL};
+                                           "flamegraph", "heatmap", NULL};
 static const char *const sort_names[] = {"self", "total", "name", NULL};
 
 static int pick(const char *arg, const char *const *names)
@@ -463,8 +464,8 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_FORMAT:
             if ((o->format = pick(optarg, format_names)) < 0)
                 return usage(msg, msglen, "'%s' is not a format (top, "
-                             "collapsed, json, pprof, speedscope, raw or "
-                             "flamegraph)", optarg);
+                             "collapsed, json, pprof, speedscope, raw, "
+                             "flamegraph or heatmap)", optarg);
             break;
         case OPT_SORT:
             if ((o->sort = pick(optarg, sort_names)) < 0)
@@ -680,6 +681,8 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
                  ? pyu_profile_write_raw(p, f)
              : o->format == PYU_CMD_FORMAT_FLAMEGRAPH
                  ? pyu_profile_write_flamegraph(p, f)
+             : o->format == PYU_CMD_FORMAT_HEATMAP
+                 ? pyu_profile_write_heatmap(p, f)
                  : pyu_profile_write_top(p, f, o->sort, o->limit);
     return close_output(o, f, out, rc, msg, msglen);
 }

@@ -77,7 +77,8 @@ enum {
     PYU_CMD_FORMAT_PPROF, /* binary */
     PYU_CMD_FORMAT_SPEEDSCOPE,
     PYU_CMD_FORMAT_RAW, /* binary; sample streams it (pyu_capture) */
-    PYU_CMD_FORMAT_FLAMEGRAPH
+    PYU_CMD_FORMAT_FLAMEGRAPH,
+    PYU_CMD_FORMAT_HEATMAP
 };
 
 /* The help text of a command in a front end ("py-dump", "pyunwind

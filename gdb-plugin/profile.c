@@ -23,7 +23,8 @@
  *        (None: the process is gone); ticks_end writes the profile and
  *        the summary
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json",
- *        "pprof" (binary), "speedscope", "raw" (binary), "flamegraph"
+ *        "pprof" (binary), "speedscope", "raw" (binary), "flamegraph",
+ *        "heatmap"
  *   .data() -> dict: what --format json writes, as objects
  *
  * The window (frontend/window.c) samples from a thread of its own, which
@@ -422,12 +423,12 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
     /* (in PYU_CMD_FORMAT_* order) */
     static const char *const formats[] = {"top", "collapsed", "json",
                                           "pprof", "speedscope", "raw",
-                                          "flamegraph"};
+                                          "flamegraph", "heatmap"};
     static const char *const sorts[] = {"self", "total", "name"};
     pyu_cmd_opts o;
     memset(&o, 0, sizeof o);
     o.format = -1;
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         if (strcmp(format, formats[i]) == 0)
             o.format = i;
     for (int i = 0; i < 3; i++)
@@ -435,9 +436,9 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
             o.sort = i + 1;
     if (o.format < 0 || !o.sort || limit < 0)
         return raise_error(PYU_EXIT_USAGE, "format: top, collapsed, json, "
-                                           "pprof, speedscope, raw or "
-                                           "flamegraph; sort: self, total or "
-                                           "name");
+                                           "pprof, speedscope, raw, "
+                                           "flamegraph or heatmap; sort: "
+                                           "self, total or name");
     o.sort--;
     o.limit = (size_t)limit;
     return profile_bytes(self->p, &o);

@@ -567,3 +567,53 @@ def diff_page(page, name):
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
+
+
+# ------------------------------------------------------------------ heatmap
+
+def line_counts(data, path):
+    """{line: (self, total)} of one file from a profile's json: self where
+    the innermost frame ran the line, total once per stack."""
+    funcs, frames = data["functions"], data["frames"]
+    out = collections.defaultdict(lambda: [0, 0])
+    for st in data["stacks"]:
+        seen = set()
+        fr = [frames[f] for f in st["frames"]]
+        for k, f in enumerate(fr):
+            if funcs[f["function"]]["file"] != path or f["line"] <= 0:
+                continue
+            if f["line"] not in seen:
+                seen.add(f["line"])
+                out[f["line"]][1] += st["count"]
+            if k == len(fr) - 1:
+                out[f["line"]][0] += st["count"]
+    return {str(k): v for k, v in out.items()}
+
+
+def test_heatmap_in_chromium(workdir):
+    """The heat map page of a capture in headless chromium: no console
+    error; the index lists split.py first (the hottest); every line's self
+    and total samples equal the same capture's json; three()'s call line
+    links to busy()'s first line, and each click on the link restarts its
+    highlight."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    path, stacks, truth = capture(python, workdir)
+    data = json.loads(report(path, "--format", "json").stdout)
+    page = os.path.join(workdir, "heat.html")
+    report(path, "--format", "heatmap", "-o", page)
+    src = truth["file"]
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    r = subprocess.run(["node", os.path.join(WEB, "heatmap.mjs"),
+                        node_modules(), page,
+                        os.path.join(ARTIFACTS, "heatmap"), src, "busy"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["errors"] == [], got["errors"]
+    assert got["index"][0][1] == src, got["index"]
+    assert sum(n for n, _ in got["index"]) == stacks
+    assert got["lines"] == line_counts(data, src), got["lines"]
+    with open(src, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert lines[got["link"]["line"] - 1].startswith("def busy(")
+    assert got["flashes"] == 2 and got["visible"], got

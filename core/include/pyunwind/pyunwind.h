@@ -634,6 +634,11 @@ PYU_API int pyu_profile_write_flamegraph(pyu_profile *p, FILE *out);
  * (docs/formats.md). */
 PYU_API int pyu_profile_write_flamegraph_diff(pyu_profile *p,
                                               pyu_profile *base, FILE *out);
+/* heatmap: one self-contained HTML page of the profiled source files, each
+ * line with its self and total samples, links between calling lines and
+ * called functions, and an index of the files by heat; the source is read
+ * from the files the profile names, on this machine (docs/formats.md). */
+PYU_API int pyu_profile_write_heatmap(pyu_profile *p, FILE *out);
 /* raw: the whole profile as a capture (below) holding one sample with
  * every stack and its count (a profile keeps no sample times).  Binary. */
 PYU_API int pyu_profile_write_raw(pyu_profile *p, FILE *out);

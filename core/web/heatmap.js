@@ -1,0 +1,168 @@
+// pyunwind heat map: the source of every profiled file, each line with its
+// self and total samples, coloured by one of them, with links from a line
+// to the functions it called and from a function's first line to the
+// lines that called it.  Clicking a link shows the target line and makes
+// it flash, every time it is clicked.  Drawn from the #pyu-data JSON that
+// core/src/out_heatmap.c writes; no network access.
+'use strict';
+(function () {
+  const D = JSON.parse(document.getElementById('pyu-data').textContent);
+  const $ = (id) => document.getElementById(id);
+  let by = 'total';
+
+  function pct(n) {
+    return D.total ? (100 * n / D.total).toFixed(2) + '%' : '0.00%';
+  }
+
+  function heat(n, max) {
+    if (!n) return '';
+    const a = Math.sqrt(n / (max || 1));
+    return 'hsl(' + (50 - 50 * a) + ',95%,' + (92 - 40 * a) + '%)';
+  }
+
+  function fileTotal(f) {
+    return Object.values(f.self).reduce((a, b) => a + b, 0);
+  }
+
+  function index() {
+    const v = $('view');
+    v.textContent = '';
+    const t = document.createElement('table');
+    t.id = 'index';
+    t.innerHTML = '<tr><th>self</th><th>self %</th><th>hottest line</th>' +
+                  '<th class="path">file</th></tr>';
+    const order = D.files.map((f, i) => i)
+        .sort((a, b) => fileTotal(D.files[b]) - fileTotal(D.files[a]));
+    for (const i of order) {
+      const f = D.files[i];
+      const hot = Math.max(0, ...Object.values(f.total));
+      const r = t.insertRow();
+      r.className = 'file-row';
+      r.insertCell().textContent = fileTotal(f);
+      r.insertCell().textContent = pct(fileTotal(f));
+      r.insertCell().textContent = hot;
+      const c = r.insertCell();
+      c.className = 'path';
+      const a = document.createElement('a');
+      a.href = '#file=' + i;
+      a.textContent = f.path;
+      c.appendChild(a);
+    }
+    v.appendChild(t);
+  }
+
+  function show(i, line) {
+    const f = D.files[i];
+    const v = $('view');
+    v.textContent = '';
+    const h = document.createElement('h2');
+    h.textContent = f.path + ' — self ' + fileTotal(f) + ' samples (' +
+                    pct(fileTotal(f)) + ')';
+    v.appendChild(h);
+    const lines = f.source ||
+        Array.from({ length: Math.max(0, ...Object.keys(f.total).map(Number)) },
+                   () => '');
+    if (!f.source) {
+      const p = document.createElement('p');
+      p.className = 'nosource';
+      p.textContent = 'the source file is not on the machine that wrote ' +
+                      'this page: counts only';
+      v.appendChild(p);
+    }
+    const max = Math.max(1, ...Object.values(f[by]));
+    const t = document.createElement('table');
+    t.className = 'src';
+    lines.forEach((text, k) => {
+      const n = k + 1, self = f.self[n] || 0, total = f.total[n] || 0;
+      const r = t.insertRow();
+      r.id = 'L' + n;
+      r.dataset.line = n;
+      r.dataset.self = self;
+      r.dataset.total = total;
+      r.style.background = heat(by === 'self' ? self : total, max);
+      r.insertCell().textContent = n;
+      r.cells[0].className = 'n';
+      r.insertCell().textContent = self || '';
+      r.cells[1].className = 'n';
+      r.insertCell().textContent = total || '';
+      r.cells[2].className = 'n';
+      const code = r.insertCell();
+      code.className = 'code';
+      code.textContent = text;
+      const links = [];
+      for (const [tf, tl, cnt, name] of f.calls[n] || [])
+        links.push(['calls ' + name + ' (' + cnt + ')', tf, tl, 'call']);
+      for (const [tf, tl, cnt] of f.callers[n] || [])
+        links.push(['called from ' + D.files[tf].path.split('/').pop() +
+                    ':' + tl + ' (' + cnt + ')', tf, tl, 'caller']);
+      if (links.length) {
+        const d = document.createElement('div');
+        d.className = 'links';
+        for (const [label, tf, tl, kind] of links) {
+          const a = document.createElement('a');
+          a.textContent = label;
+          a.className = kind;
+          a.dataset.file = tf;
+          a.dataset.line = tl;
+          a.onclick = () => go(tf, tl);
+          d.appendChild(a);
+        }
+        code.appendChild(d);
+      }
+    });
+    v.appendChild(t);
+    if (line) flash(line);
+  }
+
+  let current = -1;
+  function go(file, line) {
+    if (file !== current) {
+      current = file;
+      show(file, 0);
+    }
+    history.replaceState(null, '', '#file=' + file + '&line=' + line);
+    flash(line);
+  }
+
+  // the highlight restarts on every click, also on the same line
+  function flash(line) {
+    const r = document.getElementById('L' + line);
+    if (!r) return;
+    r.classList.remove('flash');
+    void r.offsetWidth; // (restarts the animation)
+    r.classList.add('flash');
+    r.scrollIntoView({ block: 'center' });
+  }
+
+  function route() {
+    const m = /file=(\d+)(?:&line=(\d+))?/.exec(location.hash);
+    if (m && D.files[m[1]]) {
+      current = Number(m[1]);
+      show(current, Number(m[2] || 0));
+    } else {
+      current = -1;
+      index();
+    }
+  }
+
+  const i = D.info;
+  const modes = ['wall', 'cpu', 'gil', 'exception'];
+  $('title').textContent = 'Process ' + i.pid + ': CPython ' + i.python +
+                           ', ' + (modes[i.mode] || '?') + ' mode: heat map';
+  $('summary').textContent = i.samples + ' samples in ' +
+      (i.duration_ns / 1e9).toFixed(2) + ' s, ' + D.total + ' stacks; ' +
+      D.files.length + ' files.  Columns: line, self samples (the line ' +
+      'ran), total samples (a frame was on the line).';
+  for (const r of document.querySelectorAll('input[name=by]'))
+    r.addEventListener('change', (e) => {
+      by = e.target.value;
+      route();
+    });
+  $('to-index').addEventListener('click', (e) => {
+    e.preventDefault();
+    location.hash = '';
+    route();
+  });
+  window.addEventListener('hashchange', route);
+  route();
+})();

@@ -1,0 +1,71 @@
+// Opens a pyunwind heat map page in Debian's chromium (puppeteer-core):
+// reads the index, opens the file FILE, reads every line's counts, then
+// clicks the first "calls FUNC" link twice and reports how many times the
+// target line started to flash (each click must restart it).  Prints one
+// JSON object {errors, index: [[self, path]], lines: {LINE: [self,
+// total]}, link: {file, line}, flashes, visible}; screenshots OUT-*.png.
+//
+//   node heatmap.mjs NODE_MODULES_DIR PAGE OUT FILE FUNC
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const [modules, page_, out_, file, func] = process.argv.slice(2);
+const require = createRequire(path.join(modules, 'x.js'));
+const puppeteer = require('puppeteer-core');
+const browser = await puppeteer.launch({
+  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+  headless: true, args: ['--no-sandbox'] });
+const errors = [];
+const out = { errors };
+try {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 700 });
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  await page.goto(`file://${path.resolve(page_)}`);
+  out.index = await page.evaluate(() => [...document.querySelectorAll('.file-row')]
+      .map((r) => [Number(r.cells[0].textContent), r.cells[3].textContent]));
+  await page.screenshot({ path: out_ + '-index.png' });
+  const opened = await page.evaluate((f) => {
+    const a = [...document.querySelectorAll('.file-row a')]
+        .find((x) => x.textContent === f);
+    if (a) a.click();
+    return !!a;
+  }, file);
+  if (!opened) throw new Error('no file ' + file + ' in the index');
+  await page.waitForSelector('table.src');
+  out.lines = await page.evaluate(() => Object.fromEntries(
+      [...document.querySelectorAll('tr[data-line]')]
+          .filter((r) => Number(r.dataset.total) > 0)
+          .map((r) => [r.dataset.line, [Number(r.dataset.self),
+                                        Number(r.dataset.total)]])));
+  // count every start of the highlight on the link's target
+  out.link = await page.evaluate((fn) => {
+    const a = [...document.querySelectorAll('.links a.call')]
+        .find((x) => x.textContent.startsWith('calls ' + fn + ' '));
+    if (!a) return null;
+    window.__flashes = 0;
+    const target = document.getElementById('L' + a.dataset.line);
+    new MutationObserver(() => {
+      if (target.classList.contains('flash')) window.__flashes++;
+    }).observe(target, { attributes: true, attributeFilter: ['class'] });
+    return { file: Number(a.dataset.file), line: Number(a.dataset.line) };
+  }, func);
+  if (!out.link) throw new Error('no link to ' + func);
+  for (let i = 0; i < 2; i++) {
+    await page.evaluate((fn) => [...document.querySelectorAll('.links a.call')]
+        .find((x) => x.textContent.startsWith('calls ' + fn + ' ')).click(), func);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  out.flashes = await page.evaluate(() => window.__flashes);
+  out.visible = await page.evaluate((l) => {
+    const r = document.getElementById('L' + l).getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight;
+  }, out.link.line);
+  await page.screenshot({ path: out_ + '-file.png' });
+} catch (e) {
+  errors.push('harness: ' + e.message);
+} finally {
+  await browser.close();
+}
+console.log(JSON.stringify(out));
