@@ -4,13 +4,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -196,6 +200,126 @@ static int child_exit_code(const child *c)
     return PYU_EXIT_INTERNAL;
 }
 
+/* ------------------------------------------------------------- --live */
+
+/* The live view: a top table redrawn at each tick, keys read from the
+ * terminal (non-canonical, no echo; restored at the end). */
+typedef struct live {
+    int sort;     /* PYU_TOP_SORT_* */
+    long thread;  /* index into the profile's threads, -1: all */
+    struct termios saved;
+    bool raw;
+} live;
+
+static void live_start(live *l)
+{
+    *l = (live){PYU_TOP_SORT_SELF, -1, {0}, false};
+    struct termios t;
+    if (tcgetattr(STDIN_FILENO, &l->saved) == 0) {
+        t = l->saved;
+        t.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+        t.c_cc[VMIN] = 0;
+        t.c_cc[VTIME] = 0;
+        l->raw = tcsetattr(STDIN_FILENO, TCSANOW, &t) == 0;
+    }
+    fputs("\033[?25l", stdout); /* (no cursor while it draws) */
+}
+
+static void live_end(live *l)
+{
+    if (l->raw)
+        tcsetattr(STDIN_FILENO, TCSANOW, &l->saved);
+    fputs("\033[?25h\n", stdout);
+    fflush(stdout);
+}
+
+/* The stacks of one thread of p, as a profile of their own. */
+static pyu_profile *thread_profile(pyu_profile *p, uint32_t th)
+{
+    const pyu_profile_data *d = pyu_profile_get(p);
+    pyu_profile *q = pyu_profile_new();
+    long *funcs = calloc(d->nfuncs + 1, sizeof *funcs);
+    long *frames = calloc(d->nframes + 1, sizeof *frames);
+    long *nodes = calloc(d->nnodes + 1, sizeof *nodes);
+    bool ok = q && funcs && frames && nodes;
+    for (size_t i = 0; ok && i < d->nfuncs; i++)
+        ok = (funcs[i] = pyu_profile_add_func(q, d->funcs[i].name,
+                                              d->funcs[i].file,
+                                              d->funcs[i].first_line,
+                                              d->funcs[i].kind)) >= 0;
+    for (size_t i = 0; ok && i < d->nframes; i++)
+        ok = (frames[i] = pyu_profile_add_frame(
+                  q, (uint32_t)funcs[d->frames[i].func],
+                  d->frames[i].line)) >= 0;
+    /* (a node's parent comes before it) */
+    for (size_t i = 1; ok && i < d->nnodes; i++)
+        ok = (nodes[i] = pyu_profile_push(
+                  q, (uint32_t)nodes[d->nodes[i].parent],
+                  (uint32_t)frames[d->nodes[i].frame])) >= 0;
+    const pyu_profile_thread *t = &d->threads[th];
+    long qt = ok ? pyu_profile_add_thread(q, t->thread_id,
+                                          t->native_thread_id,
+                                          t->interpreter_id, t->main)
+                 : -1;
+    ok = qt >= 0;
+    for (size_t i = 0; ok && i < d->nstacks; i++)
+        if (d->stacks[i].thread == th)
+            ok = pyu_profile_count(q, (uint32_t)qt,
+                                   (uint32_t)nodes[d->stacks[i].node],
+                                   d->stacks[i].count, 0) == 0;
+    if (ok)
+        *pyu_profile_info_of(q) = *d->info;
+    free(funcs);
+    free(frames);
+    free(nodes);
+    if (!ok) {
+        pyu_profile_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+static void live_tick(void *arg, pyu_profile *p, uint64_t elapsed_ns)
+{
+    live *l = arg;
+    const pyu_profile_data *d = pyu_profile_get(p);
+    char key;
+    while (read(STDIN_FILENO, &key, 1) == 1) {
+        if (key == 'q' || key == 'Q')
+            stop_requested = 1;
+        else if (key == 's')
+            l->sort = PYU_TOP_SORT_SELF;
+        else if (key == 't')
+            l->sort = PYU_TOP_SORT_TOTAL;
+        else if (key == 'n')
+            l->sort = PYU_TOP_SORT_NAME;
+        else if (key == 'T')
+            l->thread = l->thread + 1 < (long)d->nthreads ? l->thread + 1
+                                                          : -1;
+    }
+    struct winsize ws;
+    int rows = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 8
+                   ? ws.ws_row
+                   : 24;
+    static const char *const sorts[] = {"self", "total", "name"};
+    char which[64] = "all threads";
+    if (l->thread >= 0)
+        snprintf(which, sizeof which, "thread %" PRIu64 "%s",
+                 d->threads[l->thread].native_thread_id,
+                 d->threads[l->thread].main ? " (main)" : "");
+    printf("\033[H\033[2Jpyunwind --live: %.1f s; sorted by %s; %s"
+           "   [s]elf [t]otal [n]ame  [T]hread  [q]uit\n",
+           (double)elapsed_ns / 1e9, sorts[l->sort], which);
+    pyu_profile *shown = l->thread >= 0
+                             ? thread_profile(p, (uint32_t)l->thread)
+                             : p;
+    if (shown)
+        pyu_profile_write_top(shown, stdout, l->sort, (size_t)(rows - 6));
+    if (shown && shown != p)
+        pyu_profile_free(shown);
+    fflush(stdout);
+}
+
 static int run_sample(pyu_cmd_opts o)
 {
     char msg[1024];
@@ -242,6 +366,13 @@ static int run_sample(pyu_cmd_opts o)
         .arg = &c,
         .status = isatty(STDERR_FILENO) ? stderr : NULL,
     };
+    live lv;
+    if (o.live) {
+        live_start(&lv);
+        h.tick = live_tick;
+        h.tick_arg = &lv;
+        h.status = NULL;
+    }
     /* raw: streamed while it samples, so that a killed run keeps it */
     bool raw = o.format == PYU_CMD_FORMAT_RAW;
     if (raw && !(h.raw = o.output ? fopen(o.output, "wb") : stdout)) {
@@ -252,6 +383,8 @@ static int run_sample(pyu_cmd_opts o)
         return fail(msg, PYU_EXIT_INTERNAL);
     }
     ex = pyu_cmd_sample_run(s, &o, &h, p, stderr, msg, sizeof msg);
+    if (o.live)
+        live_end(&lv);
     pyu_session_free(s);
     if (ex != PYU_EXIT_OK)
         fail(msg, ex);
@@ -259,7 +392,8 @@ static int run_sample(pyu_cmd_opts o)
     if (raw && h.raw != stdout && fclose(h.raw) != 0) {
         snprintf(msg, sizeof msg, "writing to %s failed", o.output);
         wex = PYU_EXIT_INTERNAL;
-    } else if (!raw) {
+    } else if (!raw && !(o.live && !o.output)) {
+        /* (with --live and no -o the view was the output) */
         wex = pyu_cmd_write_profile(p, &o, stdout, msg, sizeof msg);
     }
     if (wex != PYU_EXIT_OK) {

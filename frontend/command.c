@@ -40,6 +40,7 @@ enum {
     OPT_FROM,
     OPT_TO,
     OPT_DIFF,
+    OPT_LIVE,
 };
 
 static const struct {
@@ -68,6 +69,7 @@ static const struct {
     {{"from", required_argument, NULL, OPT_FROM}, CLI_ONLY | REPORT},
     {{"to", required_argument, NULL, OPT_TO}, CLI_ONLY | REPORT},
     {{"diff", required_argument, NULL, OPT_DIFF}, CLI_ONLY | REPORT},
+    {{"live", no_argument, NULL, OPT_LIVE}, CLI_ONLY | SAMPLE},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
     {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
@@ -188,6 +190,10 @@ static const char cli_sample_help[] =
     "Ctrl-C ends the run and keeps the profile.\n"
     SAMPLE_OPTIONS
     "  -o, --output FILE  write the profile to FILE instead of standard output\n"
+    "  --live          a top-like view, redrawn 4 times a second while it\n"
+    "                  samples: keys s/t/n sort by self, total or name, T\n"
+    "                  shows the next thread (or all), q ends the run (the\n"
+    "                  profile then goes to -o FILE, when given)\n"
     "  --verbose       say on standard error how the target was read and what\n"
     "                  the sampler did (reads, frame cache, anchors)\n"
     "  -h, --help      print this help\n";
@@ -371,6 +377,9 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
                          "--help)", argv[optind], name, name);
         return PYU_EXIT_OK;
     }
+    if (o->live && (!isatty(STDOUT_FILENO) || !isatty(STDIN_FILENO)))
+        return usage(msg, msglen, "--live draws on a terminal: run it on "
+                     "one (its profile can still go to -o FILE)");
     if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
         o->launch = argv + optind;
         o->nlaunch = argc - optind;
@@ -450,6 +459,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
             o->mode_given = true;
             break;
         case OPT_DIFF: o->diff = optarg; break;
+        case OPT_LIVE: o->live = true; break;
         case OPT_FROM:
         case OPT_TO: {
             char *end;

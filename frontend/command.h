@@ -65,6 +65,7 @@ typedef struct pyu_cmd_opts {
     /* report */
     const char *capture;  /* the capture file */
     const char *diff;     /* --diff BASE: the baseline capture */
+    bool live;            /* sample --live (CLI) */
     double from, to;      /* --from, --to SECONDS (to 0: the end) */
     bool mode_given;      /* --mode was given */
 } pyu_cmd_opts;
@@ -148,6 +149,10 @@ typedef struct pyu_cmd_sample_hooks {
     FILE *status; /* a terminal for the live status line, or NULL */
     FILE *raw;    /* --format raw: the capture is streamed here as it
                      samples (pyu_capture), or NULL */
+    /* called at every status refresh (4 a second) with the profile so
+       far and the time sampled (--live draws it); may be NULL */
+    void (*tick)(void *arg, pyu_profile *p, uint64_t elapsed_ns);
+    void *tick_arg;
 } pyu_cmd_sample_hooks;
 
 /* Samples the session's target into p with the options of `sample`: on an

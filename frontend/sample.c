@@ -159,8 +159,13 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             break;
         }
         failing_since = rc < 0 ? (failing_since ? failing_since : t) : 0;
-        if (h->status && t - last_status >= STATUS_EVERY_NS) {
-            status_line(h->status, o, t - start, in);
+        if ((h->status || h->tick) && t - last_status >= STATUS_EVERY_NS) {
+            if (h->tick) {
+                in->duration_ns = t - start;
+                h->tick(h->tick_arg, p, t - start);
+            } else {
+                status_line(h->status, o, t - start, in);
+            }
             last_status = t;
         }
         if (!interval)

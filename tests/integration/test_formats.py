@@ -617,3 +617,60 @@ def test_heatmap_in_chromium(workdir):
         lines = f.read().splitlines()
     assert lines[got["link"]["line"] - 1].startswith("def busy(")
     assert got["flashes"] == 2 and got["visible"], got
+
+
+# --------------------------------------------------------------------- live
+
+def test_live_view_on_a_terminal(workdir):
+    """sample --live on a terminal (a pty): a top table redrawn several
+    times a second; t sorts by total, T shows one thread, q ends the run
+    with exit 0, and the profile goes to -o; without a terminal --live is
+    refused in one line."""
+    import pty
+    import select
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    out = os.path.join(workdir, "live.json")
+    try:
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(PYUNWIND, [PYUNWIND, "sample", str(t.pid), "--live",
+                                "-d", "60", "--format", "json", "-o", out])
+        seen = b""
+
+        def pump(seconds):
+            nonlocal seen
+            end = time.time() + seconds
+            while time.time() < end:
+                r, _, _ = select.select([fd], [], [], 0.05)
+                if r:
+                    try:
+                        seen += os.read(fd, 65536)
+                    except OSError:
+                        return
+        pump(1.2)
+        os.write(fd, b"t")
+        pump(0.8)
+        os.write(fd, b"T")
+        pump(0.8)
+        os.write(fd, b"q")
+        pump(2)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        t.close()
+    assert os.waitstatus_to_exitcode(status) == 0, seen[-2000:]
+    views = seen.decode("utf-8", "replace").split("\x1b[H\x1b[2J")[1:]
+    assert len(views) >= 8, len(views)  # redrawn 4 times a second
+    assert "sorted by self; all threads" in views[0], views[0]
+    assert any("sorted by total; all threads" in v for v in views)
+    threads = [v for v in views if "sorted by total; thread " in v]
+    assert threads and "from 1 threads" in threads[-1], views[-1][:500]
+    assert "; interrupted" in views[-1]
+    with open(out) as f:
+        data = json.load(f)
+    # every sample holds both threads' stacks, bar failed ones
+    assert data["samples"] > 1000
+    assert data["total"] >= 2 * (data["samples"] - data["failed"]) - 2
+    r = pyunwind("sample", "--live", "1")
+    assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
+    assert "--live draws on a terminal" in r.stderr
