@@ -114,6 +114,7 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
     fprintf(out, "</title>\n<style>\n%s</style>\n</head><body>\n",
             pyu_web_flamegraph_css);
     fputs("<header><h1 id=\"title\"></h1><div id=\"summary\"></div>\n"
+          "<div id=\"hotspots\"></div>\n"
           "<div id=\"controls\"><label>Thread <select id=\"thread\">"
           "</select></label>\n"
           "<input type=\"search\" id=\"search\" placeholder=\"search "
@@ -128,7 +129,8 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
           "<div id=\"crumbs\"></div><div id=\"info\"></div>"
           "<div id=\"graph\"></div><div id=\"elided-list\" hidden></div>\n"
           "<div id=\"legend\">Click a frame to zoom into it (Esc, ↑ or "
-          "the links above zoom out); hover for its samples."
+          "the links above zoom out); hover for its samples; w: the "
+          "clicked function's callers and callees (a sandwich)."
           "<span style=\"background:hsl(30,80%,62%)\"></span>Python"
           "<span style=\"background:hsl(0,0%,70%)\"></span>&lt;GC&gt;"
           "<span style=\"background:hsl(210,60%,75%)\"></span>&lt;native&gt;"

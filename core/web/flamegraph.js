@@ -9,6 +9,10 @@
 // of the frame zoomed before.  Esc or the crumbs zoom out; "/" searches;
 // "i" inverts; ArrowUp zooms to the parent.
 //
+// "Sandwich" (w, or a hotspot link): the callers of one function (its
+// callers below it, then theirs) and its callees, over every stack it is
+// in (counted once per stack, at its outermost call).
+//
 // A differential page ({"base": ..., "new": ...}) draws the new profile
 // with each frame coloured by the change of its share of all samples from
 // the baseline (red: larger, blue: smaller), and can list the baseline's
@@ -22,7 +26,8 @@
   const $ = (id) => document.getElementById(id);
   const ROW = 18;
   const state = { thread: -1, inverted: false, zoom: [], search: '',
-                  files: false, selected: null, elided: false };
+                  files: false, selected: null, elided: false,
+                  sandwich: null };
 
   // a function's identity across profiles: its name and file
   function keyOf(X, f) { return X.functions[f][0] + '\u0000' + X.functions[f][1]; }
@@ -81,6 +86,39 @@
       n.self += count;
     }
     return root;
+  }
+
+  // the sandwich of the function with key k: [callers, callees] trees,
+  // each rooted at that function
+  function buildSandwich(k) {
+    const mk = (f) => ({ fn: f, key: k, total: 0, self: 0, kids: new Map(),
+                         parent: null });
+    let callers = null, callees = null;
+    const add = (root, seq, count) => {
+      let n = root;
+      root.total += count;
+      for (const f of seq) {
+        const kk = keyOf(D, f);
+        let c = n.kids.get(kk);
+        if (!c) {
+          c = { fn: f, key: kk, total: 0, self: 0, kids: new Map(), parent: n };
+          n.kids.set(kk, c);
+        }
+        c.total += count;
+        n = c;
+      }
+      n.self += count;
+    };
+    for (const [th, node, count] of D.stacks) {
+      if (!keepThread(D, th)) continue;
+      const seq = pathOf(D, node);
+      const i = seq.findIndex((f) => keyOf(D, f) === k);
+      if (i < 0) continue;
+      if (!callers) { callers = mk(seq[i]); callees = mk(seq[i]); }
+      add(callers, seq.slice(0, i).reverse(), count);
+      add(callees, seq.slice(i + 1), count);
+    }
+    return callers ? [callers, callees] : null;
   }
 
   function keysOf(n) {
@@ -172,7 +210,7 @@
     const g = $('graph');
     g.textContent = '';
     const W = g.clientWidth || 1000;
-    let maxDepth = 0, matched = 0;
+    let maxDepth = 0, matched = 0, off = 0, part = '';
     const frag = document.createDocumentFragment();
     const draw = (n, x, w, depth, inMatch) => {
       if (w < 0.5) return;
@@ -188,7 +226,8 @@
       if (n === state.selected) el.classList.add('selected');
       el.style.left = x + 'px';
       el.style.width = w + 'px';
-      el.style.top = depth * ROW + 'px';
+      el.style.top = (off + depth) * ROW + 'px';
+      if (part) el.dataset.part = part;
       if (B) {
         const d = delta(n);
         el.style.background = diffColour(d);
@@ -207,7 +246,7 @@
       el.dataset.depth = depth;
       el._node = n;
       frag.appendChild(el);
-      if (depth > maxDepth) maxDepth = depth;
+      if (off + depth > maxDepth) maxDepth = off + depth;
       let cx = x;
       const kids = [...n.kids.values()].sort((a, b) => b.total - a.total);
       for (const c of kids) {
@@ -216,7 +255,28 @@
         cx += cw;
       }
     };
-    if (zoomNode === root) {
+    const sw = state.sandwich && buildSandwich(state.sandwich);
+    if (state.sandwich && !sw) state.sandwich = null;
+    if (sw) {
+      // callers above, callees below, each under a title row
+      const title = (text, row) => {
+        const t = document.createElement('div');
+        t.className = 'part-title';
+        t.style.top = row * ROW + 'px';
+        t.textContent = text;
+        frag.appendChild(t);
+      };
+      const name = fnName(sw[0].fn);
+      title('callers of ' + name + ' (its callers below it, then theirs)', 0);
+      off = 1;
+      part = 'callers';
+      draw(sw[0], 0, W, 0, false);
+      off = maxDepth + 2;
+      title('callees of ' + name, off - 1);
+      part = 'callees';
+      draw(sw[1], 0, W, 0, false);
+      part = '';
+    } else if (zoomNode === root) {
       let x = 0;
       const kids = [...root.kids.values()].sort((a, b) => b.total - a.total);
       for (const c of kids) {
@@ -244,8 +304,11 @@
     };
     link('all', 0);
     state.zoom.forEach((k, i) => link('› ' + k.split('\u0000')[0], i + 1));
-    $('info').textContent = state.selected && state.selected.fn >= 0
-        ? describe(state.selected)
+    $('info').textContent = sw
+        ? 'sandwich of ' + fnName(sw[0].fn) + ': in ' + sw[0].total +
+          ' samples, ' + pct(sw[0].total, all) + ' of all (Esc: back)'
+        : state.selected && state.selected.fn >= 0
+        ? describe(state.selected) + '  (w: its callers and callees)'
         : 'total ' + all + ' samples' +
           (state.thread >= 0 ? ' in this thread' : '') +
           (state.inverted ? ' (inverted: innermost functions first)' : '');
@@ -308,6 +371,34 @@
                                   'than in the baseline, blue: smaller)'
                                 : '');
     if (B) $('elided-box').hidden = false;
+    // hotspots: the functions with the most self samples; each link shows
+    // its sandwich
+    const self = new Map();
+    for (const [, node, count] of D.stacks) {
+      const p = pathOf(D, node);
+      if (!p.length) continue;
+      const k = keyOf(D, p[p.length - 1]);
+      self.set(k, (self.get(k) || [p[p.length - 1], 0]));
+      self.get(k)[1] += count;
+    }
+    const hot = [...self.entries()].sort((a, b) => b[1][1] - a[1][1])
+        .slice(0, 8);
+    const hs = $('hotspots');
+    hs.textContent = 'hotspots (self): ';
+    for (const [k, [f, n]] of hot) {
+      const a = document.createElement('a');
+      a.className = 'hotspot';
+      a.dataset.fn = fnName(f);
+      a.dataset.self = n;
+      a.textContent = fnName(f) + ' ' + pct(n, D.stacks.reduce(
+          (t, st) => t + st[2], 0));
+      a.onclick = () => {
+        state.sandwich = k;
+        state.zoom = [];
+        render();
+      };
+      hs.appendChild(a);
+    }
     $('summary').innerHTML = '';
     const parts = [
       ['samples', i.samples], ['duration', secs.toFixed(2) + ' s'],
@@ -341,7 +432,12 @@
 
   $('graph').addEventListener('click', (e) => {
     const el = e.target.closest('.frame');
-    if (el && el._node) zoomTo(el._node);
+    if (!el || !el._node) return;
+    if (state.sandwich) { // (a sandwich is not zoomed into)
+      $('info').textContent = describe(el._node);
+      return;
+    }
+    zoomTo(el._node);
   });
   $('thread').addEventListener('change', (e) => {
     state.thread = Number(e.target.value);
@@ -377,9 +473,13 @@
     if (e.key === '/') {
       e.preventDefault();
       $('search').focus();
+    } else if (e.key === 'w' && state.selected && state.selected.fn >= 0) {
+      state.sandwich = state.sandwich ? null : state.selected.key;
+      render();
     } else if (e.key === 'Escape') {
       state.zoom = [];
       state.selected = null;
+      state.sandwich = null;
       $('search').blur();
       render();
     } else if (e.key === 'i') {

@@ -507,6 +507,25 @@ def test_flamegraph_in_chromium(label, python, workdir):
     assert got["search"] and set(got["search"]) == {"busy"}
     assert got["matched"].startswith("matched: %d samples" % busy), \
         got["matched"]
+    # hotspots: the functions with the most self samples
+    selfs = collections.Counter()
+    funcs, frames = data["functions"], data["frames"]
+    for st in data["stacks"]:
+        selfs[funcs[frames[st["frames"][-1]]["function"]]["name"]] += \
+            st["count"]
+    assert dict(got["hotspots"]) == dict(selfs.most_common(8))
+    # the sandwich of busy(): itself, then its callers three() and one()
+    # with the samples of the stacks where each calls it
+    parts = got["sandwichParts"]
+    callers = {f["fn"]: f["total"] for f, p in zip(got["sandwich"], parts)
+               if p == "callers" and f["depth"] == 1}
+    assert callers == {
+        "three": totals(data, lambda n: "busy" in n and
+                        n[n.index("busy") - 1] == "three"),
+        "one": totals(data, lambda n: "busy" in n and
+                      n[n.index("busy") - 1] == "one")}, callers
+    top = [f for f, p in zip(got["sandwich"], parts) if f["depth"] == 0]
+    assert [(f["fn"], f["total"]) for f in top] == [("busy", busy)] * 2
 
 
 def share(data, func):

@@ -7,6 +7,8 @@
 //   escape    Esc: the number of frames (the unzoomed view again)
 //   inverted  the inverted view's outermost row and the graph's width
 //   search    typing SEARCH: frames marked, the "matched" line
+//   hotspots  the hotspot links: [function, self samples]
+//   sandwich  the hotspot link of SEARCH clicked: {part, depth, fn, total}
 //   errors    console errors and page errors
 // and saves a screenshot of each step as OUT_PREFIX-STEP.png.
 //
@@ -72,6 +74,20 @@ try {
   out.search = (await frames(page)).filter((f) => f.match).map((f) => f.fn);
   out.matched = await page.evaluate(() => document.getElementById('matched').textContent);
   await shot(page, 'search');
+  await page.keyboard.press('Escape');
+  out.hotspots = await page.evaluate(() => [...document.querySelectorAll('.hotspot')]
+      .map((a) => [a.dataset.fn, Number(a.dataset.self)]));
+  const clicked = await page.evaluate((n) => {
+    const a = [...document.querySelectorAll('.hotspot')].find((x) => x.dataset.fn === n);
+    if (a) a.click();
+    return !!a;
+  }, searchText);
+  if (!clicked) throw new Error('no hotspot ' + searchText);
+  out.sandwich = (await frames(page)).map((f) => ({ fn: f.fn, total: f.total,
+                                                   depth: f.depth }));
+  out.sandwichParts = await page.evaluate(() => [...document.querySelectorAll('#graph .frame')]
+      .map((e) => e.dataset.part));
+  await shot(page, 'sandwich');
 } catch (e) {
   errors.push('harness: ' + e.message);
 } finally {
