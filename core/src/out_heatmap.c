@@ -6,8 +6,9 @@
  * core/web/heatmap.js and .css, embedded at build time.
  *
  * Source lines are read here from the files as the profile names them
- * (on the machine that writes the page; at most FILE_MAX bytes a file):
- * a file that is not there is shown by its counts alone.
+ * (on the machine that writes the page; at most FILE_MAX bytes a file;
+ * only regular files named *.py or *.pyw): a file that is not there is
+ * shown by its counts alone.
  *
  * The data: {"info": {...as the flame graph's}, "total": N, "files":
  * [{"path", "source": [lines] or null, "self": {LINE: N}, "total":
@@ -20,6 +21,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FILE_MAX (4u << 20)
 #define FILES_MAX 4096
@@ -99,10 +101,23 @@ static int cmp_count(const void *a, const void *b)
     return (x->to_line > y->to_line) - (x->to_line < y->to_line);
 }
 
+/* Is path a Python source file: an absolute path to a regular file named
+ * *.py or *.pyw?  (The paths come from the profile, which may come from a
+ * capture of unknown origin: nothing else is read into the page.) */
+static bool python_source(const char *path)
+{
+    size_t n = strlen(path);
+    struct stat st;
+    return path[0] == '/' &&
+           ((n > 3 && strcmp(path + n - 3, ".py") == 0) ||
+            (n > 4 && strcmp(path + n - 4, ".pyw") == 0)) &&
+           stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 /* Writes a file's lines as a JSON array, or null when it cannot be read. */
 static void put_source(FILE *out, const char *path)
 {
-    FILE *f = path[0] == '/' ? fopen(path, "r") : NULL;
+    FILE *f = python_source(path) ? fopen(path, "r") : NULL;
     char *text = NULL;
     size_t len = 0;
     if (f) {
