@@ -693,3 +693,44 @@ def test_live_view_on_a_terminal(workdir):
     r = pyunwind("sample", "--live", "1")
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1, r.stderr
     assert "--live draws on a terminal" in r.stderr
+
+
+def _varint(v):
+    out = bytearray()
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def _string(s):
+    return _varint(len(s.encode())) + s.encode()
+
+
+def test_heatmap_reads_only_python_sources(workdir):
+    """A capture from elsewhere names the files: one naming /etc/passwd as
+    a function's file does not bring /etc/passwd into the heat map."""
+    rec = (b"PYUNWRAW" + _varint(1) +
+           b"P" + _varint(1) + _string("3.15.2") + _varint(0) * 2 +
+           _varint(1000000) + _varint(0) +
+           b"T" + _varint(1) + _varint(1) + _varint(0) + _varint(1) +
+           b"F" + _string("f") + _string("/etc/passwd") + _varint(2) +
+           _varint(0) +
+           b"L" + _varint(0) + _varint(2) +
+           b"N" + _varint(0) + _varint(0) +
+           b"S" + _varint(0) + _varint(0) + _varint(0) + _varint(1) +
+           _varint(0) + _varint(1) + _varint(0) + _varint(5) +
+           b"E" + _varint(1000000) + _varint(1) + _varint(0) + _varint(0))
+    path = os.path.join(workdir, "foreign.raw")
+    with open(path, "wb") as f:
+        f.write(rec)
+    top = report(path).stdout
+    assert "f (/etc/passwd:1)" in top, top
+    page = os.path.join(workdir, "foreign.html")
+    report(path, "--format", "heatmap", "-o", page)
+    with open(page, encoding="utf-8") as f:
+        html = f.read()
+    assert '"/etc/passwd", "source": null' in html
+    assert "root:" not in html
