@@ -4,7 +4,8 @@
  * One line per (thread, stack): "tid:NATIVE_ID", then each frame from the
  * outermost to the innermost as "file:function:line" (the file's base
  * name; a synthetic frame by its bare name), joined by ';', a space and
- * the count.  Lines by count, most first, then by text.  flamegraph.pl,
+ * the count (a stack recorded with several statuses: their sum).  Lines
+ * by count, most first, then by text.  flamegraph.pl,
  * inferno and speedscope read it; none of them allows a ';' or a line
  * break inside a frame, so those are replaced.
  */
@@ -40,6 +41,11 @@ static void put_frame(FILE *out, const pyu_profile_data *d, uint32_t frame)
     fputc(':', out);
     put_clean(out, fn->name);
     fprintf(out, ":%d", f->line);
+}
+
+static int cmp_text(const void *a, const void *b)
+{
+    return strcmp(((const line *)a)->text, ((const line *)b)->text);
 }
 
 static int cmp_lines(const void *a, const void *b)
@@ -90,6 +96,18 @@ int pyu_profile_write_collapsed(pyu_profile *p, FILE *out)
         lines[n++].count = st->count;
     }
     if (rc == 0) {
+        /* a stack recorded with different statuses is one line */
+        qsort(lines, n, sizeof *lines, cmp_text);
+        size_t w = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (w && strcmp(lines[w - 1].text, lines[i].text) == 0) {
+                lines[w - 1].count += lines[i].count;
+                free(lines[i].text);
+                continue;
+            }
+            lines[w++] = lines[i];
+        }
+        n = w;
         qsort(lines, n, sizeof *lines, cmp_lines);
         for (size_t i = 0; i < n; i++)
             fprintf(out, "%s %" PRIu64 "\n", lines[i].text, lines[i].count);

@@ -12,7 +12,8 @@
  * samples, failed, missed}, "functions": [[name, file, first_line, kind]],
  * "frames": [[function, line]], "nodes": [[parent, frame]] (node 0 the
  * empty stack), "threads": [[native_id, thread_id, main]], "stacks":
- * [[thread, node, count]]}: the profile's own tables.
+ * [[thread, node, count, status]]}: the profile's own tables (status:
+ * PYU_STATUS_* bits).
  */
 #include "internal.h"
 
@@ -73,9 +74,9 @@ static void put_data(FILE *out, const pyu_profile_data *d)
                 d->threads[i].main != 0);
     fputs("],\n\"stacks\": [", out);
     for (size_t i = 0; i < d->nstacks; i++)
-        fprintf(out, "%s[%" PRIu32 ", %" PRIu32 ", %" PRIu64 "]",
+        fprintf(out, "%s[%" PRIu32 ", %" PRIu32 ", %" PRIu64 ", %u]",
                 i ? "," : "", d->stacks[i].thread, d->stacks[i].node,
-                d->stacks[i].count);
+                d->stacks[i].count, d->stacks[i].status);
     fputs("]}", out);
 }
 
@@ -116,6 +117,13 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
     fputs("<header><h1 id=\"title\"></h1><div id=\"summary\"></div>\n"
           "<div id=\"hotspots\"></div>\n"
           "<div id=\"controls\"><label>Thread <select id=\"thread\">"
+          "</select></label>\n"
+          "<label>Status <select id=\"status\"><option value=\"0\">any"
+          "</option><option value=\"1\">holding the GIL</option>"
+          "<option value=\"2\">waiting for the GIL</option>"
+          "<option value=\"4\">on a CPU</option>"
+          "<option value=\"8\">in the garbage collector</option>"
+          "<option value=\"16\">handling an exception</option>"
           "</select></label>\n"
           "<input type=\"search\" id=\"search\" placeholder=\"search "
           "functions ( / )\"> <span id=\"matched\"></span>\n"

@@ -62,8 +62,17 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
     for (size_t i = 0; i < d->nstacks; i++) {
         const pyu_profile_stack *st = &d->stacks[i];
         fprintf(out, "%s\n  {\"thread\": %" PRIu32 ", \"count\": %" PRIu64
-                     ", \"frames\": [",
+                     ", \"status\": [",
                 i ? "," : "", st->thread, st->count);
+        bool first = true;
+        for (unsigned b = 0; b < 8; b++) {
+            const char *name = pyu_status_name(1u << b, 0);
+            if (name && (st->status & (1u << b))) {
+                fprintf(out, "%s\"%s\"", first ? "" : ", ", name);
+                first = false;
+            }
+        }
+        fputs("], \"frames\": [", out);
         /* outermost first: the path from the root, reversed */
         uint32_t depth = d->nodes[st->node].depth;
         for (uint32_t k = 0; k < depth; k++) {

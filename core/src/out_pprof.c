@@ -12,7 +12,9 @@
  *   sample (2)        one per (thread, stack): its location ids innermost
  *                     first, both values, and labels "thread" (its native
  *                     id, as text "tid:N" like the collapsed format) and
- *                     "thread_id" (its threading.get_ident(), a number)
+ *                     "thread_id" (its threading.get_ident(), a number);
+ *                     and "status" (the thread's status words, e.g.
+ *                     "has_gil,exception") when it had any
  *   location (4)      one per profile frame (a function at a line): id =
  *                     frame index + 1, one line (function id, line)
  *   function (5)      one per profile function: id = index + 1, name
@@ -211,6 +213,7 @@ static int encode(const pyu_profile_data *d, buf *b)
     int64_t s_ns = str_index(&st, "nanoseconds");
     int64_t s_thread = str_index(&st, "thread");
     int64_t s_ident = str_index(&st, "thread_id");
+    int64_t s_status = str_index(&st, "status");
     value_type(b, &m, 1, s_samples, s_count);
     value_type(b, &m, 1, s_time, s_ns);
     uint64_t period = pyu_profile_period(pi);
@@ -247,6 +250,19 @@ static int encode(const pyu_profile_data *d, buf *b)
         field_int(&sub, 1, (uint64_t)s_ident);
         field_int(&sub, 3, th->thread_id);
         field_msg(&m, 3, &sub);
+        if (s->status) { /* e.g. "has_gil,exception" */
+            char words[96] = "";
+            for (unsigned b = 0; b < 8; b++) {
+                const char *w = pyu_status_name(1u << b, 0);
+                if (w && (s->status & (1u << b)))
+                    snprintf(words + strlen(words),
+                             sizeof words - strlen(words), "%s%s",
+                             words[0] ? "," : "", w);
+            }
+            field_int(&sub, 1, (uint64_t)s_status);
+            field_int(&sub, 2, (uint64_t)str_index(&st, words));
+            field_msg(&m, 3, &sub);
+        }
         field_msg(b, 2, &m);
     }
     for (size_t i = 0; i < d->nframes && rc == 0; i++) {

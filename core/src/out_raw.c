@@ -194,7 +194,7 @@ int pyu_capture_end(pyu_capture *c)
 }
 
 /* A whole profile as a capture: every stack in one sample at the start,
- * with its count and no status (a profile keeps no sample times). */
+ * with its count and status (a profile keeps no sample times). */
 int pyu_profile_write_raw(pyu_profile *p, FILE *out)
 {
     const pyu_profile_data *d = pyu_profile_get(p);
@@ -209,7 +209,7 @@ int pyu_profile_write_raw(pyu_profile *p, FILE *out)
     for (size_t i = 0; i < d->nstacks; i++) {
         put_u(out, d->stacks[i].thread);
         put_u(out, d->stacks[i].node);
-        put_u(out, 0);
+        put_u(out, d->stacks[i].status);
         put_u(out, d->stacks[i].count);
     }
     put_end(out, d->info);

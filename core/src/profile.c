@@ -320,18 +320,20 @@ int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
         p->journal[p->njournal++] =
             (pyu_journal_entry){thread, node, status, n};
     }
-    uint32_t h = mix(((uint64_t)thread << 32) | node);
+    uint32_t h = mix(((uint64_t)thread << 32 | node) ^
+                     (uint64_t)status << 56);
     size_t at;
     long e = IX_FIND(&p->istacks, h, &at,
                      p->stacks[e].thread == thread &&
-                         p->stacks[e].node == node);
+                         p->stacks[e].node == node &&
+                         p->stacks[e].status == status);
     if (e < 0) {
         if (!room((void **)&p->stacks, p->nstacks, &p->capstacks,
                   sizeof *p->stacks) ||
             !ix_room(&p->istacks))
             return -PYU_E_NOMEM;
         IX_FIND(&p->istacks, h, &at, false);
-        p->stacks[p->nstacks] = (pyu_profile_stack){thread, node, 0};
+        p->stacks[p->nstacks] = (pyu_profile_stack){thread, node, 0, status};
         ix_put(&p->istacks, at, h, p->nstacks);
         e = (long)p->nstacks++;
     }

@@ -25,8 +25,8 @@
   const B = RAW.new ? RAW.base : null;
   const $ = (id) => document.getElementById(id);
   const ROW = 18;
-  const state = { thread: -1, inverted: false, zoom: [], search: '',
-                  files: false, selected: null, elided: false,
+  const state = { thread: -1, status: 0, inverted: false, zoom: [],
+                  search: '', files: false, selected: null, elided: false,
                   sandwich: null };
 
   // a function's identity across profiles: its name and file
@@ -58,6 +58,11 @@
 
   // the threads of X the thread choice keeps: one of D's; of the
   // baseline, the threads with the same "main" flag
+  // a stack the status choice keeps (status bits of the thread then)
+  function keepStatus(st) {
+    return !state.status || ((st[3] || 0) & state.status) !== 0;
+  }
+
   function keepThread(X, th) {
     if (state.thread < 0) return true;
     if (X === D) return th === state.thread;
@@ -67,8 +72,9 @@
   function build(X) {
     const root = { fn: -1, key: '', total: 0, self: 0, kids: new Map(),
                    parent: null };
-    for (const [th, node, count] of X.stacks) {
-      if (!keepThread(X, th)) continue;
+    for (const st of X.stacks) {
+      const [th, node, count] = st;
+      if (!keepThread(X, th) || !keepStatus(st)) continue;
       let seq = pathOf(X, node);
       if (state.inverted) seq = seq.slice().reverse();
       let n = root;
@@ -109,8 +115,9 @@
       }
       n.self += count;
     };
-    for (const [th, node, count] of D.stacks) {
-      if (!keepThread(D, th)) continue;
+    for (const st of D.stacks) {
+      const [th, node, count] = st;
+      if (!keepThread(D, th) || !keepStatus(st)) continue;
       const seq = pathOf(D, node);
       const i = seq.findIndex((f) => keyOf(D, f) === k);
       if (i < 0) continue;
@@ -193,7 +200,7 @@
   let built = null, builtFor = '';
 
   function render() {
-    const key = state.thread + '/' + state.inverted;
+    const key = state.thread + '/' + state.status + '/' + state.inverted;
     if (key !== builtFor) {
       built = build(D);
       if (B) baseRoot = build(B);
@@ -446,6 +453,12 @@
     render();
   });
   let typing = 0;
+  $('status').addEventListener('change', (e) => {
+    state.status = Number(e.target.value);
+    state.zoom = [];
+    state.selected = null;
+    render();
+  });
   $('search').addEventListener('input', (e) => {
     // (drawn once typing pauses, not at every key)
     clearTimeout(typing);

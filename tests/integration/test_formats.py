@@ -54,9 +54,11 @@ def pprof_raw(path):
             if m:
                 samples.append([[int(v) for v in m.group(1).split()], None,
                                 [int(i) for i in m.group(2).split()]])
-            elif re.match(r"^\s+thread:\[(.*)\]$", line):
-                samples[-1][1] = re.match(r"^\s+thread:\[(.*)\]$",
-                                          line).group(1)
+            elif re.search(r"(?:^|\s)thread:\[([^\]]*)\]", line):
+                # (string labels share a line: "status:[has_gil]
+                # thread:[tid:N]")
+                samples[-1][1] = re.search(r"(?:^|\s)thread:\[([^\]]*)\]",
+                                           line).group(1)
             elif line.strip() and types is None:
                 types = line.split()
         elif part == "Locations":
@@ -102,6 +104,13 @@ def test_pprof_read_by_go_tool_pprof(label, python, workdir):
     top = go_pprof("-top", "-sample_index=samples", out)
     assert "Total samples = %d" % stacks in top, top
     assert re.search(r"\s<module>$", top, re.M), top
+    # the status label: the main thread holds the GIL, the sleeper never
+    gil = go_pprof("-top", "-sample_index=samples", "-tagfocus",
+                   "status=has_gil", out)
+    main_samples = sum(n for _, n in by_thread["tid:%d" % roles["main"]])
+    assert abs(int(re.search(r"Showing nodes accounting for (\d+)",
+                             gil).group(1)) - main_samples) <= \
+        main_samples * 0.02, gil
 
 
 def test_pprof_is_not_written_to_a_terminal(workdir):
@@ -526,6 +535,15 @@ def test_flamegraph_in_chromium(label, python, workdir):
                       n[n.index("busy") - 1] == "one")}, callers
     top = [f for f, p in zip(got["sandwich"], parts) if f["depth"] == 0]
     assert [(f["fn"], f["total"]) for f in top] == [("busy", busy)] * 2
+    # the status filter: stacks of a thread holding the GIL (the main
+    # thread, busy; the sleeper never), as the json counts them
+    gil = collections.Counter()
+    for st in data["stacks"]:
+        if "has_gil" in st["status"]:
+            gil[funcs[frames[st["frames"][0]]["function"]]["name"]] += \
+                st["count"]
+    assert {f["fn"]: f["total"] for f in got["gil"]} == dict(gil), got["gil"]
+    assert set(gil) == {"<module>"}, gil
 
 
 def share(data, func):

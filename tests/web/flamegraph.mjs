@@ -9,6 +9,7 @@
 //   search    typing SEARCH: frames marked, the "matched" line
 //   hotspots  the hotspot links: [function, self samples]
 //   sandwich  the hotspot link of SEARCH clicked: {part, depth, fn, total}
+//   gil       Status "holding the GIL" chosen: the outermost row
 //   errors    console errors and page errors
 // and saves a screenshot of each step as OUT_PREFIX-STEP.png.
 //
@@ -88,6 +89,11 @@ try {
   out.sandwichParts = await page.evaluate(() => [...document.querySelectorAll('#graph .frame')]
       .map((e) => e.dataset.part));
   await shot(page, 'sandwich');
+  await page.keyboard.press('Escape');
+  await page.select('#status', '1');
+  out.gil = (await frames(page)).filter((f) => f.depth === 0)
+      .map((f) => ({ fn: f.fn, total: f.total }));
+  await shot(page, 'gil');
 } catch (e) {
   errors.push('harness: ' + e.message);
 } finally {

@@ -531,10 +531,13 @@ typedef struct pyu_profile_thread {
                                   (1u << i: PYU_STATUS_*) */
 } pyu_profile_thread;
 
+/* The samples of one stack on one thread with one status: a (thread,
+ * node, status) triple appears once. */
 typedef struct pyu_profile_stack {
     uint32_t thread; /* index into threads */
     uint32_t node;   /* index into nodes; its innermost frame last */
     uint64_t count;
+    unsigned status; /* PYU_STATUS_* of the thread in those samples */
 } pyu_profile_stack;
 
 /* Sampling modes: which threads a sample records. */
