@@ -292,7 +292,8 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
     if (rc == 0) {
         counts *all[] = {&self, &total, &calls, &callers};
         for (size_t i = 0; i < 4; i++)
-            qsort(all[i]->v, all[i]->n, sizeof *all[i]->v, cmp_count);
+            if (all[i]->n) /* (v is NULL when there is none) */
+                qsort(all[i]->v, all[i]->n, sizeof *all[i]->v, cmp_count);
         const pyu_profile_info *pi = d->info;
         fprintf(m, "{\"info\": {\"pid\": %d, \"python\": ", pi->pid);
         pyu_json_str(m, pi->python);
