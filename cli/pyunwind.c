@@ -279,6 +279,27 @@ static pyu_profile *thread_profile(pyu_profile *p, uint32_t th)
     return q;
 }
 
+/* The thread T shows after `from` (-1: all): main threads first, then the
+ * others in the profile's order, then all again. */
+static long next_thread(const pyu_profile_data *d, long from)
+{
+    long n = (long)d->nthreads;
+    /* position in that order: mains 0..m-1, others m..n-1 */
+    long pos = -1, k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (long i = 0; i < n; i++)
+            if ((d->threads[i].main != 0) == (pass == 0) && i == from)
+                pos = k++;
+            else if ((d->threads[i].main != 0) == (pass == 0))
+                k++;
+    k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (long i = 0; i < n; i++)
+            if ((d->threads[i].main != 0) == (pass == 0) && k++ == pos + 1)
+                return i;
+    return -1;
+}
+
 static void live_tick(void *arg, pyu_profile *p, uint64_t elapsed_ns)
 {
     live *l = arg;
@@ -294,8 +315,7 @@ static void live_tick(void *arg, pyu_profile *p, uint64_t elapsed_ns)
         else if (key == 'n')
             l->sort = PYU_TOP_SORT_NAME;
         else if (key == 'T')
-            l->thread = l->thread + 1 < (long)d->nthreads ? l->thread + 1
-                                                          : -1;
+            l->thread = next_thread(d, l->thread);
     }
     struct winsize ws;
     int rows = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 8

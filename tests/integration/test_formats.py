@@ -17,7 +17,7 @@ import pytest
 
 from conftest import (PYUNWIND, ROOT, TIMEOUT, Target, interpreters,
                       pyunwind)
-from test_sample import (SOME, assert_split, collapsed, sample,
+from test_sample import (SOME, assert_split, collapsed, count, sample,
                          split_target, state_of)
 
 PYTHONS = interpreters()
@@ -208,16 +208,21 @@ def speedscope_app(profile, name):
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    units = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}
-    row = re.compile(r"^([\d.]+)(ns|µs|ms|s) \([^)]*\)\n\t([\d.]+)(ns|µs|ms|s)"
-                     r" \([^)]*\)\n\t(.*)$", re.M)
+    # (times with their unit; unitless weights, as imported from the
+    # collapsed format, as "1,000")
+    units = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9, "": 1}
+    row = re.compile(r"^([\d.,]+)(ns|µs|ms|s|) \([^)]*\)\n\t([\d.,]+)"
+                     r"(ns|µs|ms|s|) \([^)]*\)\n\t(.*)$", re.M)
     views, names = [], []
     for p in out["profiles"]:
-        names.append(re.search(r"^(Thread .*) \(\d+/\d+\)$", p["text"],
-                               re.M).group(1))
-        views.append({m.group(5): (float(m.group(1)) * units[m.group(2)],
-                                   float(m.group(3)) * units[m.group(4)])
-                      for m in row.finditer(p["text"])})
+        # the toolbar's second line: the profile's name, then "(i/n)"
+        # when there are several
+        name = p["text"].splitlines()[1]
+        names.append(re.sub(r" \(\d+/\d+\)$", "", name))
+        views.append({m.group(5): (
+            float(m.group(1).replace(",", "")) * units[m.group(2)],
+            float(m.group(3).replace(",", "")) * units[m.group(4)])
+            for m in row.finditer(p["text"])})
     return out.get("title"), out["errors"], views, names
 
 
@@ -752,3 +757,29 @@ def test_heatmap_reads_only_python_sources(workdir):
         html = f.read()
     assert '"/etc/passwd", "source": null' in html
     assert "root:" not in html
+
+
+def test_collapsed_read_by_speedscope(workdir):
+    """The collapsed format, opened by speedscope's app (which imports
+    Brendan Gregg's format): one profile, no error, and the Sandwich view
+    gives three()'s and one()'s call frames the samples the file has."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    out = os.path.join(workdir, "profile.collapsed.txt")
+    try:
+        sample(t.pid, "-d", "1.5", "--format", "collapsed", "-o", out)
+    finally:
+        t.close()
+    with open(out) as f:
+        got = collapsed(f.read())
+    main = got[t.truth["roles"]["main"]]
+    _, errors, views, _ = speedscope_app(out, "collapsed")
+    assert errors == [], errors
+    assert len(views) == 1
+    for fn in ("three", "one"):
+        frames = {f for fr, _ in main for f in fr if f.split(":")[1] == fn}
+        assert len(frames) == 1, frames  # (one call line each)
+        name = frames.pop()
+        want = count(main, lambda fr: name in fr)
+        shown = views[0][name][0]  # speedscope: a sample is 1 unit
+        assert shown == want, (name, shown, want)
