@@ -718,6 +718,13 @@ PYU_HIDDEN void pyu_profile_summary(FILE *out, const pyu_profile_data *d);
 /* The time one sample stands for (ns): the schedule's period, or at -r
  * max the run's mean interval; 0 when unknown. */
 PYU_HIDDEN uint64_t pyu_profile_period(const pyu_profile_info *pi);
+/* The frames of stack `node`, outermost first, into *buf (grown as needed,
+ * *cap its size).  Returns the depth, or -1 when out of memory. */
+PYU_HIDDEN long pyu_profile_path(const pyu_profile_data *d, uint32_t node,
+                                 uint32_t **buf, size_t *cap);
+/* Writes len bytes of JSON as the body of an HTML <script> element ("</"
+ * as the same JSON's "<\/", so that no string ends the element). */
+PYU_HIDDEN void pyu_html_json(FILE *out, const char *json, size_t len);
 /* "wall", "cpu", "gil", "exception" (PYU_MODE_*), or "?". */
 PYU_HIDDEN const char *pyu_profile_mode_name(int mode);
 /* "pyunwind: PID N, CPython V, MODE mode": a profile's name in formats

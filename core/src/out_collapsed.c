@@ -65,18 +65,11 @@ int pyu_profile_write_collapsed(pyu_profile *p, FILE *out)
     int rc = lines ? 0 : -PYU_E_NOMEM;
     for (size_t i = 0; rc == 0 && i < d->nstacks; i++) {
         const pyu_profile_stack *st = &d->stacks[i];
-        size_t depth = d->nodes[st->node].depth, k = 0;
-        if (depth > cap) {
-            uint32_t *np = realloc(path, depth * sizeof *np);
-            if (!np) {
-                rc = -PYU_E_NOMEM;
-                break;
-            }
-            path = np;
-            cap = depth;
+        long depth = pyu_profile_path(d, st->node, &path, &cap);
+        if (depth < 0) {
+            rc = -PYU_E_NOMEM;
+            break;
         }
-        for (uint32_t nd = st->node; nd && k < depth; nd = d->nodes[nd].parent)
-            path[k++] = d->nodes[nd].frame;
         size_t len = 0;
         FILE *m = open_memstream(&lines[n].text, &len);
         if (!m) {
@@ -85,7 +78,7 @@ int pyu_profile_write_collapsed(pyu_profile *p, FILE *out)
         }
         fprintf(m, "tid:%" PRIu64,
                 d->threads[st->thread].native_thread_id);
-        while (k-- > 0) {
+        for (long k = 0; k < depth; k++) {
             fputc(';', m);
             put_frame(m, d, path[k]);
         }

@@ -145,16 +145,7 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
           "<span style=\"background:#e040fb\"></span>search match</div>\n"
           "<script type=\"application/json\" id=\"pyu-data\">",
           out);
-    /* (a "</" inside a string would end the element: "<\/" is the same
-     * JSON) */
-    for (size_t i = 0; i < len; i++) {
-        if (data[i] == '<' && i + 1 < len && data[i + 1] == '/') {
-            fputs("<\\/", out);
-            i++;
-        } else {
-            putc(data[i], out);
-        }
-    }
+    pyu_html_json(out, data, len);
     free(data);
     fprintf(out, "</script>\n<script>\n%s</script>\n</body></html>\n",
             pyu_web_flamegraph_js);

@@ -223,18 +223,12 @@ static int collect(const pyu_profile_data *d, const uint32_t *func_file,
     int rc = 0;
     for (size_t i = 0; i < d->nstacks && rc == 0; i++) {
         const pyu_profile_stack *st = &d->stacks[i];
-        size_t depth = d->nodes[st->node].depth, k = depth;
-        if (depth > cap) {
-            uint32_t *np = realloc(path, depth * sizeof *np);
-            if (!np) {
-                rc = -PYU_E_NOMEM;
-                break;
-            }
-            path = np;
-            cap = depth;
+        long n = pyu_profile_path(d, st->node, &path, &cap);
+        if (n < 0) {
+            rc = -PYU_E_NOMEM;
+            break;
         }
-        for (uint32_t nd = st->node; nd && k > 0; nd = d->nodes[nd].parent)
-            path[--k] = d->nodes[nd].frame; /* outermost first */
+        size_t depth = (size_t)n;
         for (size_t j = 0; j < depth && rc == 0; j++) {
             const pyu_profile_frame *f = &d->frames[path[j]];
             uint32_t file = func_file[f->func];
@@ -343,14 +337,7 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
                      "</header>\n<main id=\"view\"></main>\n"
                      "<script type=\"application/json\" id=\"pyu-data\">",
                 pyu_web_heatmap_css);
-        for (size_t i = 0; i < len; i++) {
-            if (data[i] == '<' && i + 1 < len && data[i + 1] == '/') {
-                fputs("<\\/", out);
-                i++;
-            } else {
-                putc(data[i], out);
-            }
-        }
+        pyu_html_json(out, data, len);
         fprintf(out, "</script>\n<script>\n%s</script>\n</body></html>\n",
                 pyu_web_heatmap_js);
         if (ferror(out))

@@ -203,7 +203,7 @@ static int encode(const pyu_profile_data *d, buf *b)
     const pyu_profile_info *pi = d->info;
     strings st = {0};
     buf m = {0}, sub = {0};
-    uint64_t *ids = NULL; /* a stack's location ids, innermost first */
+    uint32_t *ids = NULL; /* a stack's frames, outermost first */
     size_t cap = 0;
     str_index(&st, "");
     bool cpu = pi->mode == PYU_MODE_CPU;
@@ -221,21 +221,14 @@ static int encode(const pyu_profile_data *d, buf *b)
     for (size_t i = 0; i < d->nstacks && rc == 0; i++) {
         const pyu_profile_stack *s = &d->stacks[i];
         const pyu_profile_thread *th = &d->threads[s->thread];
-        size_t depth = d->nodes[s->node].depth, k = 0;
-        if (depth > cap) {
-            uint64_t *n2 = realloc(ids, depth * sizeof *n2);
-            if (!n2) {
-                rc = -PYU_E_NOMEM;
-                break;
-            }
-            ids = n2;
-            cap = depth;
+        long depth = pyu_profile_path(d, s->node, &ids, &cap);
+        if (depth < 0) {
+            rc = -PYU_E_NOMEM;
+            break;
         }
-        for (uint32_t nd = s->node; nd && k < depth; nd = d->nodes[nd].parent)
-            ids[k++] = (uint64_t)d->nodes[nd].frame + 1;
-        /* location_id: packed */
-        for (size_t j = 0; j < k; j++)
-            varint(&sub, ids[j]);
+        /* location_id (frame + 1), innermost first: packed */
+        for (long j = depth; j-- > 0;)
+            varint(&sub, (uint64_t)ids[j] + 1);
         field_bytes(&m, 1, sub.p, sub.n);
         sub.n = 0;
         varint(&sub, s->count);

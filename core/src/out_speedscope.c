@@ -69,22 +69,16 @@ int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
             const pyu_profile_stack *s = &d->stacks[i];
             if (s->thread != th)
                 continue;
-            size_t depth = d->nodes[s->node].depth, k = depth;
-            if (depth > cap) {
-                uint32_t *np = realloc(path, depth * sizeof *np);
-                if (!np) {
-                    rc = -PYU_E_NOMEM;
-                    break;
-                }
-                path = np;
-                cap = depth;
+            long depth = pyu_profile_path(d, s->node, &path, &cap);
+            if (depth < 0) {
+                rc = -PYU_E_NOMEM;
+                break;
             }
-            for (uint32_t nd = s->node; nd && k > 0; nd = d->nodes[nd].parent)
-                path[--k] = d->frames[d->nodes[nd].frame].func;
             fputs(first ? "\n   [" : ",\n   [", out);
             first = false;
-            for (size_t j = 0; j < depth; j++)
-                fprintf(out, j ? ", %" PRIu32 : "%" PRIu32, path[j]);
+            for (long j = 0; j < depth; j++) /* (each frame's function) */
+                fprintf(out, j ? ", %" PRIu32 : "%" PRIu32,
+                        d->frames[path[j]].func);
             fputc(']', out);
         }
         fputs("],\n  \"weights\": [", out);

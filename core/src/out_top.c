@@ -48,6 +48,34 @@ void pyu_profile_title(char *buf, size_t len, const pyu_profile_info *pi)
              pi->python, pyu_profile_mode_name(pi->mode));
 }
 
+long pyu_profile_path(const pyu_profile_data *d, uint32_t node,
+                      uint32_t **buf, size_t *cap)
+{
+    size_t depth = d->nodes[node].depth, k = depth;
+    if (depth > *cap) {
+        uint32_t *nb = realloc(*buf, depth * sizeof *nb);
+        if (!nb)
+            return -1;
+        *buf = nb;
+        *cap = depth;
+    }
+    for (uint32_t nd = node; nd && k > 0; nd = d->nodes[nd].parent)
+        (*buf)[--k] = d->nodes[nd].frame;
+    return (long)depth;
+}
+
+void pyu_html_json(FILE *out, const char *json, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (json[i] == '<' && i + 1 < len && json[i + 1] == '/') {
+            fputs("<\\/", out);
+            i++;
+        } else {
+            putc(json[i], out);
+        }
+    }
+}
+
 uint64_t pyu_profile_period(const pyu_profile_info *pi)
 {
     if (pi->interval_ns)
