@@ -1056,22 +1056,31 @@ static bool plan_prefix(pyu_sampler *sm, sthread *t)
     return true;
 }
 
+/* Room for need ranges in sm->ranges (the sample's reads). */
+static bool ranges_for(pyu_sampler *sm, size_t need)
+{
+    if (need <= sm->capranges)
+        return true;
+    pyu_range *r = realloc(sm->ranges, need * sizeof *r);
+    if (!r)
+        return false;
+    sm->ranges = r;
+    sm->capranges = need;
+    return true;
+}
+
 /* The one read of a sample: the list head, the interpreters, the thread
- * states and their predicted innermost frames (or chunk prefixes).  Returns 1 when the lists
- * are as predicted (sm->recs filled), 0 when not, -1 on an error. */
+ * states and their predicted innermost frames (or chunk prefixes).
+ * Returns 1 when the lists are as predicted (sm->recs filled), 0 when not,
+ * -1 on an error. */
 static int read_predicted(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
     size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + PREFIX_SPANS),
            n = 0;
-    if (need > sm->capranges) {
-        pyu_range *r = realloc(sm->ranges, need * sizeof *r);
-        if (!r)
-            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
-        sm->ranges = r;
-        sm->capranges = need;
-    }
+    if (!ranges_for(sm, need))
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
     pyu_range *r = sm->ranges;
     /* a new interpreter is put at the head of the runtime's list: looked
      * for every HEAD_EVERY samples (the rest of the lists, every time) */
@@ -1157,13 +1166,8 @@ static int take_best(pyu_sampler *sm)
     pyu_session *s = sm->s;
     size_t fsize = sm->fsize;
     size_t need = sm->nthreads * (RECHECK + 1) + VALIDATE_MAX, n = 0;
-    if (need > sm->capranges) {
-        pyu_range *r = realloc(sm->ranges, need * sizeof *r);
-        if (!r)
-            return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
-        sm->ranges = r;
-        sm->capranges = need;
-    }
+    if (!ranges_for(sm, need))
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
     for (size_t i = 0; i < sm->ninterps; i++) {
         const sinterp *si = &sm->interps[i];
         for (size_t j = si->first; j < si->first + si->n; j++) {
