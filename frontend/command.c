@@ -177,7 +177,8 @@ static const char debugger_help[] =
     "                  pprof (go tool pprof; binary: needs -o or a pipe),\n"\
     "                  speedscope (speedscope's JSON file format), raw (a\n"  \
     "                  capture for pyunwind report, written as it samples;\n"\
-    "                  binary), flamegraph, heatmap (HTML pages)\n"          \
+    "                  binary), flamegraph, heatmap (HTML pages), gecko\n"   \
+    "                  (the Firefox Profiler's format, with a timeline)\n"   \
     "  --sort KEY      top: self (default), total or name\n"                 \
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
@@ -219,8 +220,8 @@ static const char report_help[] =
     "select.\n"
     "\n"
     "  --format FORMAT top (default), collapsed, json, pprof, speedscope,\n"
-    "                  flamegraph, heatmap or raw (the selection as a new\n"
-    "                  capture)\n"
+    "                  flamegraph, heatmap, gecko or raw (the selection as\n"
+    "                  a new capture)\n"
     "  --thread TID    only the thread with this native id or Python ident\n"
     "  --mode MODE     the capture's mode, or from a wall-mode capture gil\n"
     "                  (stacks holding the GIL) or exception\n"
@@ -322,8 +323,11 @@ static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
                                          NULL};
 static const char *const format_names[] = {"top", "collapsed", "json",
                                            "pprof", "speedscope", "raw",
-                                           "flamegraph", "heatmap", NULL};
+                                           "flamegraph", "heatmap", "gecko",
+                                           NULL};
 static const char *const sort_names[] = {"self", "total", "name", NULL};
+const char pyu_cmd_format_list[] = "top, collapsed, json, pprof, speedscope, "
+                                   "raw, flamegraph, heatmap or gecko";
 
 static int pick(const char *arg, const char *const *names)
 {
@@ -331,6 +335,11 @@ static int pick(const char *arg, const char *const *names)
         if (strcmp(arg, names[i]) == 0)
             return i;
     return -1;
+}
+
+int pyu_cmd_format(const char *name)
+{
+    return pick(name, format_names);
 }
 
 /* A process id on the command line into o->pid. */
@@ -473,9 +482,8 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         }
         case OPT_FORMAT:
             if ((o->format = pick(optarg, format_names)) < 0)
-                return usage(msg, msglen, "'%s' is not a format (top, "
-                             "collapsed, json, pprof, speedscope, raw, "
-                             "flamegraph or heatmap)", optarg);
+                return usage(msg, msglen, "'%s' is not a format (%s)",
+                             optarg, pyu_cmd_format_list);
             break;
         case OPT_SORT:
             if ((o->sort = pick(optarg, sort_names)) < 0)
@@ -693,6 +701,8 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
                  ? pyu_profile_write_flamegraph(p, f)
              : o->format == PYU_CMD_FORMAT_HEATMAP
                  ? pyu_profile_write_heatmap(p, f)
+             : o->format == PYU_CMD_FORMAT_GECKO
+                 ? pyu_profile_write_gecko(p, f)
                  : pyu_profile_write_top(p, f, o->sort, o->limit);
     return close_output(o, f, out, rc, msg, msglen);
 }

@@ -79,7 +79,8 @@ enum {
     PYU_CMD_FORMAT_SPEEDSCOPE,
     PYU_CMD_FORMAT_RAW, /* binary; sample streams it (pyu_capture) */
     PYU_CMD_FORMAT_FLAMEGRAPH,
-    PYU_CMD_FORMAT_HEATMAP
+    PYU_CMD_FORMAT_HEATMAP,
+    PYU_CMD_FORMAT_GECKO
 };
 
 /* The help text of a command in a front end ("py-dump", "pyunwind
@@ -169,6 +170,11 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
  * run ended ("interrupted", "the target exited") when ended is set. */
 void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
                             const char *ended);
+
+/* The PYU_CMD_FORMAT_* that --format NAME names, or -1; and the list of
+ * names for a message ("top, collapsed, ..., or gecko"). */
+int pyu_cmd_format(const char *name);
+extern const char pyu_cmd_format_list[];
 
 /* Writes the profile in o->format to o->output, or to out when there is
  * none.  Returns PYU_EXIT_OK or PYU_EXIT_INTERNAL (message in msg). */

@@ -24,7 +24,7 @@
  *        the summary
  *   .write(format, sort, limit) -> bytes: "top", "collapsed", "json",
  *        "pprof" (binary), "speedscope", "raw" (binary), "flamegraph",
- *        "heatmap"
+ *        "heatmap", "gecko"
  *   .data() -> dict: what --format json writes, as objects
  *
  * The window (frontend/window.c) samples from a thread of its own, which
@@ -420,25 +420,19 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
     Py_ssize_t limit = 40;
     if (!PyArg_ParseTuple(args, "s|sn", &format, &sort, &limit))
         return NULL;
-    /* (in PYU_CMD_FORMAT_* order) */
-    static const char *const formats[] = {"top", "collapsed", "json",
-                                          "pprof", "speedscope", "raw",
-                                          "flamegraph", "heatmap"};
     static const char *const sorts[] = {"self", "total", "name"};
     pyu_cmd_opts o;
     memset(&o, 0, sizeof o);
-    o.format = -1;
-    for (int i = 0; i < 8; i++)
-        if (strcmp(format, formats[i]) == 0)
-            o.format = i;
+    o.format = pyu_cmd_format(format);
     for (int i = 0; i < 3; i++)
         if (strcmp(sort, sorts[i]) == 0)
             o.sort = i + 1;
-    if (o.format < 0 || !o.sort || limit < 0)
-        return raise_error(PYU_EXIT_USAGE, "format: top, collapsed, json, "
-                                           "pprof, speedscope, raw, "
-                                           "flamegraph or heatmap; sort: "
-                                           "self, total or name");
+    if (o.format < 0 || !o.sort || limit < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "format: %s; sort: self, total or name",
+                 pyu_cmd_format_list);
+        return raise_error(PYU_EXIT_USAGE, msg);
+    }
     o.sort--;
     o.limit = (size_t)limit;
     return profile_bytes(self->p, &o);

@@ -146,9 +146,9 @@ class Profile:
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
         """The profile as `format` (what py-sample --format writes: top,
-        collapsed, json, pprof, speedscope, raw, flamegraph or heatmap) into the
-        file `path`, or returned as str (pprof and raw, which are binary,
-        only into a file)."""
+        collapsed, json, pprof, speedscope, raw, flamegraph, heatmap or
+        gecko) into the file `path`, or returned as str (pprof and raw,
+        which are binary, only into a file)."""
         argv = ["write", "--format", format, "--sort", sort,
                 "--limit", limit]
         if path is not None:

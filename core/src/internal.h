@@ -713,6 +713,12 @@ PYU_HIDDEN void pyu_profile_journal_start(pyu_profile *p);
 PYU_HIDDEN const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p,
                                                              size_t *n);
 
+/* The run's clock: the first call sets the profile's origin (and the
+ * info's start_ns, when unset); pyu_profile_clock gives the nanoseconds
+ * since that origin (CLOCK_MONOTONIC), for pyu_profile_mark. */
+PYU_HIDDEN void pyu_profile_clock_start(pyu_profile *p);
+PYU_HIDDEN uint64_t pyu_profile_clock(const pyu_profile *p);
+
 /* One line: process, version, mode, samples, rate, failed, missed. */
 PYU_HIDDEN void pyu_profile_summary(FILE *out, const pyu_profile_data *d);
 /* The time one sample stands for (ns): the schedule's period, or at -r

@@ -193,24 +193,59 @@ int pyu_capture_end(pyu_capture *c)
     return rc;
 }
 
-/* A whole profile as a capture: every stack in one sample at the start,
- * with its count and status (a profile keeps no sample times). */
+/* Whether the timeline holds every count of the profile. */
+static bool timeline_whole(const pyu_profile_data *d,
+                           const pyu_profile_timeline *tl)
+{
+    if (!tl->nticks || tl->cut || tl->nevents != tl->ticks[tl->nticks - 1].end)
+        return false;
+    uint64_t sum = 0;
+    for (size_t i = 0; i < tl->nevents; i++)
+        sum += tl->events[i].n;
+    return sum == d->total;
+}
+
+/* A whole profile as a capture: its samples as the timeline has them;
+ * or, when the timeline does not hold them all (counted by hand, or
+ * past its limit), every stack in one sample at the start with its count
+ * and status. */
 int pyu_profile_write_raw(pyu_profile *p, FILE *out)
 {
     const pyu_profile_data *d = pyu_profile_get(p);
+    pyu_profile_timeline tl;
+    pyu_profile_timeline_get(p, &tl);
     pyu_capture c = {.p = p, .out = out, .nodes = 1};
     put_header(out, d->info);
     put_new(&c, d);
-    putc('S', out);
-    put_u(out, 0);
-    put_u(out, 0);
-    put_u(out, 0);
-    put_u(out, d->nstacks);
-    for (size_t i = 0; i < d->nstacks; i++) {
-        put_u(out, d->stacks[i].thread);
-        put_u(out, d->stacks[i].node);
-        put_u(out, d->stacks[i].status);
-        put_u(out, d->stacks[i].count);
+    if (timeline_whole(d, &tl)) {
+        uint32_t at = 0;
+        for (size_t k = 0; k < tl.nticks; k++) {
+            const pyu_profile_tick *t = &tl.ticks[k];
+            putc('S', out);
+            put_u(out, t->t_ns);
+            put_u(out, t->failed != 0);
+            /* (the missed ticks, all on the last sample) */
+            put_u(out, k + 1 == tl.nticks ? d->info->missed : 0);
+            put_u(out, t->end - at);
+            for (; at < t->end; at++) {
+                put_u(out, tl.events[at].thread);
+                put_u(out, tl.events[at].node);
+                put_u(out, tl.events[at].status);
+                put_u(out, tl.events[at].n);
+            }
+        }
+    } else {
+        putc('S', out);
+        put_u(out, 0);
+        put_u(out, 0);
+        put_u(out, d->info->missed);
+        put_u(out, d->nstacks);
+        for (size_t i = 0; i < d->nstacks; i++) {
+            put_u(out, d->stacks[i].thread);
+            put_u(out, d->stacks[i].node);
+            put_u(out, d->stacks[i].status);
+            put_u(out, d->stacks[i].count);
+        }
     }
     put_end(out, d->info);
     return ferror(out) ? -PYU_E_IO : 0;
@@ -465,6 +500,8 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 samples++;
                 failed += v[1] != 0;
                 missed += v[2];
+                if (pyu_profile_mark(p, v[0] - from, v[1] != 0) < 0)
+                    rc = -PYU_E_NOMEM;
             }
             break;
         }

@@ -10,6 +10,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* An index over one array: slot = element number + 1 (0: free) and the
  * key's hash, so that most probes compare no element. */
@@ -49,6 +50,14 @@ struct pyu_profile {
     bool journaling;
     pyu_journal_entry *journal;
     size_t njournal, capjournal;
+    /* the timeline (pyu_profile_mark) */
+    pyu_profile_tick *ticks;
+    size_t nticks, capticks;
+    pyu_profile_event *events;
+    size_t nevents, capevents;
+    bool cut;
+    uint64_t origin; /* CLOCK_MONOTONIC at pyu_profile_clock_start; 0:
+                        not started */
 };
 
 static inline uint32_t mix(uint64_t h)
@@ -159,6 +168,8 @@ void pyu_profile_free(pyu_profile *p)
     free(p->threads);
     free(p->stacks);
     free(p->journal);
+    free(p->ticks);
+    free(p->events);
     ix *all[] = {&p->istrs, &p->ifuncs, &p->iframes,
                  &p->inodes, &p->ithreads, &p->istacks};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -308,6 +319,13 @@ long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
     return (long)p->nthreads++;
 }
 
+/* The timeline stops at the last whole sample. */
+static void timeline_cut(pyu_profile *p)
+{
+    p->cut = true;
+    p->nevents = p->nticks ? p->ticks[p->nticks - 1].end : 0;
+}
+
 int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
                       uint64_t n, unsigned status)
 {
@@ -319,6 +337,18 @@ int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
             return -PYU_E_NOMEM;
         p->journal[p->njournal++] =
             (pyu_journal_entry){thread, node, status, n};
+    }
+    if (!p->cut && n) {
+        /* (a count too large for an event ends the timeline too) */
+        if (p->nevents >= PYU_TIMELINE_MAX_EVENTS || n > UINT32_MAX) {
+            timeline_cut(p);
+        } else {
+            if (!room((void **)&p->events, p->nevents, &p->capevents,
+                      sizeof *p->events))
+                return -PYU_E_NOMEM;
+            p->events[p->nevents++] =
+                (pyu_profile_event){thread, node, (uint32_t)n, status};
+        }
     }
     uint32_t h = mix(((uint64_t)thread << 32 | node) ^
                      (uint64_t)status << 56);
@@ -358,4 +388,46 @@ const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p, size_t *n)
     *n = p->njournal;
     p->njournal = 0;
     return p->journal;
+}
+
+int pyu_profile_mark(pyu_profile *p, uint64_t t_ns, int failed)
+{
+    if (p->cut)
+        return 0;
+    if (p->nticks >= PYU_TIMELINE_MAX_TICKS) {
+        timeline_cut(p);
+        return 0;
+    }
+    if (!room((void **)&p->ticks, p->nticks, &p->capticks, sizeof *p->ticks))
+        return -PYU_E_NOMEM;
+    p->ticks[p->nticks++] =
+        (pyu_profile_tick){t_ns, (uint32_t)p->nevents, failed != 0};
+    return 0;
+}
+
+void pyu_profile_timeline_get(pyu_profile *p, pyu_profile_timeline *out)
+{
+    *out = (pyu_profile_timeline){p->ticks, p->nticks, p->events,
+                                  p->nevents, p->cut};
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void pyu_profile_clock_start(pyu_profile *p)
+{
+    if (!p->info.start_ns)
+        p->info.start_ns = clock_ns(CLOCK_REALTIME);
+    if (!p->origin)
+        p->origin = clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t pyu_profile_clock(const pyu_profile *p)
+{
+    uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    return p->origin && now > p->origin ? now - p->origin : 0;
 }

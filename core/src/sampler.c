@@ -1449,11 +1449,7 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     snprintf(pi->python, sizeof pi->python, "%s", s->version);
     pi->mode = o->mode;
     pi->flags = o->flags;
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    if (!pi->start_ns)
-        pi->start_ns = (uint64_t)now.tv_sec * 1000000000u +
-                       (uint64_t)now.tv_nsec;
+    pyu_profile_clock_start(p);
     sm->memo_epoch = s->code_epoch;
     *out = sm;
     return 0;
@@ -1473,6 +1469,7 @@ int pyu_sampler_take(pyu_sampler *sm)
         return -PYU_E_INVAL;
     pyu_session *s = sm->s;
     uint64_t reads = s->reads, failed = sm->st.failed;
+    uint64_t t = pyu_profile_clock(sm->p);
     int rc;
     if ((sm->o.flags & PYU_SAMPLE_BLOCKING) &&
         !(sm->o.flags & PYU_SAMPLE_ASYNC))
@@ -1487,10 +1484,14 @@ int pyu_sampler_take(pyu_sampler *sm)
         if (sm->st.failed == failed)
             sm->st.failed++;
         pi->failed++;
+        pyu_profile_mark(sm->p, t, 1); /* (out of memory: the timeline
+                                          only loses this sample) */
         return s->err.code ? -s->err.code : -PYU_E_IO;
     }
     if (sm->st.failed != failed)
         pi->failed++;
+    if (pyu_profile_mark(sm->p, t, sm->st.failed != failed) < 0)
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     sm->st.stacks += (uint64_t)rc;
     return rc;
 }

@@ -275,9 +275,9 @@ class Profile:
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
         """The profile as `format` (what py-sample --format writes: top,
-        collapsed, json, pprof, speedscope, raw, flamegraph or heatmap) into the
-        file `path`, or returned as str (pprof and raw, which are binary,
-        only into a file)."""
+        collapsed, json, pprof, speedscope, raw, flamegraph, heatmap or
+        gecko) into the file `path`, or returned as str (pprof and raw,
+        which are binary, only into a file)."""
         if format in ("pprof", "raw") and path is None:
             raise Error("--format %s is binary: write it to a file "
                         "(write(path, %r))" % (format, format), 2)

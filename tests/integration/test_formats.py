@@ -456,6 +456,197 @@ def test_report_on_bad_captures(workdir):
             assert "at byte" in r.stderr, r.stderr
 
 
+# ------------------------------------------------- gecko (Firefox Profiler)
+
+class FirefoxProfiler:
+    """The Firefox Profiler's own code reading a profile: its command line
+    client (@firefox-devtools/profiler-cli, from npm, installed by
+    scripts/get-web-tools), which loads a file the way profiler.firefox.com
+    does (upgrading older format versions) into a daemon and answers
+    queries as JSON."""
+
+    def __init__(self, profile, workdir):
+        self.cli = os.path.join(node_modules(), "@firefox-devtools",
+                                "profiler-cli", "dist", "profiler-cli.js")
+        assert os.path.exists(self.cli), (
+            "profiler-cli is missing (scripts/get-web-tools installs it)")
+        self.env = dict(os.environ,
+                        PROFILER_CLI_SESSION_DIR=os.path.join(workdir, "fx"))
+        self.session = "s%d" % os.getpid()
+        r = self._cli("load", profile)
+        assert r.returncode == 0 and "Session started" in r.stdout, \
+            r.stdout + r.stderr
+
+    def _cli(self, *args):
+        return subprocess.run(["node", self.cli, *args, "--session",
+                               self.session], capture_output=True,
+                              text=True, timeout=TIMEOUT, env=self.env)
+
+    def __call__(self, *args):
+        r = self._cli(*args, "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        return json.loads(r.stdout)
+
+    def threads(self):
+        """{tid: (handle, name)}"""
+        info = self("profile", "info", "--all")
+        return {t["tid"]: (t["threadHandle"], t["name"])
+                for p in info["processes"] for t in p["threads"]}
+
+    def functions(self, handle):
+        """{function name: [total, self]} in samples, for one thread."""
+        got = self("thread", "functions", "--thread", handle, "--limit", "0",
+                   "--include-idle")
+        out = collections.defaultdict(lambda: [0, 0])
+        for f in got["functions"]:
+            out[f["name"]][0] += f["totalSamples"]
+            out[f["name"]][1] += f["selfSamples"]
+        return out
+
+    def markers(self, handle):
+        """{marker name: samples it spans, summed}; and the markers."""
+        got = self("thread", "markers", "--thread", handle, "--list",
+                   "--limit", "0")
+        out = collections.Counter()
+        for m in got["flatMarkers"]:
+            out[m["name"]] += m["data"]["samples"]
+        return out, got["flatMarkers"]
+
+    def close(self):
+        self._cli("stop")
+
+
+def assert_gecko_matches(fx, data, names=True):
+    """Every thread of a profile's json, read back by the Firefox Profiler
+    from the gecko file of the same profile: its name, every function's
+    total and self samples, and status markers that span as many samples
+    as the json gives each status."""
+    threads = fx.threads()
+    assert set(threads) == {t["native_thread_id"]
+                            for t in data["threads"]}, threads
+    words = {"Has GIL": "has_gil", "Waiting for GIL": "gil_requested",
+             "On CPU": "on_cpu", "Running GC": "gc",
+             "Has exception": "exception"}
+    for t in data["threads"]:
+        handle, name = threads[t["native_thread_id"]]
+        if names:
+            assert name == "Thread %d%s" % (
+                t["native_thread_id"],
+                " (main thread)" if t["main"] else ""), name
+        want = function_times(data, t["native_thread_id"])
+        assert fx.functions(handle) == want, t
+        spans, listed = fx.markers(handle)
+        assert {words[k]: v for k, v in spans.items()} == \
+            {k: v for k, v in t["status"].items() if v}, (t, spans)
+        for a, b in zip(listed, listed[1:]):  # a marker per run of samples
+            if a["name"] == b["name"]:
+                assert b["start"] >= a["start"] + a["duration"] - 1e-6
+
+
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
+    """A capture of the split target with its exception handler thread,
+    written as gecko and as json by pyunwind report: the Firefox
+    Profiler's own loader (profiler-cli) reads the gecko file (format
+    version 70, upgraded on load) with every thread, function and status
+    as the json has them; the main thread's split is the target's; and
+    the Profiler's zoom into 0.5-1.5 s keeps the samples that report
+    --from 0.5 --to 1.5 keeps: the samples sit at their times."""
+    t = split_target(python, workdir, "--handler")
+    path = os.path.join(workdir, "run.raw")
+    try:
+        sample(t.pid, "-d", "2", "--format", "raw", "-o", path)
+    finally:
+        t.close()
+    roles = t.truth["roles"]
+    data = json.loads(report(path, "--format", "json").stdout)
+    gecko = os.path.join(workdir, "run.gecko.json")
+    report(path, "--format", "gecko", "-o", gecko)
+    fx = FirefoxProfiler(gecko, workdir)
+    try:
+        assert_gecko_matches(fx, data)
+        main = fx.threads()[roles["main"]][0]
+        got = fx.functions(main)
+        three, one = got["three"][0], got["one"][0]
+        assert abs(three / (three + one) - 0.75) < 0.1, got
+        handler = fx.threads()[roles["handler"]][0]
+        assert "Has exception" in fx.markers(handler)[0]
+        meta = fx("profile", "meta")
+        assert meta["interval"] == 1, meta
+        window = json.loads(report(path, "--format", "json", "--from",
+                                   "0.5", "--to", "1.5").stdout)
+        fx("zoom", "push", "0.5,1.5")
+        for tid in roles.values():
+            handle = fx.threads()[tid][0]
+            assert fx.functions(handle) == function_times(window, tid), tid
+    finally:
+        fx.close()
+
+
+@pytest.mark.debugger
+def test_gecko_from_the_cli_and_the_debuggers(workdir):
+    """pyunwind sample --format gecko, gdb's Profile.write(path, 'gecko')
+    and lldb's py-sample --format gecko: the Firefox Profiler reads each,
+    with the stacks the sampler recorded (gdb: the same Profile's data()).
+    gdb's raw capture of a window now has the samples' times: --to and
+    --from halves add up to the whole, each about half."""
+    from debuggers import LLDB, LLDB_PLUGIN, Gdb, Lldb
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    cli_out = os.path.join(workdir, "cli.gecko.json")
+    gdb_out = os.path.join(workdir, "gdb.gecko.json")
+    gdb_json = os.path.join(workdir, "gdb.json")
+    gdb_raw = os.path.join(workdir, "gdb.raw")
+    lldb_out = os.path.join(workdir, "lldb.gecko.json")
+    try:
+        r = sample(t.pid, "-d", "1", "--verbose", "--format", "gecko",
+                   "-o", cli_out)
+        cli_stacks = int(re.search(r"(\d+) stacks", r.stderr).group(1))
+        tr = Gdb().run(["python p = pyunwind_gdb.sample(duration=1)",
+                        "python p.write(%r, 'gecko')" % gdb_out,
+                        "python p.write(%r, 'json')" % gdb_json,
+                        "python p.write(%r, 'raw')" % gdb_raw,
+                        "detach"], ["-p", str(t.pid)])
+        assert os.path.exists(gdb_raw), tr.text[-2000:]
+        assert LLDB and os.path.exists(LLDB_PLUGIN), "lldb plugin not built"
+        lldb = Lldb()
+        setup, args, teardown = lldb.attach(t.pid)
+        tr = lldb.run(["py-sample -d 1 --verbose --format gecko -o "
+                       + lldb_out, *teardown], args, setup=setup)
+        lldb_stacks = int(re.search(r"(\d+) stacks", tr.text).group(1))
+    finally:
+        t.close()
+    with open(gdb_json) as f:
+        data = json.load(f)
+    for path, stacks in ((cli_out, cli_stacks), (gdb_out, data["total"]),
+                         (lldb_out, lldb_stacks)):
+        fx = FirefoxProfiler(path, workdir)
+        try:
+            threads = fx.threads()
+            outer = 0
+            for handle, _ in threads.values():
+                f = fx.functions(handle)
+                outer += f["<module>"][0] + f["Thread._bootstrap"][0]
+            assert outer == stacks, (path, outer, stacks)
+            main = fx.functions(threads[t.truth["roles"]["main"]][0])
+            assert abs(main["three"][0] / (main["three"][0] +
+                                           main["one"][0]) - 0.75) < 0.1
+            if path == gdb_out:
+                assert_gecko_matches(fx, data)
+        finally:
+            fx.close()
+    whole = json.loads(report(gdb_raw, "--format", "json").stdout)
+    assert whole["total"] == data["total"]
+    half = whole["duration_ns"] / 2e9
+    first = json.loads(report(gdb_raw, "--format", "json", "--to",
+                              str(half)).stdout)
+    rest = json.loads(report(gdb_raw, "--format", "json", "--from",
+                             str(half)).stdout)
+    assert first["total"] + rest["total"] == whole["total"]
+    assert abs(first["total"] - rest["total"]) < whole["total"] * 0.2, \
+        (first["total"], rest["total"])
+
+
 # ---------------------------------------------------------------- flamegraph
 
 def flamegraph_page(page, name, click, zoom, search):

@@ -1283,6 +1283,89 @@ static void test_task_rendering(void)
     free(out);
 }
 
+/* The timeline: marks close samples, counts after the last mark are
+ * pending; a profile's raw capture keeps the times (and a report's window
+ * cuts by them); the timeline stops at a whole sample at its limits. */
+static void test_profile_timeline(void)
+{
+    pyu_profile *p = pyu_profile_new();
+    long th = pyu_profile_add_thread(p, 1, 11, 0, 1);
+    long fn = pyu_profile_add_func(p, "f", "/x/f.py", 1, PYU_FUNC_PYTHON);
+    long fr = pyu_profile_add_frame(p, (uint32_t)fn, 2);
+    long nd = pyu_profile_push(p, 0, (uint32_t)fr);
+    CHECK(th >= 0 && fn >= 0 && fr >= 0 && nd > 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nd, 1, PYU_STATUS_HAS_GIL), 0);
+    CHECK_EQ(pyu_profile_mark(p, 5000000, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nd, 1, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, 0, 1, 0), 0);
+    CHECK_EQ(pyu_profile_mark(p, 7000000, 1), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nd, 1, 0), 0); /* pending */
+    pyu_profile_timeline tl;
+    pyu_profile_timeline_get(p, &tl);
+    CHECK_EQ(tl.nticks, 2);
+    CHECK_EQ(tl.nevents, 4);
+    CHECK(tl.ticks[0].end == 1 && tl.ticks[1].end == 3 && tl.ticks[1].failed);
+    CHECK(!tl.cut);
+    /* pending counts: the raw capture is one aggregated sample */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK_EQ(pyu_profile_write_raw(p, f), 0);
+    fclose(f);
+    pyu_profile *q = pyu_profile_new();
+    char msg[256];
+    f = fmemopen(buf, len, "r");
+    CHECK_EQ(pyu_capture_read(f, NULL, q, msg, sizeof msg), 0);
+    fclose(f);
+    CHECK_EQ(pyu_profile_info_of(q)->samples, 1);
+    CHECK_EQ(pyu_profile_get(q)->total, 4);
+    pyu_profile_free(q);
+    free(buf);
+    /* all marked: the samples with their times; a window keeps the
+     * samples in it, with times from the window's start */
+    CHECK_EQ(pyu_profile_mark(p, 9000000, 0), 0);
+    pyu_profile_info_of(p)->samples = 3;
+    f = open_memstream(&buf, &len);
+    CHECK_EQ(pyu_profile_write_raw(p, f), 0);
+    CHECK_EQ(pyu_profile_write_gecko(p, f), 0);
+    fclose(f);
+    q = pyu_profile_new();
+    pyu_capture_filter w = {0, -1, 6000000, 0};
+    f = fmemopen(buf, len, "r");
+    CHECK_EQ(pyu_capture_read(f, &w, q, msg, sizeof msg), 0);
+    fclose(f);
+    CHECK_EQ(pyu_profile_info_of(q)->samples, 2);
+    CHECK_EQ(pyu_profile_info_of(q)->failed, 1);
+    CHECK_EQ(pyu_profile_get(q)->total, 3);
+    pyu_profile_timeline_get(q, &tl);
+    CHECK(tl.nticks == 2 && tl.ticks[0].t_ns == 1000000 &&
+          tl.ticks[1].t_ns == 3000000 && tl.nevents == 3);
+    pyu_profile_free(q);
+    free(buf);
+    /* a count too large for an event: the timeline stops at the last
+     * mark, the counts go on */
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nd, 1, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nd, 1ull << 33, 0), 0);
+    CHECK_EQ(pyu_profile_mark(p, 10000000, 0), 0);
+    pyu_profile_timeline_get(p, &tl);
+    CHECK(tl.cut && tl.nticks == 3 && tl.nevents == 4);
+    CHECK_EQ(pyu_profile_get(p)->total, 5 + (1ull << 33));
+    pyu_profile_free(p);
+    /* the limit of samples */
+    p = pyu_profile_new();
+    pyu_profile_add_thread(p, 1, 11, 0, 1);
+    int bad = 0;
+    for (uint32_t i = 0; i <= PYU_TIMELINE_MAX_TICKS; i++)
+        bad += pyu_profile_count(p, 0, 0, 1, 0) != 0 ||
+               pyu_profile_mark(p, i, 0) != 0;
+    CHECK_EQ(bad, 0);
+    pyu_profile_timeline_get(p, &tl);
+    CHECK(tl.cut && tl.nticks == PYU_TIMELINE_MAX_TICKS &&
+          tl.nevents == PYU_TIMELINE_MAX_TICKS);
+    CHECK_EQ(pyu_profile_get(p)->total, PYU_TIMELINE_MAX_TICKS + 1);
+    pyu_profile_free(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "lines") == 0)
@@ -1299,6 +1382,7 @@ int main(int argc, char **argv)
     test_sampler_cache();
     test_sampler_torn_thread();
     test_sampler_code_checked();
+    test_profile_timeline();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

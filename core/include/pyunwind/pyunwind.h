@@ -605,6 +605,43 @@ PYU_API long pyu_profile_push(pyu_profile *p, uint32_t parent,
 PYU_API int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
                               uint64_t n, unsigned status);
 
+/* The timeline: when each sample was taken and what it counted, for the
+ * formats that show time (gecko; raw written from a profile).  The
+ * sampler marks every sample it takes; a caller that counts by hand calls
+ * pyu_profile_mark after each of its samples (t_ns: nanoseconds since the
+ * run's start; failed: the sample failed) and the counts since the
+ * previous mark become that sample's events.  The timeline stops (cut)
+ * at PYU_TIMELINE_MAX_TICKS samples or PYU_TIMELINE_MAX_EVENTS events,
+ * about 48 MiB; the profile's counts go on.  Returns 0 or -PYU_E_NOMEM. */
+#define PYU_TIMELINE_MAX_TICKS (1u << 20)
+#define PYU_TIMELINE_MAX_EVENTS (1u << 21)
+PYU_API int pyu_profile_mark(pyu_profile *p, uint64_t t_ns, int failed);
+
+typedef struct pyu_profile_event {
+    uint32_t thread, node; /* as in pyu_profile_stack */
+    uint32_t n;            /* samples it counts (1 from the sampler) */
+    unsigned status;       /* PYU_STATUS_* */
+} pyu_profile_event;
+
+typedef struct pyu_profile_tick {
+    uint64_t t_ns; /* since the run's start */
+    uint32_t end;  /* its events: [the tick before's end (0), end) */
+    int failed;
+} pyu_profile_tick;
+
+typedef struct pyu_profile_timeline {
+    const pyu_profile_tick *ticks;
+    size_t nticks;
+    const pyu_profile_event *events; /* events[ticks[nticks - 1].end ..
+                                        nevents) were counted after the
+                                        last mark */
+    size_t nevents;
+    int cut; /* it stopped at its limit: later samples are not in it */
+} pyu_profile_timeline;
+/* The timeline, valid until the profile changes. */
+PYU_API void pyu_profile_timeline_get(pyu_profile *p,
+                                      pyu_profile_timeline *out);
+
 /* Output.  collapsed: one line per (thread, stack), "tid:NATIVE_ID;frame;
  * ...;frame COUNT", outermost frame first, a frame as "file:function:line"
  * with the file's base name (Brendan Gregg's format as CPython's sampler
@@ -642,8 +679,16 @@ PYU_API int pyu_profile_write_flamegraph_diff(pyu_profile *p,
  * called functions, and an index of the files by heat; the source is read
  * from the files the profile names, on this machine (docs/formats.md). */
 PYU_API int pyu_profile_write_heatmap(pyu_profile *p, FILE *out);
-/* raw: the whole profile as a capture (below) holding one sample with
- * every stack and its count (a profile keeps no sample times).  Binary. */
+/* gecko: the Firefox Profiler's processed profile format (version 70;
+ * profiler.firefox.com and its profiler-cli open it): a thread per
+ * profile thread with its samples in time, from the timeline (above),
+ * and markers for the spans in which it held or waited for the GIL, ran
+ * on a CPU or the GC, or handled an exception (docs/formats.md). */
+PYU_API int pyu_profile_write_gecko(pyu_profile *p, FILE *out);
+/* raw: the whole profile as a capture (below): its samples with their
+ * times, from the timeline; or, when the timeline does not hold every
+ * count (a profile counted by hand, or a timeline cut at its limit), one
+ * sample with every stack and its count.  Binary. */
 PYU_API int pyu_profile_write_raw(pyu_profile *p, FILE *out);
 
 /* Captures (the raw format, docs/formats.md#raw): every sample as it is
