@@ -733,6 +733,10 @@ PYU_HIDDEN long pyu_profile_path(const pyu_profile_data *d, uint32_t node,
 PYU_HIDDEN void pyu_html_json(FILE *out, const char *json, size_t len);
 /* "wall", "cpu", "gil", "exception" (PYU_MODE_*), or "?". */
 PYU_HIDDEN const char *pyu_profile_mode_name(int mode);
+/* "Thread NATIVE_ID (main thread)", "Thread NATIVE_ID (NAME)" or "Thread
+ * NATIVE_ID": a profile thread's label in formats that name threads. */
+PYU_HIDDEN void pyu_profile_thread_label(char *buf, size_t len,
+                                         const pyu_profile_thread *t);
 /* "pyunwind: PID N, CPython V, MODE mode": a profile's name in formats
  * that carry one. */
 PYU_HIDDEN void pyu_profile_title(char *buf, size_t len,

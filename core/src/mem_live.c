@@ -366,6 +366,26 @@ static int live_thread_state(void *ctx, uint64_t tid, char *state)
     return 0;
 }
 
+static int live_thread_name(void *ctx, uint64_t tid, char *out,
+                            size_t outlen)
+{
+    live_ctx *c = ctx;
+    char path[96];
+    if (tid > INT_MAX || !outlen)
+        return -PYU_E_INVAL;
+    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", c->pid, (int)tid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -PYU_E_NOPROC;
+    ssize_t n = read(fd, out, outlen - 1);
+    close(fd);
+    if (n <= 0)
+        return -PYU_E_IO;
+    out[n] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    return 0;
+}
+
 static void live_destroy(void *ctx)
 {
     live_ctx *c = ctx;
@@ -391,6 +411,7 @@ const pyu_memory_ops pyu_live_ops = {
     .thread_state = live_thread_state,
     .destroy = live_destroy,
     .write = live_write,
+    .thread_name = live_thread_name,
 };
 
 int pyu_live_create(int pid, unsigned flags, void **out, pyu_err *err)

@@ -68,10 +68,15 @@ static void put_data(FILE *out, const pyu_profile_data *d)
         fprintf(out, "%s[%" PRIu32 ", %" PRIu32 "]", i ? "," : "",
                 d->nodes[i].parent, d->nodes[i].frame);
     fputs("],\n\"threads\": [", out);
-    for (size_t i = 0; i < d->nthreads; i++)
-        fprintf(out, "%s[%" PRIu64 ", %" PRIu64 ", %d]", i ? "," : "",
+    for (size_t i = 0; i < d->nthreads; i++) {
+        char label[96];
+        pyu_profile_thread_label(label, sizeof label, &d->threads[i]);
+        fprintf(out, "%s[%" PRIu64 ", %" PRIu64 ", %d, ", i ? "," : "",
                 d->threads[i].native_thread_id, d->threads[i].thread_id,
                 d->threads[i].main != 0);
+        pyu_json_str(out, label);
+        fputc(']', out);
+    }
     fputs("],\n\"stacks\": [", out);
     for (size_t i = 0; i < d->nstacks; i++)
         fprintf(out, "%s[%" PRIu32 ", %" PRIu32 ", %" PRIu64 ", %u]",

@@ -424,17 +424,19 @@ static void put_thread(gecko *g, size_t th, bool first_thread)
     bool weighted = false;
     for (size_t i = 0; i < n && !weighted; i++)
         weighted = g->tl.events[s[i].event].n != 1;
-    fprintf(out, "%s  {\"name\": \"Thread %" PRIu64 "%s\", "
-                 "\"isMainThread\": %s, \"processType\": \"default\", "
+    char label[96];
+    pyu_profile_thread_label(label, sizeof label, t);
+    fprintf(out, "%s  {\"name\": ", first_thread ? "" : ",\n");
+    pyu_json_str(out, label);
+    fprintf(out, ", \"isMainThread\": %s, \"processType\": \"default\", "
                  "\"processName\": \"Python (PID %d)\", \"pid\": \"%d\", "
                  "\"tid\": %" PRIu64 ", \"processStartupTime\": 0, "
                  "\"processShutdownTime\": null, \"registerTime\": 0, "
                  "\"unregisterTime\": null, \"pausedRanges\": [],\n"
                  "   \"samples\": {\"weightType\": \"samples\", "
                  "\"length\": %zu,\n    ",
-            first_thread ? "" : ",\n", t->native_thread_id,
-            t->main ? " (main thread)" : "", t->main ? "true" : "false",
-            d->info->pid, d->info->pid, t->native_thread_id, n);
+            t->main ? "true" : "false", d->info->pid, d->info->pid,
+            t->native_thread_id, n);
     /* (stack k is node k + 1; the empty stack is null) */
     COLUMN(out, "stack", n, {
         uint32_t node = g->tl.events[s[i].event].node;

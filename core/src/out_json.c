@@ -44,9 +44,12 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
                 "%s\n  {\"thread_id\": %" PRIu64
                 ", \"native_thread_id\": %" PRIu64
                 ", \"interpreter_id\": %" PRId64
-                ", \"main\": %s, \"samples\": %" PRIu64 ", \"status\": {",
+                ", \"main\": %s, \"name\": ",
                 i ? "," : "", t->thread_id, t->native_thread_id,
-                t->interpreter_id, t->main ? "true" : "false", t->samples);
+                t->interpreter_id, t->main ? "true" : "false");
+        pyu_json_str(out, t->name ? t->name : "");
+        fprintf(out, ", \"samples\": %" PRIu64 ", \"status\": {",
+                t->samples);
         bool first = true;
         for (unsigned b = 0; b < 8; b++) {
             const char *name = pyu_status_name(1u << b, 0);

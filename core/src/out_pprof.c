@@ -12,7 +12,9 @@
  *   sample (2)        one per (thread, stack): its location ids innermost
  *                     first, both values, and labels "thread" (its native
  *                     id, as text "tid:N" like the collapsed format) and
- *                     "thread_id" (its threading.get_ident(), a number);
+ *                     "thread_id" (its threading.get_ident(), a number),
+ *                     "thread_name" (the kernel's name of the thread,
+ *                     when it has one of its own);
  *                     and "status" (the thread's status words, e.g.
  *                     "has_gil,exception") when it had any
  *   location (4)      one per profile frame (a function at a line): id =
@@ -214,6 +216,7 @@ static int encode(const pyu_profile_data *d, buf *b)
     int64_t s_thread = str_index(&st, "thread");
     int64_t s_ident = str_index(&st, "thread_id");
     int64_t s_status = str_index(&st, "status");
+    int64_t s_name = str_index(&st, "thread_name");
     value_type(b, &m, 1, s_samples, s_count);
     value_type(b, &m, 1, s_time, s_ns);
     uint64_t period = pyu_profile_period(pi);
@@ -243,6 +246,11 @@ static int encode(const pyu_profile_data *d, buf *b)
         field_int(&sub, 1, (uint64_t)s_ident);
         field_int(&sub, 3, th->thread_id);
         field_msg(&m, 3, &sub);
+        if (th->name && *th->name) {
+            field_int(&sub, 1, (uint64_t)s_name);
+            field_int(&sub, 2, (uint64_t)str_index(&st, th->name));
+            field_msg(&m, 3, &sub);
+        }
         if (s->status) { /* e.g. "has_gil,exception" */
             char words[96] = "";
             for (unsigned b = 0; b < 8; b++) {

@@ -1,12 +1,15 @@
 /* Captures: the raw format, written while sampling and read back by
  * `pyunwind report` (docs/formats.md#raw).
  *
- * A capture is the magic "PYUNWRAW", a version (varint, 1), then records,
+ * A capture is the magic "PYUNWRAW", a version (varint, 2), then records,
  * each a tag byte and unsigned LEB128 varints (signed values zigzag
  * encoded; a string is its length and its UTF-8 bytes):
  *
  *   'P' pid, python, mode, flags, interval_ns, start_ns   first, once
- *   'T' thread_id, native_thread_id, zigzag(interpreter_id), main
+ *   'T' thread_id, native_thread_id, zigzag(interpreter_id), main, name
+ *                                                         (version 2; a
+ *                                                         version 1 'T'
+ *                                                         has no name)
  *   'F' name, file, zigzag(first_line), kind              a function
  *   'L' function, zigzag(line)                            a frame
  *   'N' parent node, frame                                a stack: node 1,
@@ -33,7 +36,7 @@
 #include <time.h>
 
 #define MAGIC "PYUNWRAW"
-#define VERSION 1
+#define VERSION 2 /* (reads 1 too) */
 #define FLUSH_EVERY_NS 10000000ull /* a killed run loses at most this */
 #define STR_MAX (1u << 20)
 #define ENTRIES_MAX (1u << 24)
@@ -101,6 +104,7 @@ static void put_new(pyu_capture *c, const pyu_profile_data *d)
         put_u(out, t->native_thread_id);
         put_u(out, zigzag(t->interpreter_id));
         put_u(out, t->main != 0);
+        put_s(out, t->name ? t->name : "");
     }
     for (; c->funcs < d->nfuncs; c->funcs++) {
         const pyu_profile_func *f = &d->funcs[c->funcs];
@@ -363,9 +367,9 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
     }
     r.at = sizeof magic;
     uint64_t version;
-    if (!get_u(&r, &version) || version != VERSION)
-        return bad(&r, "version %" PRIu64 " (this pyunwind reads version "
-                   "%d)", version, VERSION);
+    if (!get_u(&r, &version) || version < 1 || version > VERSION)
+        return bad(&r, "version %" PRIu64 " (this pyunwind reads versions "
+                   "1 to %d)", version, VERSION);
     pyu_profile_info *pi = pyu_profile_info_of(p);
     char *s1 = NULL, *s2 = NULL;
     size_t c1 = 0, c2 = 0;
@@ -422,9 +426,15 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
         case 'T':
             ok = get_u(&r, &v[0]) && get_u(&r, &v[1]) && get_u(&r, &v[2]) &&
                  get_u(&r, &v[3]);
+            if (ok && version >= 2)
+                ok = get_str(&r, &s1, &c1);
             if (ok && !map_add(&threads, pyu_profile_add_thread(
                                              p, v[0], v[1],
                                              unzigzag(v[2]), v[3] != 0)))
+                rc = -PYU_E_NOMEM;
+            if (ok && rc == 0 && version >= 2 && *s1 &&
+                pyu_profile_name_thread(p, (uint32_t)threads.v[threads.n - 1],
+                                        s1) < 0)
                 rc = -PYU_E_NOMEM;
             break;
         case 'F':

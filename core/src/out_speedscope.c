@@ -57,12 +57,14 @@ int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
         for (size_t i = 0; i < d->nstacks; i++)
             if (d->stacks[i].thread == th)
                 total += d->stacks[i].count * unit;
+        char label[96];
+        pyu_profile_thread_label(label, sizeof label, t);
+        fprintf(out, "%s{\"type\": \"sampled\", \"name\": ",
+                written++ ? ",\n " : "\n ");
+        pyu_json_str(out, label);
         fprintf(out,
-                "%s{\"type\": \"sampled\", \"name\": \"Thread %" PRIu64
-                "%s\", \"unit\": \"%s\", \"startValue\": 0, \"endValue\": "
+                ", \"unit\": \"%s\", \"startValue\": 0, \"endValue\": "
                 "%" PRIu64 ",\n  \"samples\": [",
-                written++ ? ",\n " : "\n ", t->native_thread_id,
-                t->main ? " (main thread)" : "",
                 period ? "nanoseconds" : "none", total);
         bool first = true;
         for (size_t i = 0; i < d->nstacks; i++) {

@@ -48,6 +48,14 @@ void pyu_profile_title(char *buf, size_t len, const pyu_profile_info *pi)
              pi->python, pyu_profile_mode_name(pi->mode));
 }
 
+void pyu_profile_thread_label(char *buf, size_t len,
+                              const pyu_profile_thread *t)
+{
+    const char *name = t->main ? "main thread" : t->name ? t->name : "";
+    snprintf(buf, len, *name ? "Thread %" PRIu64 " (%s)" : "Thread %" PRIu64,
+             t->native_thread_id, name);
+}
+
 long pyu_profile_path(const pyu_profile_data *d, uint32_t node,
                       uint32_t **buf, size_t *cap)
 {

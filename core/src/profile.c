@@ -314,6 +314,7 @@ long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
         .native_thread_id = native_thread_id,
         .interpreter_id = interpreter_id,
         .main = main != 0,
+        .name = "",
     };
     ix_put(&p->ithreads, at, h, p->nthreads);
     return (long)p->nthreads++;
@@ -324,6 +325,18 @@ static void timeline_cut(pyu_profile *p)
 {
     p->cut = true;
     p->nevents = p->nticks ? p->ticks[p->nticks - 1].end : 0;
+}
+
+int pyu_profile_name_thread(pyu_profile *p, uint32_t thread,
+                            const char *name)
+{
+    if (thread >= p->nthreads)
+        return -PYU_E_INVAL;
+    const char *s = intern_str(p, name);
+    if (!s)
+        return -PYU_E_NOMEM;
+    p->threads[thread].name = s;
+    return 0;
 }
 
 int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,

@@ -138,6 +138,8 @@ struct pyu_sampler {
     size_t fsize, tslen;
     size_t tail_off, tail_len; /* current_frame .. the anchor's sequence */
     long gc_frame, native_frame; /* profile frames of <GC>, <native> */
+    char proc_name[64];          /* the process's name: a thread with the
+                                    same name has none of its own */
     /* the prediction: interpreters and threads in list order */
     sinterp *interps;
     size_t ninterps, capinterps;
@@ -822,6 +824,26 @@ static int retry_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
     return rc;
 }
 
+/* The profile's thread for a thread of the target; a thread new to the
+ * profile gets the kernel's name of it, when the memory source knows one
+ * and it is not the process's own name (which every thread has before
+ * CPython 3.14, and the main thread always). */
+static long profile_thread(pyu_sampler *sm, uint64_t thread_id,
+                           uint64_t native_id, int64_t interp, int main)
+{
+    size_t before = pyu_profile_get(sm->p)->nthreads;
+    long th = pyu_profile_add_thread(sm->p, thread_id, native_id, interp,
+                                     main);
+    char name[64];
+    pyu_session *s = sm->s;
+    if (th >= 0 && (size_t)th >= before && s->ops->thread_name &&
+        s->ops->thread_name(s->ctx, native_id, name, sizeof name) == 0 &&
+        *name && strcmp(name, sm->proc_name) != 0 &&
+        pyu_profile_name_thread(sm->p, (uint32_t)th, name) < 0)
+        return -PYU_E_NOMEM;
+    return th;
+}
+
 /* Counts the thread's stack, read (status: as read before it).  Returns
  * 1 when it was counted, 0 when the thread is not selected after all, -1
  * on an error. */
@@ -843,9 +865,8 @@ static int count_stack(pyu_sampler *sm, const pyu_interp *in,
                 break;
             }
     if (t->pthread < 0 &&
-        (t->pthread = pyu_profile_add_thread(sm->p, ts->thread_id,
-                                             ts->native_id, in->id,
-                                             ts->main)) < 0)
+        (t->pthread = profile_thread(sm, ts->thread_id, ts->native_id,
+                                     in->id, ts->main)) < 0)
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
     long node = leaf_node(sm, t, status);
     if (node < 0 || pyu_profile_count(sm->p, (uint32_t)t->pthread,
@@ -1341,9 +1362,9 @@ static int ws_thread_end(void *arg, const pyu_walk_thread *t,
         node = pyu_profile_push(sm->p, (uint32_t)node,
                                 (uint32_t)sm->gc_frame);
     long th = node < 0 ? node
-                       : pyu_profile_add_thread(sm->p, t->thread_id,
-                                                t->native_thread_id,
-                                                t->interpreter_id, t->main);
+                       : profile_thread(sm, t->thread_id,
+                                        t->native_thread_id,
+                                        t->interpreter_id, t->main);
     if (th < 0 || pyu_profile_count(sm->p, (uint32_t)th, (uint32_t)node, 1,
                                     status) < 0)
         return w->err = -PYU_E_NOMEM, 2;
@@ -1450,6 +1471,10 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     pi->mode = o->mode;
     pi->flags = o->flags;
     pyu_profile_clock_start(p);
+    if (!s->ops->thread_name || s->pid <= 0 ||
+        s->ops->thread_name(s->ctx, (uint64_t)s->pid, sm->proc_name,
+                            sizeof sm->proc_name) < 0)
+        sm->proc_name[0] = 0;
     sm->memo_epoch = s->code_epoch;
     *out = sm;
     return 0;

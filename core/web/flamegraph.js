@@ -432,8 +432,7 @@
     opt(-1, 'all threads');
     D.threads.forEach((t, n) => {
       const count = D.stacks.reduce((a, s) => a + (s[0] === n ? s[2] : 0), 0);
-      opt(n, 'Thread ' + t[0] + (t[2] ? ' (main)' : '') + ' — ' + count +
-             ' samples');
+      opt(n, t[3] + ' — ' + count + ' samples');
     });
   }
 

@@ -111,6 +111,14 @@ def test_pprof_read_by_go_tool_pprof(label, python, workdir):
     assert abs(int(re.search(r"Showing nodes accounting for (\d+)",
                              gil).group(1)) - main_samples) <= \
         main_samples * 0.02, gil
+    # the thread_name label: the name the target gave the sleeper, which
+    # CPython 3.14+ passes to the kernel
+    if not label.startswith("3.13"):
+        named = go_pprof("-top", "-sample_index=samples", "-tagfocus",
+                         "thread_name=sleeper", out)
+        assert int(re.search(r"Showing nodes accounting for (\d+)",
+                             named).group(1)) == sum(n for _, n in sleeper), \
+            named
 
 
 def test_pprof_is_not_written_to_a_terminal(workdir):
@@ -248,7 +256,8 @@ def function_times(data, native_id):
 def test_speedscope_opened_by_speedscope(workdir):
     """A profile written as speedscope and as json from one gdb Profile:
     speedscope's own app (headless chromium) opens it without an error,
-    one profile per thread (the main thread first), and its Sandwich view
+    one profile per thread (the main thread first, the sleeper by the name
+    the target gave it), and its Sandwich view
     gives every function the total and self time the profile has (count x
     1 ms, to the app's two decimals); the main thread's split is the
     target's."""
@@ -271,8 +280,10 @@ def test_speedscope_opened_by_speedscope(workdir):
     assert errors == [], errors
     assert title.startswith("pyunwind: PID %d, CPython 3.15" % t.pid), title
     roles = t.truth["roles"]
+    # (CPython 3.14+ gives a thread the kernel name of its
+    # threading.Thread: the split target names its sleeper "sleeper")
     assert names == ["Thread %d (main thread)" % roles["main"],
-                     "Thread %d" % roles["sleeper"]], names
+                     "Thread %d (sleeper)" % roles["sleeper"]], names
     period = data["interval_ns"]
     for view, tid in zip(views, (roles["main"], roles["sleeper"])):
         want = function_times(data, tid)
@@ -530,9 +541,10 @@ def assert_gecko_matches(fx, data, names=True):
     for t in data["threads"]:
         handle, name = threads[t["native_thread_id"]]
         if names:
+            label = "main thread" if t["main"] else t["name"]
             assert name == "Thread %d%s" % (
-                t["native_thread_id"],
-                " (main thread)" if t["main"] else ""), name
+                t["native_thread_id"], " (%s)" % label if label else ""), \
+                name
         want = function_times(data, t["native_thread_id"])
         assert fx.functions(handle) == want, t
         spans, listed = fx.markers(handle)
@@ -549,7 +561,8 @@ def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
     written as gecko and as json by pyunwind report: the Firefox
     Profiler's own loader (profiler-cli) reads the gecko file (format
     version 70, upgraded on load) with every thread, function and status
-    as the json has them; the main thread's split is the target's; and
+    as the json has them, the threads named as the target named them
+    (3.14+); the main thread's split is the target's; and
     the Profiler's zoom into 0.5-1.5 s keeps the samples that report
     --from 0.5 --to 1.5 keeps: the samples sit at their times."""
     t = split_target(python, workdir, "--handler")
@@ -560,6 +573,12 @@ def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
         t.close()
     roles = t.truth["roles"]
     data = json.loads(report(path, "--format", "json").stdout)
+    # the threads' names: the ones the target gave them, which CPython
+    # 3.14+ passes to the kernel (3.13 does not: no names)
+    names = {t["native_thread_id"]: t["name"] for t in data["threads"]}
+    want = {tid: ("" if role == "main" or label.startswith("3.13")
+                  else role) for role, tid in roles.items()}
+    assert names == want, (names, want)
     gecko = os.path.join(workdir, "run.gecko.json")
     report(path, "--format", "gecko", "-o", gecko)
     fx = FirefoxProfiler(gecko, workdir)

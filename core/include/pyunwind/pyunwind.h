@@ -124,6 +124,10 @@ typedef int (*pyu_mapping_fn)(void *arg, const pyu_mapping *m);
  *           at addr.  The one write pyunwind makes is the sampler's frame
  *           cache anchor on CPython 3.15 (see pyu_sampler_new); returns 0
  *           or a negated error as read does.
+ * thread_name May be NULL.  Writes the kernel's name of native thread tid
+ *           (NUL-terminated, into out of size outlen; on Linux its comm,
+ *           which CPython 3.14+ sets to the threading.Thread's name, cut
+ *           at 15 bytes) and returns 0, or returns a negated error.
  */
 typedef struct pyu_memory_ops {
     int (*read)(void *ctx, const pyu_range *ranges, size_t nranges);
@@ -135,6 +139,7 @@ typedef struct pyu_memory_ops {
     int (*fatal_signal)(void *ctx, int *signo, uint64_t *tid);
     void (*destroy)(void *ctx);
     int (*write)(void *ctx, uint64_t addr, const void *buf, size_t len);
+    int (*thread_name)(void *ctx, uint64_t tid, char *out, size_t outlen);
 } pyu_memory_ops;
 
 /* ---------------------------------------------------------------- sessions */
@@ -529,6 +534,9 @@ typedef struct pyu_profile_thread {
     uint64_t samples;          /* stacks recorded for it */
     uint64_t status[8];        /* of those, how many had status bit i
                                   (1u << i: PYU_STATUS_*) */
+    const char *name;          /* the kernel's name of the thread when it
+                                  has one of its own (not the process's
+                                  name), else "" */
 } pyu_profile_thread;
 
 /* The samples of one stack on one thread with one status: a (thread,
@@ -600,6 +608,10 @@ PYU_API long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line);
 /* The node for stack `parent` with `frame` added innermost. */
 PYU_API long pyu_profile_push(pyu_profile *p, uint32_t parent,
                               uint32_t frame);
+/* Names thread `thread` (a copy of name).  Returns 0 or a negated
+ * error. */
+PYU_API int pyu_profile_name_thread(pyu_profile *p, uint32_t thread,
+                                    const char *name);
 /* Counts n samples of stack `node` on thread `thread`, with thread status
  * `status` (PYU_STATUS_* bits).  Returns 0 or a negated error. */
 PYU_API int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
