@@ -932,6 +932,53 @@ def test_live_view_on_a_terminal(workdir):
     assert "--live draws on a terminal" in r.stderr
 
 
+def test_live_view_ends_on_ctrl_c(workdir):
+    """Ctrl-C typed on the live view's terminal (the pty turns it into
+    SIGINT) ends the run as q does: exit 0, the profile in -o, and the
+    terminal's line editing and echo given back."""
+    import pty
+    import select
+    import termios
+    python = dict(PYTHONS)["3.15.2-debian"]
+    t = split_target(python, workdir)
+    out = os.path.join(workdir, "live.json")
+    try:
+        pid, fd = pty.fork()
+        if pid == 0:
+            os.execv(PYUNWIND, [PYUNWIND, "sample", str(t.pid), "--live",
+                                "-d", "60", "--format", "json", "-o", out])
+        seen = b""
+        end = time.time() + 1.5
+        while time.time() < end:
+            if select.select([fd], [], [], 0.05)[0]:
+                seen += os.read(fd, 65536)
+        raw = termios.tcgetattr(fd)
+        os.write(fd, b"\x03")
+        end = time.time() + 3
+        done = None
+        while time.time() < end and done is None:
+            if select.select([fd], [], [], 0.05)[0]:
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:
+                    pass
+            p, status = os.waitpid(pid, os.WNOHANG)
+            if p:
+                done = status
+                cooked = termios.tcgetattr(fd)
+        if done is None:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+    finally:
+        t.close()
+    assert done is not None, "still running after Ctrl-C: %r" % seen[-500:]
+    assert os.waitstatus_to_exitcode(done) == 0, seen[-2000:]
+    assert not raw[3] & termios.ICANON  # the view had the terminal raw
+    assert cooked[3] & termios.ICANON and cooked[3] & termios.ECHO
+    with open(out) as f:
+        assert json.load(f)["samples"] > 500
+
+
 def _varint(v):
     out = bytearray()
     while True:
