@@ -29,8 +29,26 @@
                   search: '', files: false, selected: null, elided: false,
                   sandwich: null };
 
-  // a function's identity across profiles: its name and file
-  function keyOf(X, f) { return X.functions[f][0] + '\u0000' + X.functions[f][1]; }
+  // a function's identity across profiles (its name and file) as a
+  // number: one per distinct name and file, shared by the profile and its
+  // baseline; per profile an array from function to key, made once
+  const keyIds = new Map(), keyNames = [];
+  function funcKeys(X) {
+    if (!X.fkeys) {
+      X.fkeys = X.functions.map((fn) => {
+        const s = fn[0] + '\u0000' + fn[1];
+        let id = keyIds.get(s);
+        if (id === undefined) {
+          id = keyNames.length;
+          keyIds.set(s, id);
+          keyNames.push(fn[0]);
+        }
+        return id;
+      });
+    }
+    return X.fkeys;
+  }
+  function keyOf(X, f) { return funcKeys(X)[f]; }
 
   function pathOf(X, node) {
     if (!X.paths) X.paths = new Map();
@@ -75,12 +93,13 @@
     for (const st of X.stacks) {
       const [th, node, count] = st;
       if (!keepThread(X, th) || !keepStatus(st)) continue;
-      let seq = pathOf(X, node);
-      if (state.inverted) seq = seq.slice().reverse();
+      const seq = pathOf(X, node), keys = funcKeys(X);
+      const inv = state.inverted, len = seq.length;
       let n = root;
       root.total += count;
-      for (const f of seq) {
-        const k = keyOf(X, f);
+      for (let j = 0; j < len; j++) {
+        const f = seq[inv ? len - 1 - j : j];
+        const k = keys[f];
         let c = n.kids.get(k);
         if (!c) {
           c = { fn: f, key: k, total: 0, self: 0, kids: new Map(), parent: n };
@@ -310,7 +329,7 @@
       crumbs.appendChild(a);
     };
     link('all', 0);
-    state.zoom.forEach((k, i) => link('› ' + k.split('\u0000')[0], i + 1));
+    state.zoom.forEach((k, i) => link('› ' + keyNames[k], i + 1));
     $('info').textContent = sw
         ? 'sandwich of ' + fnName(sw[0].fn) + ': in ' + sw[0].total +
           ' samples, ' + pct(sw[0].total, all) + ' of all (Esc: back)'
