@@ -49,6 +49,81 @@
       c.appendChild(a);
     }
     v.appendChild(t);
+    tree(v);
+  }
+
+  // The files as a tree of their directories: each directory with the
+  // self samples of the files under it, hottest first at every level; a
+  // directory with one subdirectory and no file of its own is shown with
+  // it on one row ("/usr/lib/python3.15").
+  function tree(v) {
+    const root = { name: '', dirs: new Map(), files: [], self: 0 };
+    D.files.forEach((f, i) => {
+      const parts = f.path.split('/').filter((x) => x);
+      const leaf = parts.pop() || f.path;
+      let d = root;
+      root.self += fileTotal(f);
+      for (const p of parts) {
+        // (an absolute path's first directory keeps its '/')
+        const name = d === root && f.path.startsWith('/') ? '/' + p : p;
+        if (!d.dirs.has(name))
+          d.dirs.set(name, { name, dirs: new Map(), files: [], self: 0 });
+        d = d.dirs.get(name);
+        d.self += fileTotal(f);
+      }
+      d.files.push({ name: leaf, i, self: fileTotal(f) });
+    });
+    const h = document.createElement('h2');
+    h.textContent = 'by directory';
+    v.appendChild(h);
+    const t = document.createElement('table');
+    t.id = 'tree';
+    t.innerHTML = '<tr><th>self</th><th>self %</th><th class="path">' +
+                  'directory / file</th></tr>';
+    const row = (self, depth, cls, fill) => {
+      const r = t.insertRow();
+      r.className = cls;
+      r.dataset.self = self;
+      r.dataset.depth = depth;
+      r.insertCell().textContent = self;
+      r.insertCell().textContent = pct(self);
+      const c = r.insertCell();
+      c.className = 'path';
+      c.style.paddingLeft = (8 + 18 * depth) + 'px';
+      fill(c);
+      return r;
+    };
+    const walk = (d, prefix, depth) => {
+      // (a chain of lone directories on one row)
+      let name = prefix + d.name;
+      while (d.dirs.size === 1 && !d.files.length) {
+        d = [...d.dirs.values()][0];
+        name += '/' + d.name;
+      }
+      if (depth >= 0) {
+        const r = row(d.self, depth, 'dir-row',
+                      (c) => { c.textContent = name + '/'; });
+        r.dataset.path = name;
+      }
+      const kids = [...[...d.dirs.values()].map((x) => ['d', x]),
+                    ...d.files.map((x) => ['f', x])]
+          .sort((a, b) => b[1].self - a[1].self);
+      for (const [kind, x] of kids) {
+        if (kind === 'd') {
+          walk(x, '', depth + 1);
+        } else {
+          const r = row(x.self, depth + 1, 'tree-file', (c) => {
+            const a = document.createElement('a');
+            a.href = '#file=' + x.i;
+            a.textContent = x.name;
+            c.appendChild(a);
+          });
+          r.dataset.path = D.files[x.i].path;
+        }
+      }
+    };
+    walk(root, '', -1);
+    v.appendChild(t);
   }
 
   function show(i, line) {

@@ -848,7 +848,8 @@ def line_counts(data, path):
 
 def test_heatmap_in_chromium(workdir):
     """The heat map page of a capture in headless chromium: no console
-    error; the index lists split.py first (the hottest); every line's self
+    error; the index lists split.py first (the hottest), and its tree of
+    directories adds up; every line's self
     and total samples equal the same capture's json; three()'s call line
     links to busy()'s first line, and each click on the link restarts its
     highlight."""
@@ -868,6 +869,27 @@ def test_heatmap_in_chromium(workdir):
     assert got["errors"] == [], got["errors"]
     assert got["index"][0][1] == src, got["index"]
     assert sum(n for n, _ in got["index"]) == stacks
+    # the tree of directories: every file once, with its index count; a
+    # directory's count is its files'; split.py's directory first (the
+    # hottest), split.py under it
+    tree = got["tree"]
+    files = {r["path"]: r["self"] for r in tree if r["kind"] == "file"}
+    assert files == {p: n for n, p in got["index"]}, tree
+    for k, r in enumerate(tree):
+        if r["kind"] == "dir":
+            assert r["self"] == sum(n for p, n in files.items()
+                                    if p.startswith(r["path"] + "/")), r
+            # its rows: the deeper ones that follow it
+            below = []
+            for x in tree[k + 1:]:
+                if x["depth"] <= r["depth"]:
+                    break
+                below.append(x)
+            assert {x["path"] for x in below if x["kind"] == "file"} == \
+                {p for p in files if p.startswith(r["path"] + "/")}, r
+    assert tree[0] == {"kind": "dir", "depth": 0, "self": stacks,
+                       "path": os.path.dirname(src)}, tree[:2]
+    assert tree[1]["path"] == src, tree[:2]
     assert got["lines"] == line_counts(data, src), got["lines"]
     with open(src, encoding="utf-8") as f:
         lines = f.read().splitlines()

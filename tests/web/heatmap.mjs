@@ -2,7 +2,8 @@
 // reads the index, opens the file FILE, reads every line's counts, then
 // clicks the first "calls FUNC" link twice and reports how many times the
 // target line started to flash (each click must restart it).  Prints one
-// JSON object {errors, index: [[self, path]], lines: {LINE: [self,
+// JSON object {errors, index: [[self, path]], tree: [{kind (dir or file),
+// depth, self, path}], lines: {LINE: [self,
 // total]}, link: {file, line}, flashes, visible}; screenshots OUT-*.png.
 //
 //   node heatmap.mjs NODE_MODULES_DIR PAGE OUT FILE FUNC
@@ -25,7 +26,12 @@ try {
   await page.goto(`file://${path.resolve(page_)}`);
   out.index = await page.evaluate(() => [...document.querySelectorAll('.file-row')]
       .map((r) => [Number(r.cells[0].textContent), r.cells[3].textContent]));
-  await page.screenshot({ path: out_ + '-index.png' });
+  out.tree = await page.evaluate(() => [...document.querySelectorAll(
+      '#tree tr.dir-row, #tree tr.tree-file')].map((r) => ({
+        kind: r.className === 'dir-row' ? 'dir' : 'file',
+        depth: Number(r.dataset.depth), self: Number(r.dataset.self),
+        path: r.dataset.path })));
+  await page.screenshot({ path: out_ + '-index.png', fullPage: true });
   const opened = await page.evaluate((f) => {
     const a = [...document.querySelectorAll('.file-row a')]
         .find((x) => x.textContent === f);
