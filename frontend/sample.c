@@ -146,11 +146,17 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             ended = "the target exited";
             break;
         }
-        if (rc < 0 && have_exe &&
-            (!exe_of(ti.pid, &exe1) || exe1.st_ino != exe0.st_ino ||
-             exe1.st_dev != exe0.st_dev)) {
-            ended = "the target ran exec (another program)";
-            break;
+        if (rc < 0 && have_exe) {
+            /* (a process that exits loses its /proc/PID/exe first: a
+             * zombie has none) */
+            if (!exe_of(ti.pid, &exe1)) {
+                ended = "the target exited";
+                break;
+            }
+            if (exe1.st_ino != exe0.st_ino || exe1.st_dev != exe0.st_dev) {
+                ended = "the target ran exec (another program)";
+                break;
+            }
         }
         if (rc < 0 && (fatal(rc) || (failing_since &&
                                      t - failing_since > GIVE_UP_NS))) {
