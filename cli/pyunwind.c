@@ -66,7 +66,9 @@ static int run(enum pyu_cmd_kind kind, int argc, char **argv)
     else {
         ex = pyu_cmd_run(s, &o, !o.core, source, stdout, stderr, msg,
                               sizeof msg);
-        if (ex != PYU_EXIT_OK && ex != PYU_EXIT_PARTIAL)
+        if (ex == PYU_EXIT_PARTIAL)
+            fprintf(stderr, "pyunwind: warning: %s\n", msg);
+        else if (ex != PYU_EXIT_OK)
             fail(msg, ex);
     }
     pyu_session_free(s);

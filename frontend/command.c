@@ -731,9 +731,16 @@ static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
         snprintf(msg, msglen, "the await graph has a cycle: no tree");
         ex = PYU_EXIT_CYCLE;
     }
+    size_t bad = 0, first = 0;
     for (size_t i = 0; ex == PYU_EXIT_OK && i < t->ntasks; i++)
-        if (t->tasks[i].error)
-            ex = PYU_EXIT_PARTIAL;
+        if (t->tasks[i].error && !bad++)
+            first = i;
+    if (bad) {
+        snprintf(msg, msglen, "%zu of %zu tasks could not be read whole "
+                 "(task 0x%" PRIx64 ": %s)", bad, t->ntasks,
+                 t->tasks[first].id, t->tasks[first].error);
+        ex = PYU_EXIT_PARTIAL;
+    }
     pyu_tasks_free(t);
     return ex;
 }
@@ -785,9 +792,17 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     rc = o->json ? pyu_dump_write_json(&view, f)
                  : pyu_dump_write_text(&view, f, o->text_flags);
     int ex = close_output(o, f, out, rc, msg, msglen);
+    size_t bad = 0, first = 0;
     for (size_t i = 0; ex == PYU_EXIT_OK && i < view.nthreads; i++)
-        if (view.threads[i].error)
-            ex = PYU_EXIT_PARTIAL;
+        if (view.threads[i].error && !bad++)
+            first = i;
+    if (bad) { /* (exit 5 says why in one line) */
+        snprintf(msg, msglen, "%zu of %zu threads could not be read to "
+                 "their end (thread %" PRIu64 ": %s)", bad, view.nthreads,
+                 view.threads[first].native_thread_id,
+                 view.threads[first].error);
+        ex = PYU_EXIT_PARTIAL;
+    }
     pyu_dump_free(d);
     return ex;
 }

@@ -592,6 +592,8 @@ class Command : public lldb::SBCommandPluginInterface {
             return fail(result, msg);
         if (!text.empty())
             result.Printf("%s", text.c_str());
+        if (ex == PYU_EXIT_PARTIAL) /* how many stacks are incomplete, why */
+            result.Printf("pyunwind: warning: %s\n", msg);
         result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
         return true;
     }

@@ -607,6 +607,17 @@ PYU_HIDDEN void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                                 uint64_t *next);
 PYU_HIDDEN void pyu_threads_free(pyu_session *s);
 
+/* ============================================ compressed cores
+ * (decompress.c) */
+
+/* When the file open at fd is a zstd, xz, lz4 or gzip stream (told by
+ * its first bytes), decompresses it into an unnamed temporary file and
+ * sets *out to that file's descriptor (the caller closes it); otherwise
+ * sets *out to -1.  Returns 0, or a negated error with err set (a stream
+ * cut off or damaged, a full disk). */
+PYU_HIDDEN int pyu_core_decompress(int fd, const char *path, int *out,
+                                   pyu_err *err);
+
 /* ============================================ thread status (status.c) */
 
 /* PYU_STATUS_* of a thread (all but the 3.15 GC frame check, which needs

@@ -462,6 +462,17 @@ int pyu_core_create(const char *path, const char *exe, const char *sysroot,
                          "%s is not a regular file, not a core file", path);
         goto fail;
     }
+    int plain;
+    if ((rc = pyu_core_decompress(c->fd, path, &plain, err)) < 0)
+        goto fail;
+    if (plain >= 0) { /* read the decompressed copy from here on */
+        close(c->fd);
+        c->fd = plain;
+        if (fstat(c->fd, &st) < 0) {
+            rc = pyu_err_set(err, PYU_E_IO, "%s: %s", path, strerror(errno));
+            goto fail;
+        }
+    }
     c->size = (uint64_t)st.st_size;
     if (c->size == 0) {
         rc = pyu_err_set(err, PYU_E_BADCORE,

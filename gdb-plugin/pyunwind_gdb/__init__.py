@@ -192,6 +192,8 @@ def _run(command, argv, through_gdb=False):
         gdb.write(out.decode("utf-8", "backslashreplace"))
     if code not in (0, 5):
         raise Error(msg, code)
+    if code == 5:  # some stacks are incomplete: say how many and why
+        diag += ("pyunwind: warning: %s\n" % msg).encode()
     return out, diag
 
 

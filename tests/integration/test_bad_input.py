@@ -5,6 +5,7 @@ and files that are not (whole) cores of a Python program."""
 import contextlib
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -344,3 +345,62 @@ def test_corrupted_core(cores, tmp_path, seed):
                 out.write(bytes([rng.randrange(256)]))
         r = pyunwind("dump", "--core", f, "--no-source", timeout=60)
     assert_no_crash(r)
+
+
+
+@pytest.fixture(scope="module")
+def incomplete_core(cores):
+    """A copy of the Python core with one mapping zeroed (as gcore leaves
+    memory it cannot read) such that some thread's frames read as zeros,
+    and the CLI's result on it."""
+    segs = [(off, size) for off, size in load_segments(cores["python"])
+            if size <= 64 << 20]
+    path = os.path.join(cores["dir"], "incomplete.core")
+    subprocess.run(["cp", "--sparse=always", cores["python"], path],
+                   check=True)
+    with open(path, "r+b") as out:
+        for off, size in segs:
+            out.seek(off)
+            keep = out.read(size)
+            out.seek(off)
+            out.write(bytes(size))
+            out.flush()
+            r = pyunwind("dump", "--core", path, "--no-source")
+            if r.returncode == 5:
+                break
+            out.seek(off)
+            out.write(keep)
+    assert r.returncode == 5, "no mapping whose loss leaves a stack " \
+        "incomplete"
+    yield path, r
+    os.unlink(path)
+
+
+def test_incomplete_stacks_say_why(incomplete_core):
+    """Exit 5 (some stacks incomplete) says on stderr, in one line, how
+    many threads of how many could not be read to their end and why (the
+    first one's error), as the JSON of the same core has them."""
+    import json
+    path, r = incomplete_core
+    err = r.stderr.strip()
+    assert "\n" not in err, err
+    m = re.match(r"^pyunwind: warning: (\d+) of (\d+) threads could not "
+                 r"be read to their end \(thread (\d+): (.+)\)$", err)
+    assert m, err
+    dump = json.loads(pyunwind("dump", "--json", "--core", path).stdout)
+    bad = [t for t in dump["threads"] if t["error"]]
+    assert int(m.group(1)) == len(bad) >= 1
+    assert int(m.group(2)) == len(dump["threads"])
+    assert int(m.group(3)) == bad[0]["native_thread_id"]
+    assert m.group(4) == bad[0]["error"]
+
+
+@pytest.mark.debugger
+def test_incomplete_stacks_say_why_in_the_debuggers(cores, incomplete_core):
+    """gdb's and lldb's py-dump print the CLI's warning line."""
+    from debuggers import Gdb, Lldb
+    path, r = incomplete_core
+    for dbg in (Gdb(), Lldb()):
+        pre, args, post = dbg.core(cores["python_exe"], path)
+        tr = dbg.run(["py-dump --no-source", *post], args, setup=pre)
+        assert r.stderr.strip() in tr.text, (dbg.name, tr.text[-2000:])
