@@ -39,6 +39,20 @@ static void find_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
     }
 }
 
+int pyu_open_regular(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        errno = EINVAL;
+        return -1;
+    }
+    return fd;
+}
+
 int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
 {
     struct stat st;
@@ -47,10 +61,12 @@ int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
     memset(info, 0, sizeof *info);
     if (!pyu_elf_init())
         return pyu_err_set(err, PYU_E_IO, "libelf is unusable");
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = pyu_open_regular(path);
     if (fd < 0)
-        return pyu_err_set(err, PYU_E_IO, "cannot open %s: %s", path,
-                           strerror(errno));
+        return pyu_err_set(err, PYU_E_IO, errno == EINVAL
+                                              ? "%s is not a regular file"
+                                              : "cannot open %s: %s",
+                           path, strerror(errno));
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         rc = pyu_err_set(err, PYU_E_IO, "%s is not a regular file", path);
         goto out;

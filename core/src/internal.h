@@ -118,6 +118,12 @@ typedef struct pyu_elf_info {
     uint64_t asyncio_vaddr, asyncio_size;
 } pyu_elf_info;
 
+/* Opens a file whose path came from the target (a core's NT_FILE, a
+ * mapping, --core) for reading, only when it is a regular file: a FIFO or
+ * a device never blocks the open (O_NONBLOCK) and is refused.  Returns
+ * the descriptor, or -1 with errno set (EINVAL: not a regular file). */
+PYU_HIDDEN int pyu_open_regular(const char *path);
+
 /* Reads the section headers and dynamic symbols of the ELF file at path.
  * Returns 0 or a negated error (message in err). */
 PYU_HIDDEN int pyu_elf_inspect(const char *path, pyu_elf_info *info,

@@ -104,7 +104,7 @@ static ssize_t read_backing(core_ctx *c, uint64_t addr, void *buf, size_t len)
         char path[PATH_MAX];
         f->fd = -2;
         if (core_resolve(c, f->path, path, sizeof path) == 0) {
-            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            int fd = pyu_open_regular(path);
             if (fd >= 0)
                 f->fd = fd;
         }
@@ -445,7 +445,8 @@ int pyu_core_create(const char *path, const char *exe, const char *sysroot,
     core_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return pyu_err_set(err, PYU_E_NOMEM, "out of memory");
-    c->fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* (a FIFO or a device given as the core must not block the open) */
+    c->fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (c->fd < 0) {
         rc = pyu_err_set(err, errno == EACCES ? PYU_E_PERM : PYU_E_IO,
                          "cannot open core file %s: %s", path,

@@ -404,3 +404,43 @@ def test_incomplete_stacks_say_why_in_the_debuggers(cores, incomplete_core):
         pre, args, post = dbg.core(cores["python_exe"], path)
         tr = dbg.run(["py-dump --no-source", *post], args, setup=pre)
         assert r.stderr.strip() in tr.text, (dbg.name, tr.text[-2000:])
+
+
+def test_fifo_as_core(tmp_path):
+    """A FIFO given as the core: refused at once, not a read that waits for
+    a writer forever."""
+    f = tmp_path / "fifo"
+    os.mkfifo(f)
+    assert_one_line_error(pyunwind("dump", "--core", str(f), timeout=20), 3,
+                          "not a regular file")
+
+
+def test_fifos_in_the_sysroot(cores, tmp_path):
+    """A sysroot where the files the core names are FIFOs (a hostile or
+    odd tree): every open that would wait is refused, the dump ends."""
+    import json
+    exe = cores["python_exe"]
+    # the files NT_FILE names: the paths in the core's notes
+    out = subprocess.run(["readelf", "-lW", cores["python"]],
+                         capture_output=True, text=True).stdout
+    note = [line.split() for line in out.splitlines()
+            if line.split()[:1] == ["NOTE"]][0]
+    with open(cores["python"], "rb") as f:
+        f.seek(int(note[1], 16))
+        notes = f.read(int(note[4], 16))
+    paths = {m.decode() for m in re.findall(rb"(/[\x21-\x7e]+)\x00", notes)
+             if os.path.isfile(m.decode())}
+    assert os.path.realpath(exe) in {os.path.realpath(p) for p in paths}, \
+        sorted(paths)[:5]
+    for p in paths:
+        d = str(tmp_path) + os.path.dirname(p)
+        os.makedirs(d, exist_ok=True)
+        if not os.path.exists(str(tmp_path) + p):
+            os.mkfifo(str(tmp_path) + p)
+    r = pyunwind("dump", "--json", "--core", cores["python"], "--sysroot",
+                 str(tmp_path), timeout=60)
+    assert r.returncode in (0, 3, 4, 5), r.stderr
+    if r.returncode in (0, 5):
+        json.loads(r.stdout)
+    else:
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
