@@ -126,15 +126,20 @@ _Static_assert(PYU_F_COUNT < 256, "field ids fit a byte");
 
 void pyu_version_string(uint64_t hex, char *out, size_t outlen)
 {
-    static const char level[] = {[0xA] = 'a', [0xB] = 'b', [0xC] = 'c'};
+    /* (the release levels: 0xA alpha, 0xB beta, 0xC candidate, 0xF final;
+     * other values come only from damaged memory) */
     int lv = PY_LEVEL(hex);
-    if (lv == 0xF || lv < 0xA)
+    const char *name = lv == 0xA   ? "a"
+                       : lv == 0xB ? "b"
+                       : lv == 0xC ? "rc"
+                       : lv == 0xF ? ""
+                                   : "?";
+    if (lv == 0xF)
         snprintf(out, outlen, "%d.%d.%d", PY_MAJOR(hex), PY_MINOR(hex),
                  PY_MICRO(hex));
     else
         snprintf(out, outlen, "%d.%d.%d%s%d", PY_MAJOR(hex), PY_MINOR(hex),
-                 PY_MICRO(hex), lv == 0xC ? "rc" : (char[2]){level[lv], 0},
-                 PY_SERIAL(hex));
+                 PY_MICRO(hex), name, PY_SERIAL(hex));
 }
 
 /* The layout for a version, or NULL. */

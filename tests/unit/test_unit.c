@@ -288,6 +288,13 @@ static void test_versions(void)
     CHECK(strcmp(v, "3.15.0b4") == 0);
     pyu_version_string(0x030F00C1, v, sizeof v);
     CHECK(strcmp(v, "3.15.0rc1") == 0);
+    /* (no such release level: damaged memory, found by fuzz_offsets) */
+    pyu_version_string(0x030F00D1, v, sizeof v);
+    CHECK(strcmp(v, "3.15.0?1") == 0);
+    pyu_version_string(0x030F0051, v, sizeof v);
+    CHECK(strcmp(v, "3.15.0?1") == 0);
+    pyu_version_string(0x030F00C1, v, sizeof v);
+    CHECK(strcmp(v, "3.15.0rc1") == 0);
     CHECK_EQ(pyu_offsets_layout_fields(0x030D05F0), 70);  /* 584 bytes */
     CHECK_EQ(pyu_offsets_layout_fields(0x030E07F0), 92);  /* 760 bytes */
     CHECK_EQ(pyu_offsets_layout_fields(0x030F02F0), 108); /* 888 bytes */
