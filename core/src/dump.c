@@ -1,6 +1,7 @@
 /* Dumps: every thread's stack, built by one caller of pyu_walk. */
 #include "internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,6 +125,20 @@ int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
     snprintf(d->pub.version, sizeof d->pub.version, "%s", s->version);
     d->pub.free_threaded = s->off.free_threaded;
     d->pub.has_async = (flags & PYU_WALK_ASYNC) != 0;
+    /* the root the session sees the target's files through ("/" as it
+     * translates it, less the slash) */
+    char root[PATH_MAX];
+    size_t rl;
+    if (!s->ops->file_path || s->ops->file_path(s->ctx, "/", root,
+                                                sizeof root) < 0)
+        root[0] = 0;
+    rl = strlen(root);
+    if (rl && root[rl - 1] == '/')
+        root[rl - 1] = 0;
+    if (!(d->pub.source_root = pyu_store_str(d->store, 0, root))) {
+        pyu_dump_free(&d->pub);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
     pyu_walker w = {
         .flags = flags,
         .interpreter = on_interp,

@@ -39,6 +39,37 @@ static void find_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
     }
 }
 
+void pyu_build_id_hex(const uint8_t *id, size_t len, char *out)
+{
+    for (size_t i = 0; i < len; i++)
+        sprintf(out + 2 * i, "%02x", id[i]);
+    out[2 * len] = 0;
+}
+
+size_t pyu_notes_build_id(const uint8_t *notes, size_t len, uint8_t *id)
+{
+    size_t at = 0;
+    while (len - at >= 12) {
+        uint32_t namesz, descsz, type;
+        memcpy(&namesz, notes + at, 4);
+        memcpy(&descsz, notes + at + 4, 4);
+        memcpy(&type, notes + at + 8, 4);
+        at += 12;
+        size_t nlen = ((size_t)namesz + 3) & ~(size_t)3;
+        size_t dlen = ((size_t)descsz + 3) & ~(size_t)3;
+        if (nlen > len - at || dlen > len - at - nlen)
+            return 0;
+        if (type == 3 /* NT_GNU_BUILD_ID */ && namesz == 4 &&
+            memcmp(notes + at, "GNU", 4) == 0 && descsz > 0 &&
+            descsz <= PYU_BUILD_ID_MAX) {
+            memcpy(id, notes + at + nlen, descsz);
+            return descsz;
+        }
+        at += nlen + dlen;
+    }
+    return 0;
+}
+
 int pyu_open_regular(const char *path)
 {
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -82,9 +113,18 @@ int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
         goto out;
     }
     bool have_base = false;
-    for (size_t i = 0; i < nph && !have_base; i++) {
+    for (size_t i = 0; i < nph; i++) {
         GElf_Phdr ph;
-        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_LOAD) {
+        if (gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_NOTE &&
+            !info->build_id_len && ph.p_filesz <= (1u << 20)) {
+            Elf_Data *d = elf_getdata_rawchunk(elf, (int64_t)ph.p_offset,
+                                               ph.p_filesz, ELF_T_BYTE);
+            if (d && d->d_buf)
+                info->build_id_len =
+                    pyu_notes_build_id(d->d_buf, d->d_size, info->build_id);
+        }
+        if (!have_base && gelf_getphdr(elf, (int)i, &ph) &&
+            ph.p_type == PT_LOAD) {
             uint64_t align = ph.p_align > 1 ? ph.p_align : 1;
             if (align & (align - 1))
                 align = 4096;

@@ -108,6 +108,8 @@ PYU_HIDDEN void pyu_err_clear(pyu_err *e);
 
 /* ======================================= ELF files on disk (elf_file.c) */
 
+#define PYU_BUILD_ID_MAX 64
+
 typedef struct pyu_elf_info {
     bool has_pyruntime;      /* a .PyRuntime section */
     uint64_t pyruntime_vaddr;
@@ -116,7 +118,16 @@ typedef struct pyu_elf_info {
     uint64_t base_vaddr;     /* first PT_LOAD p_vaddr, rounded down */
     bool has_asyncio;        /* an .AsyncioDebug section (3.14+) */
     uint64_t asyncio_vaddr, asyncio_size;
+    uint8_t build_id[PYU_BUILD_ID_MAX]; /* its GNU build-id note */
+    size_t build_id_len;                /* 0: none */
 } pyu_elf_info;
+
+/* A build-id as lowercase hex into out (size at least 2 * len + 1). */
+PYU_HIDDEN void pyu_build_id_hex(const uint8_t *id, size_t len, char *out);
+/* The GNU build-id in a run of ELF notes (len bytes, 4-byte aligned):
+ * copied into id (PYU_BUILD_ID_MAX bytes); its length, or 0. */
+PYU_HIDDEN size_t pyu_notes_build_id(const uint8_t *notes, size_t len,
+                                     uint8_t *id);
 
 /* Opens a file whose path came from the target (a core's NT_FILE, a
  * mapping, --core) for reading, only when it is a regular file: a FIFO or

@@ -437,6 +437,87 @@ static int load_segments(core_ctx *c)
 
 /* ------------------------------------------------------------------ open */
 
+/* Reads len bytes at addr from the core itself (not the files behind it);
+ * false when the core does not hold them all. */
+static bool core_only(const core_ctx *c, uint64_t addr, void *buf,
+                      size_t len)
+{
+    const core_seg *s = seg_at(c, addr);
+    if (!s)
+        return false;
+    uint64_t rel = addr - s->vaddr;
+    return rel < s->filesz && len <= s->filesz - rel &&
+           s->offset + rel <= c->size && len <= c->size - s->offset - rel &&
+           pread(c->fd, buf, len, (off_t)(s->offset + rel)) == (ssize_t)len;
+}
+
+/* The build-id of the ELF file mapped at start, from the process's memory
+ * as the core holds it (the kernel keeps the first page of every ELF
+ * mapping); its length, or 0. */
+static size_t mapped_build_id(const core_ctx *c, uint64_t start, uint8_t *id)
+{
+    Elf64_Ehdr eh;
+    Elf64_Phdr ph[64];
+    if (!core_only(c, start, &eh, sizeof eh) ||
+        memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_phentsize != sizeof *ph || eh.e_phnum == 0 || eh.e_phnum > 64 ||
+        !core_only(c, start + eh.e_phoff, ph, eh.e_phnum * sizeof *ph))
+        return 0;
+    uint64_t base = UINT64_MAX;
+    for (size_t i = 0; i < eh.e_phnum; i++)
+        if (ph[i].p_type == PT_LOAD && ph[i].p_offset == 0)
+            base = ph[i].p_vaddr & ~(c->page_size - 1);
+    if (base == UINT64_MAX)
+        return 0;
+    for (size_t i = 0; i < eh.e_phnum; i++) {
+        uint8_t notes[4096];
+        size_t n = ph[i].p_filesz < sizeof notes ? ph[i].p_filesz
+                                                 : sizeof notes;
+        size_t got;
+        if (ph[i].p_type == PT_NOTE &&
+            core_only(c, start - base + ph[i].p_vaddr, notes, n) &&
+            (got = pyu_notes_build_id(notes, n, id)) > 0)
+            return got;
+    }
+    return 0;
+}
+
+/* The executable and libpython on disk (as --exe and --sysroot resolve
+ * them) must be the files the process ran, when both build-ids are known:
+ * another build's frozen code objects and data would give wrong stacks. */
+static int check_build_ids(core_ctx *c, const char *core, pyu_err *err)
+{
+    for (size_t i = 0; i < c->nfiles; i++) {
+        const core_file *f = &c->files[i];
+        const char *base = strrchr(f->path, '/');
+        base = base ? base + 1 : f->path;
+        if (f->pgoff != 0 ||
+            !((c->exe_path && strcmp(f->path, c->exe_path) == 0) ||
+              strncmp(base, "libpython", 9) == 0))
+            continue;
+        uint8_t mem[PYU_BUILD_ID_MAX];
+        size_t mlen = mapped_build_id(c, f->start, mem);
+        char path[PATH_MAX];
+        pyu_elf_info info;
+        pyu_err quiet = {0};
+        if (!mlen || core_resolve(c, f->path, path, sizeof path) < 0 ||
+            pyu_elf_inspect(path, &info, &quiet) < 0 || !info.build_id_len)
+            continue;
+        if (info.build_id_len == mlen &&
+            memcmp(info.build_id, mem, mlen) == 0)
+            continue;
+        char want[2 * PYU_BUILD_ID_MAX + 1], have[2 * PYU_BUILD_ID_MAX + 1];
+        pyu_build_id_hex(mem, mlen, want);
+        pyu_build_id_hex(info.build_id, info.build_id_len, have);
+        return pyu_err_set(err, PYU_E_BADCORE,
+                           "%s: %s is not the file the process ran (%s): "
+                           "its build-id is %s, the core's is %s; give the "
+                           "right one with --exe FILE or --sysroot DIR",
+                           core, path, f->path, have, want);
+    }
+    return 0;
+}
+
 int pyu_core_create(const char *path, const char *exe, const char *sysroot,
                     void **out, int *pid, pyu_err *err)
 {
@@ -543,6 +624,8 @@ int pyu_core_create(const char *path, const char *exe, const char *sysroot,
         rc = pyu_err_set(err, PYU_E_NOMEM, "out of memory");
         goto fail;
     }
+    if ((rc = check_build_ids(c, path, err)) < 0)
+        goto fail;
     *out = c;
     return 0;
 fail:

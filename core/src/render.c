@@ -25,10 +25,12 @@ typedef struct src_file {
 typedef struct src_cache {
     src_file f[SRC_CACHE];
     unsigned next;
+    const char *root; /* the dump's source_root */
 } src_cache;
 
 static const src_file *src_load(src_cache *c, const char *path)
 {
+    const char *root = c->root;
     for (unsigned i = 0; i < SRC_CACHE; i++)
         if (c->f[i].path && strcmp(c->f[i].path, path) == 0)
             return &c->f[i];
@@ -37,8 +39,20 @@ static const src_file *src_load(src_cache *c, const char *path)
     free(f->text);
     memset(f, 0, sizeof *f);
     f->path = strdup(path);
-    /* the path comes from the target: never block on a FIFO or a device */
-    int fd = path[0] ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
+    /* the path comes from the target: never block on a FIFO or a device;
+     * below the target's root first (a container's file, a sysroot's) */
+    int fd = -1;
+    if (path[0] == '/' && root && root[0]) {
+        char *full = malloc(strlen(root) + strlen(path) + 1);
+        if (full) {
+            strcpy(full, root);
+            strcat(full, path);
+            fd = pyu_open_regular(full);
+            free(full);
+        }
+    }
+    if (fd < 0 && path[0])
+        fd = pyu_open_regular(path);
     struct stat st;
     if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
         st.st_size <= (off_t)SRC_MAX) {
@@ -218,7 +232,7 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
 
 int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
 {
-    src_cache src = {0};
+    src_cache src = {.root = d->source_root};
     if (d->pid > 0)
         fprintf(out, "Process %d: ", d->pid);
     fprintf(out, "CPython %s%s, %zu thread%s", d->version,

@@ -3,16 +3,21 @@ hand (xz, lz4, gzip), told apart by their content whatever their name;
 cut off or damaged on the way.  The stacks read from a compressed core are
 the target's own record of them."""
 
+import json
 import os
 import random
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
+import time
 
 import pytest
 
-from conftest import (Target, assert_matches_truth, dump_json, interpreters,
-                      kernel_cores_land_here, pyunwind)
+from conftest import (ROOT, Target, allow_core, assert_matches_truth,
+                      dump_json, interpreters, kernel_cores_land_here,
+                      pyunwind)
 from test_bad_input import assert_no_crash, assert_one_line_error
 
 PYTHONS = interpreters()
@@ -115,3 +120,104 @@ def test_compressed_core_without_room(core, tmp_path):
     env = dict(os.environ, TMPDIR=str(tmp_path / "missing"))
     r = pyunwind("dump", "--core", path, env=env)
     assert_one_line_error(r, 3, str(tmp_path / "missing"), "TMPDIR")
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True,
+                         text=True, check=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+
+@pytest.fixture(scope="module")
+def pie_core():
+    """A kernel core of the stacks target on a CPython built from source
+    (a PIE whose first page, which the kernel keeps in every core, holds
+    its build-id note)."""
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    d = tempfile.mkdtemp(prefix="pyu-cores-")
+    python = dict(PYTHONS)["3.14.7"]
+    t = Target(python, "stacks.py", d, ["--threads", "2", "--depth", "6"])
+    path = t.abort()
+    assert path, "the kernel wrote no core file"
+    yield {"path": path, "truth": t.truth, "python": python}
+    shutil.rmtree(d)
+
+
+def test_exe_of_another_build(pie_core):
+    """--exe naming another build of the interpreter (the free-threaded one
+    of the same version): refused in one line naming both build-ids, as
+    readelf gives them, never a wrong stack; the right --exe reads."""
+    other = dict(PYTHONS)["3.14.7t"]
+    r = pyunwind("dump", "--core", pie_core["path"], "--exe", other)
+    assert_one_line_error(r, 3, "is not the file the process ran",
+                          "its build-id is %s" % build_id(other),
+                          "the core's is %s" % build_id(pie_core["python"]),
+                          "--exe")
+    dump = dump_json("--core", pie_core["path"], "--exe",
+                     pie_core["python"])
+    assert_matches_truth(dump, pie_core["truth"])
+
+
+@pytest.fixture(scope="module")
+def container(tmp_path_factory):
+    """A target in a container-style root: the Debian 3.15 interpreter tree
+    and the test targets copied to a directory R and run chrooted there
+    through the tree's own loader, so that every file it maps is named by
+    its path inside R (/usr/bin/python3.15, /usr/lib/..., /app/stacks.py),
+    which on this machine is another file or none."""
+    root = str(tmp_path_factory.mktemp("container") / "R")
+    tree = os.path.dirname(os.path.dirname(os.path.dirname(
+        dict(PYTHONS)["3.15.2-debian"])))
+    if subprocess.run(["cp", "-al", tree, root]).returncode != 0:
+        subprocess.run(["cp", "-a", tree, root], check=True)
+    app = os.path.join(root, "app")
+    shutil.copytree(os.path.join(ROOT, "tests", "targets"), app)
+    proc = subprocess.Popen(
+        ["chroot", root, "/usr/lib64/ld-linux-x86-64.so.2", "--library-path",
+         "/usr/lib/x86_64-linux-gnu", "/usr/bin/python3.15",
+         "/app/stacks.py", "/app/truth.json", "--threads", "2", "--depth",
+         "5"], env=dict(os.environ, PYTHONHOME="/usr"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=allow_core)
+    try:
+        assert proc.stdout.readline().strip() == "ready", \
+            proc.stderr.read()
+        with open(os.path.join(app, "truth.json")) as f:
+            truth = json.load(f)
+        time.sleep(0.5)  # (the recorder threads end)
+        yield {"root": root, "proc": proc, "truth": truth}
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_container_live_and_core(container):
+    """Live: the stacks are the target's own, and the source lines come
+    from the container's files (through /proc/PID/root).  Its kernel core:
+    without --sysroot the loader on this machine is not the one the
+    process ran, which the build-ids tell (one line); with --sysroot R the
+    stacks are the target's and the source lines the container's."""
+    root, proc, truth = container["root"], container["proc"], \
+        container["truth"]
+    with open(os.path.join(root, "app", "stacks.py")) as f:
+        lines = f.read().splitlines()
+    dump = dump_json(str(proc.pid))
+    assert_matches_truth(dump, truth)
+    text = pyunwind("dump", str(proc.pid)).stdout
+    main = dump["threads"][0]["frames"][-1]  # <module>
+    assert '  File "/app/stacks.py", line %d, in <module>\n    %s\n' % (
+        main["line"], lines[main["line"] - 1].strip()) in text, text[:800]
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    os.kill(proc.pid, signal.SIGABRT)
+    proc.wait()
+    core = os.path.join(root, "core")
+    assert os.path.exists(core), os.listdir(root)
+    r = pyunwind("dump", "--core", core)
+    assert_one_line_error(r, 3, "is not the file the process ran",
+                          "--sysroot")
+    dump = dump_json("--core", core, "--sysroot", root)
+    assert_matches_truth(dump, truth)
+    text = pyunwind("dump", "--core", core, "--sysroot", root).stdout
+    assert "    %s\n" % lines[main["line"] - 1].strip() in text, text[:800]

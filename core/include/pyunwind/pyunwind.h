@@ -416,6 +416,11 @@ typedef struct pyu_dump {
     size_t nthreads;
     int threads_truncated; /* more threads than the limit */
     int has_async;         /* taken with PYU_WALK_ASYNC */
+    const char *source_root; /* where the target's files are seen from
+                                here: put before a source file's path
+                                ("/proc/PID/root" for a live process, so
+                                that a container's files are found; a
+                                core's --sysroot), or "" */
 } pyu_dump;
 
 /* Reads every thread of every interpreter (a caller of pyu_walk; flags are
