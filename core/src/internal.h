@@ -88,7 +88,9 @@ typedef struct pyu_err {
 /* What to do about a refused read of a live process. */
 #define PYU_PERM_REMEDY                                                      \
     "run pyunwind as the target's user with ptrace allowed "                 \
-    "(sysctl kernel.yama.ptrace_scope=0), or as root / with CAP_SYS_PTRACE"
+    "(sysctl kernel.yama.ptrace_scope=0), as root, or with CAP_SYS_PTRACE "  \
+    "(setcap cap_sys_ptrace+ep on the pyunwind binary; in a container, "     \
+    "docker run --cap-add SYS_PTRACE)"
 
 /* Sets the error, formatting the text now (any arguments); returns -code.
  * For failures that happen once (opening a target). */

@@ -106,7 +106,8 @@ def test_permission_denied():
                            preexec_fn=lambda: (os.setgid(65534),
                                                os.setuid(65534)))
         assert_one_line_error(r, 3, "permission denied", "ptrace_scope",
-                              "CAP_SYS_PTRACE")
+                              "CAP_SYS_PTRACE", "setcap cap_sys_ptrace+ep",
+                              "--cap-add SYS_PTRACE")
     finally:
         p.kill()
         p.wait()
@@ -444,3 +445,110 @@ def test_fifos_in_the_sysroot(cores, tmp_path):
         json.loads(r.stdout)
     else:
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+def test_a_thousand_threads_that_come_and_go(tmp_path):
+    """1,000 threads, each replaced as soon as it ends: dumps (stopping the
+    target, and without stopping it) and a sampling run end cleanly, with
+    stacks of hundreds of threads; never a crash, a hang or a target left
+    stopped."""
+    import json
+    python = dict(interpreters())["3.15.2-debian"]
+    t = Target(python, "threads.py", str(tmp_path), expect_threads=False)
+    try:
+        main = t.truth["main"]
+        for args in (["--json"], ["--json", "--nonblocking"]) * 2:
+            r = pyunwind("dump", *args, str(t.pid), timeout=120)
+            assert r.returncode in (0, 5), r.stderr
+            dump = json.loads(r.stdout)
+            assert len(dump["threads"]) > 300, len(dump["threads"])
+            assert dump["threads"][0]["native_thread_id"] == main
+            if r.returncode == 5:
+                assert r.stderr.startswith("pyunwind: warning: "), r.stderr
+        r = pyunwind("sample", "-d", "2", "--format", "json", str(t.pid),
+                     timeout=120)
+        assert r.returncode == 0, r.stderr
+        prof = json.loads(r.stdout)
+        assert prof["samples"] > 100 and prof["total"] > 100 * 100, \
+            (prof["samples"], prof["total"])
+        assert len(prof["threads"]) > 1000  # threads came and went
+        for tid in os.listdir("/proc/%d/task" % t.pid)[:50]:
+            try:
+                with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
+                    assert f.read().rsplit(")", 1)[1].split()[0] != "t"
+            except FileNotFoundError:
+                pass
+    finally:
+        t.close()
+
+
+def test_target_killed_mid_read(tmp_path):
+    """The target SIGKILLed while a dump reads it (stopping it, or not):
+    the dump ends with its result or one line, never a crash or a hang."""
+    rng = random.Random(3)
+    python = dict(interpreters())["3.15.2-debian"]
+    for i in range(8):
+        d = tmp_path / str(i)  # (a fresh truth file each time)
+        d.mkdir()
+        t = Target(python, "stacks.py", str(d),
+                   ["--threads", "16", "--depth", "60"])
+        args = ["dump", str(t.pid)] + (["--nonblocking"] if i % 2 else [])
+        p = subprocess.Popen([PYUNWIND, *args], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(rng.uniform(0, 0.01))
+        os.kill(t.pid, signal.SIGKILL)
+        out, err = p.communicate(timeout=60)
+        t.close()
+        assert p.returncode in (0, 3, 4, 5), (p.returncode, err)
+        assert not any(m in err for m in SANITIZER_MARKS), err
+        if p.returncode in (3, 4):
+            assert err.startswith("pyunwind: error: ") and \
+                err.count("\n") == 1, err
+        else:
+            assert out.startswith("Process %d:" % t.pid), out[:200]
+
+
+def test_forking_target(tmp_path):
+    """A target that forks all the time (each child a copy of it, running
+    a little and exiting): the parent samples as usual, and a child, a
+    CPython process of its own, dumps with the stack it runs."""
+    import json
+    python = dict(interpreters())["3.15.2-debian"]
+    script = tmp_path / "forker.py"
+    script.write_text(
+        "import os, sys, time\n"
+        "def in_child():\n"
+        "    time.sleep(0.5)\n"
+        "def in_parent():\n"
+        "    while True:\n"
+        "        pid = os.fork()\n"
+        "        if pid == 0:\n"
+        "            in_child()\n"
+        "            os._exit(0)\n"
+        "        time.sleep(0.05)\n"
+        "        os.waitpid(-1, os.WNOHANG)\n"
+        "print('ready', flush=True)\n"
+        "in_parent()\n")
+    p = subprocess.Popen([python, str(script)], stdout=subprocess.PIPE,
+                         text=True, preexec_fn=allow_core)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(0.3)
+        r = pyunwind("sample", "-d", "1", "--format", "json", str(p.pid))
+        assert r.returncode == 0, r.stderr
+        prof = json.loads(r.stdout)
+        names = {f["name"] for f in prof["functions"]}
+        assert "in_parent" in names and "in_child" not in names, names
+        children = open("/proc/%d/task/%d/children" % (p.pid, p.pid)) \
+            .read().split()
+        assert children
+        r = pyunwind("dump", "--json", children[0])
+        if r.returncode == 3 and "No such process" in r.stderr:
+            return  # (the child ended meanwhile)
+        assert r.returncode == 0, r.stderr
+        frames = [f["function"] for f in
+                  json.loads(r.stdout)["threads"][0]["frames"]]
+        assert frames[0] == "in_child", frames
+    finally:
+        p.kill()
+        p.wait()

@@ -306,6 +306,46 @@ def test_sigterm_during_blocking_run_leaves_target_running(workdir):
         t.close()
 
 
+def test_sigkill_while_holding_the_target_leaves_it_running(workdir):
+    """A --blocking sampler and a dump killed outright (SIGKILL, as the OOM
+    killer does) at random moments, many of them while they hold the
+    target stopped: the kernel lets the target go (PTRACE_SEIZE and
+    PTRACE_INTERRUPT, never a pending SIGSTOP), every thread runs on and
+    nothing traces it."""
+    import random
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir, "--churn")
+    rng = random.Random(5)
+    try:
+        for i in range(16):
+            argv = ([PYUNWIND, "sample", "--blocking", "-r", "max",
+                     "--format", "collapsed", str(t.pid)] if i % 2 == 0
+                    else [PYUNWIND, "dump", str(t.pid)])
+            p = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(0.005, 0.3) if i % 2 == 0
+                       else rng.uniform(0, 0.004))
+            p.kill()
+            p.wait()
+            time.sleep(0.05)
+            states = {}
+            for tid in os.listdir("/proc/%d/task" % t.pid):
+                try:
+                    states[tid] = state_of_task(t.pid, tid)
+                except OSError:
+                    pass  # (a thread that ended)
+            assert not any(s in "tT" for s in states.values()), (i, states)
+            with open("/proc/%d/status" % t.pid) as f:
+                assert "TracerPid:\t0\n" in f.read(), i
+    finally:
+        t.close()
+
+
+def state_of_task(pid, tid):
+    with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
 @pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
 def test_launch_mode_profiles_the_program_to_its_exit(label, python,
                                                      workdir):
