@@ -44,6 +44,13 @@ typedef struct live_ctx {
     live_task *tasks;  /* owned; valid while paused */
     size_t ntasks;
     bool paused;
+    /* a process in another pid namespace (a container): the thread ids
+     * in its memory are that namespace's; /proc here wants ours */
+    bool nested;
+    struct ns_tid {
+        int ns, host;
+    } *tids; /* owned: the last mapping read */
+    size_t ntids;
 } live_ctx;
 
 static int errno_to_code(int e)
@@ -246,6 +253,78 @@ static char task_state_cached(live_ctx *c, int tid)
     return parse_state(buf, n);
 }
 
+/* The ids of a task in each pid namespace from ours down ("NSpid:" of
+ * its status file): how many (up to n). */
+static int ns_pids(int pid, int tid, int *ids, int n)
+{
+    char path[96], line[256];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/status", pid, tid);
+    FILE *f = fopen(path, "re");
+    int k = 0;
+    if (!f)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "NSpid:", 6) == 0) {
+            char *p = line + 6, *end;
+            for (long v; k < n && (v = strtol(p, &end, 10), end != p);
+                 p = end)
+                ids[k++] = (int)v;
+            break;
+        }
+    fclose(f);
+    return k;
+}
+
+/* Reads which of our thread ids each of the process's threads has in its
+ * own namespace (the innermost NSpid). */
+static void map_tids(live_ctx *c)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", c->pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    size_t cap = 0;
+    c->ntids = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && c->ntids < LIVE_MAX_TASKS) {
+        char *end;
+        long tid = strtol(e->d_name, &end, 10);
+        int ids[32];
+        int k;
+        if (*end || tid <= 0 || (k = ns_pids(c->pid, (int)tid, ids, 32)) < 1)
+            continue;
+        if (c->ntids == cap) {
+            size_t ncap = cap ? cap * 2 : 64;
+            struct ns_tid *t = realloc(c->tids, ncap * sizeof *t);
+            if (!t)
+                break;
+            c->tids = t;
+            cap = ncap;
+        }
+        c->tids[c->ntids++] = (struct ns_tid){ids[k - 1], (int)tid};
+    }
+    closedir(d);
+}
+
+/* Our id of the thread the process knows as tid (its own namespace's),
+ * or -1. */
+static int host_tid(live_ctx *c, uint64_t tid)
+{
+    if (tid > INT_MAX)
+        return -1;
+    if (!c->nested)
+        return (int)tid;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < c->ntids; i++)
+            if (c->tids[i].ns == (int)tid)
+                return c->tids[i].host;
+        if (pass == 0)
+            map_tids(c); /* (a thread new since the last reading) */
+    }
+    return -1;
+}
+
 /* Appends the tasks not yet listed; returns how many were new, or < 0. */
 static int list_tasks(live_ctx *c, size_t *cap)
 {
@@ -347,33 +426,35 @@ static int live_pause(void *ctx)
     return 0;
 }
 
-static int live_thread_state(void *ctx, uint64_t tid, char *state)
+static int live_thread_state(void *ctx, uint64_t ns_tid, char *state)
 {
     live_ctx *c = ctx;
     if (c->flags & PYU_OPEN_NO_CPU_STATE)
         return -PYU_E_STATE;
+    int tid = host_tid(c, ns_tid);
+    if (tid < 0)
+        return -PYU_E_NOPROC;
     for (size_t i = 0; i < c->ntasks; i++)
-        if ((uint64_t)c->tasks[i].tid == tid && c->tasks[i].state) {
+        if (c->tasks[i].tid == tid && c->tasks[i].state) {
             *state = c->tasks[i].state;
             return 0;
         }
-    if (tid > INT_MAX)
-        return -PYU_E_INVAL;
-    char st = task_state_cached(c, (int)tid);
+    char st = task_state_cached(c, tid);
     if (!st)
         return -PYU_E_NOPROC;
     *state = st;
     return 0;
 }
 
-static int live_thread_name(void *ctx, uint64_t tid, char *out,
+static int live_thread_name(void *ctx, uint64_t ns_tid, char *out,
                             size_t outlen)
 {
     live_ctx *c = ctx;
     char path[96];
-    if (tid > INT_MAX || !outlen)
+    int tid = ns_tid == (uint64_t)c->pid ? c->pid : host_tid(c, ns_tid);
+    if (tid < 0 || !outlen)
         return -PYU_E_INVAL;
-    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", c->pid, (int)tid);
+    snprintf(path, sizeof path, "/proc/%d/task/%d/comm", c->pid, tid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return -PYU_E_NOPROC;
@@ -399,6 +480,7 @@ static void live_destroy(void *ctx)
         if (c->stat_fd[i].fd > 0)
             close(c->stat_fd[i].fd);
     free(c->tasks);
+    free(c->tids);
     free(c);
 }
 
@@ -435,6 +517,8 @@ int pyu_live_create(int pid, unsigned flags, void **out, pyu_err *err)
     c->pid = pid;
     c->flags = flags;
     c->mem_fd = -1;
+    int ids[2];
+    c->nested = ns_pids(pid, pid, ids, 2) > 1;
     *out = c;
     return 0;
 }

@@ -524,3 +524,62 @@ def test_bad_options():
         assert text in r.stderr and r.stderr.count("\n") == 1, r.stderr
     r = pyunwind("sample", "-d", "1", "999999999")
     assert r.returncode in (2, 3) and r.stderr.count("\n") == 1
+
+
+def test_target_in_a_pid_namespace(workdir):
+    """A target in a pid namespace of its own (a container): its memory
+    holds that namespace's thread ids.  From here, by its pid here: the
+    dump is the target's own truth, the cpu mode finds the busy main
+    thread on a CPU and leaves the sleeper out (the thread ids translated
+    for /proc), and the thread names are found; from inside the namespace
+    (nsenter), by its pid there: the same dump."""
+    import json
+    python = dict(PYTHONS)["3.15.2-debian"]
+    truth_path = os.path.join(workdir, "truth.json")
+    p = subprocess.Popen(
+        ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc",
+         python, os.path.join(ROOT, "tests", "targets", "split.py"),
+         truth_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        with open(truth_path) as f:
+            truth = json.load(f)
+        host = int(subprocess.run(["pgrep", "-f", "-P", str(p.pid),
+                                   "split.py"], capture_output=True,
+                                  text=True).stdout.split()[0])
+        with open("/proc/%d/status" % host) as f:
+            nspid = [line.split()[1:] for line in f
+                     if line.startswith("NSpid:")][0]
+        assert len(nspid) == 2 and int(nspid[0]) == host, nspid
+        inner = int(nspid[1])
+        roles = truth["roles"]
+        dump = json.loads(pyunwind("dump", "--json", str(host)).stdout)
+        natives = {t["native_thread_id"] for t in dump["threads"]}
+        assert natives == {roles["main"], roles["sleeper"]}, natives
+        r = sample(host, "-d", "1", "--mode", "cpu", "--format", "json")
+        prof = json.loads(r.stdout)
+        threads = {t["native_thread_id"]: t for t in prof["threads"]}
+        assert set(threads) == {roles["main"]}, threads
+        assert threads[roles["main"]]["status"]["on_cpu"] == \
+            threads[roles["main"]]["samples"] > 100
+        r = sample(host, "-d", "0.3", "--format", "json")
+        names = {t["native_thread_id"]: t["name"]
+                 for t in json.loads(r.stdout)["threads"]}
+        assert names[roles["sleeper"]] == "sleeper", names
+        r = subprocess.run(["nsenter", "--target", str(host), "--pid",
+                            "--mount", PYUNWIND, "dump", "--json",
+                            str(inner)], capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        inside = json.loads(r.stdout)
+        assert inside["pid"] == inner
+        # (the main thread is busy: its stack moves; the sleeper's not)
+        assert {t["native_thread_id"] for t in inside["threads"]} == natives
+        sleeper = [[t["frames"] for t in d["threads"]
+                    if t["native_thread_id"] == roles["sleeper"]]
+                   for d in (inside, dump)]
+        assert sleeper[0] == sleeper[1] and sleeper[0], sleeper
+    finally:
+        p.kill()
+        p.wait()
