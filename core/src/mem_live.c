@@ -413,6 +413,10 @@ static int live_pause(void *ctx)
         if (added == 0)
             break;
         for (size_t i = from; i < c->ntasks; i++) {
+            /* a thread someone stopped (SIGSTOP) stays as it is: seizing
+             * it and letting go would wake it for a moment */
+            if (c->tasks[i].state == 'T')
+                continue;
             c->tasks[i].attached = seize_and_stop(c->tasks[i].tid);
             if (!c->tasks[i].attached && pass == 0 && i == 0 &&
                 kill(c->tasks[i].tid, 0) == 0) {

@@ -14,8 +14,9 @@ import time
 
 import pytest
 
-from conftest import (PYUNWIND, Target, allow_core, interpreters,
-                      kernel_cores_land_here, pyunwind, sleeping)
+from conftest import (PYUNWIND, Target, allow_core, assert_matches_truth,
+                      interpreters, kernel_cores_land_here, pyunwind,
+                      sleeping)
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 
@@ -552,3 +553,61 @@ def test_forking_target(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_target_under_another_tracer(tmp_path):
+    """A target that strace already traces (ptrace allows one tracer): the
+    dump reads it without stopping it (one note on --verbose), sampling
+    works, and strace still traces it afterwards."""
+    import json
+    python = dict(interpreters())["3.15.2-debian"]
+    t = Target(python, "stacks.py", str(tmp_path),
+               ["--threads", "2", "--depth", "5"])
+    tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p",
+                               str(t.pid)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            with open("/proc/%d/status" % t.pid) as f:
+                if "TracerPid:\t%d\n" % tracer.pid in f.read():
+                    break
+            time.sleep(0.05)
+        r = pyunwind("dump", "--json", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert_matches_truth(json.loads(r.stdout), t.truth)
+        r = pyunwind("sample", "-d", "0.5", "--format", "json", str(t.pid))
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout)["samples"] > 100
+        with open("/proc/%d/status" % t.pid) as f:
+            assert "TracerPid:\t%d\n" % tracer.pid in f.read()
+    finally:
+        tracer.kill()
+        tracer.wait()
+        t.close()
+
+
+def test_sampling_a_stopped_process(tmp_path):
+    """A process someone stopped (SIGSTOP): sampling reads it (its stacks
+    do not move), blocking or not, and leaves it stopped."""
+    import json
+    python = dict(interpreters())["3.15.2-debian"]
+    t = Target(python, "stacks.py", str(tmp_path),
+               ["--threads", "2", "--depth", "5", "--no-subinterpreter"])
+    try:
+        os.kill(t.pid, signal.SIGSTOP)
+        time.sleep(0.2)
+        for extra in ([], ["--blocking"]):
+            r = pyunwind("sample", "-d", "0.5", "--format", "json", *extra,
+                         str(t.pid))
+            assert r.returncode == 0, r.stderr
+            prof = json.loads(r.stdout)
+            assert prof["samples"] > 50 and prof["failed"] == 0, prof
+            # every sample the same stacks: one per thread
+            assert len(prof["stacks"]) == len(prof["threads"]), \
+                prof["stacks"]
+            for tid in os.listdir("/proc/%d/task" % t.pid):
+                with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
+                    assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+    finally:
+        os.kill(t.pid, signal.SIGCONT)
+        t.close()
