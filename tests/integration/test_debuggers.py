@@ -81,8 +81,15 @@ def session(dbg, setup, cli_args, tmp, extra=()):
     # one renderer: byte-identical to the CLI
     assert dbg_txt.read_bytes() == cli_txt.read_bytes(), tr.text[-2000:]
     printed = tr["py-dump --no-source"]
-    assert printed is not None and printed.strip() == \
-        cli_nosrc.read_text(errors="replace").strip()
+    assert printed is not None
+    # (a dump with incomplete stacks: the CLI's warning line, which it
+    # writes on stderr, is printed by the debugger with the dump)
+    warnings = [line for line in printed.splitlines()
+                if line.startswith("pyunwind: warning: ")]
+    assert len(warnings) <= 1, warnings
+    printed = "\n".join(line for line in printed.splitlines()
+                         if not line.startswith("pyunwind: warning: "))
+    assert printed.strip() == cli_nosrc.read_text(errors="replace").strip()
     # the selected thread and frame are what they were
     before, after = tr.outputs[0], tr.outputs[len(commands) - len(post) - 1]
     assert before == after and before and "py-dump" not in before, \

@@ -562,7 +562,7 @@ def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
     Profiler's own loader (profiler-cli) reads the gecko file (format
     version 70, upgraded on load) with every thread, function and status
     as the json has them, the threads named as the target named them
-    (3.14+); the main thread's split is the target's; and
+    (3.14+); the handler thread's exception markers are there; and
     the Profiler's zoom into 0.5-1.5 s keeps the samples that report
     --from 0.5 --to 1.5 keeps: the samples sit at their times."""
     t = split_target(python, workdir, "--handler")
@@ -584,10 +584,9 @@ def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
     fx = FirefoxProfiler(gecko, workdir)
     try:
         assert_gecko_matches(fx, data)
-        main = fx.threads()[roles["main"]][0]
-        got = fx.functions(main)
-        three, one = got["three"][0], got["one"][0]
-        assert abs(three / (three + one) - 0.75) < 0.1, got
+        # (the split itself: test_every_format_from_a_capture; here the
+        # handler thread takes the GIL from the main thread, which moves
+        # it)
         handler = fx.threads()[roles["handler"]][0]
         assert "Has exception" in fx.markers(handler)[0]
         meta = fx("profile", "meta")
