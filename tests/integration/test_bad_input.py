@@ -472,7 +472,10 @@ def test_a_thousand_threads_that_come_and_go(tmp_path):
         prof = json.loads(r.stdout)
         assert prof["samples"] > 100 and prof["total"] > 100 * 100, \
             (prof["samples"], prof["total"])
-        assert len(prof["threads"]) > 1000  # threads came and went
+        # threads came and went: more of them over the run than alive at
+        # any one time
+        assert len(prof["threads"]) > len(dump["threads"]), \
+            (len(prof["threads"]), len(dump["threads"]))
         for tid in os.listdir("/proc/%d/task" % t.pid)[:50]:
             try:
                 with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
