@@ -30,19 +30,26 @@ COMPRESSORS = {
 }
 
 
-@pytest.fixture(scope="module")
-def core():
-    """A kernel core of the stacks target on the stripped Debian 3.15, and
-    its truth."""
+def kernel_core(label, *args):
+    """A kernel core of the stacks target on interpreter `label` (a
+    generator for a fixture: {path, truth, dir, python}, removed after)."""
     if not kernel_cores_land_here():
         pytest.skip("core_pattern sends cores elsewhere")
     d = tempfile.mkdtemp(prefix="pyu-cores-")
-    python = dict(PYTHONS)["3.15.2-debian"]
-    t = Target(python, "stacks.py", d, ["--threads", "3", "--depth", "12"])
+    python = dict(PYTHONS)[label]
+    t = Target(python, "stacks.py", d, list(args))
     path = t.abort()
     assert path, "the kernel wrote no core file"
     yield {"path": path, "truth": t.truth, "dir": d, "python": python}
     shutil.rmtree(d)
+
+
+@pytest.fixture(scope="module")
+def core():
+    """A kernel core of the stacks target on the stripped Debian 3.15, and
+    its truth."""
+    yield from kernel_core("3.15.2-debian", "--threads", "3", "--depth",
+                           "12")
 
 
 def compress(kind, src, dst):
@@ -133,15 +140,7 @@ def pie_core():
     """A kernel core of the stacks target on a CPython built from source
     (a PIE whose first page, which the kernel keeps in every core, holds
     its build-id note)."""
-    if not kernel_cores_land_here():
-        pytest.skip("core_pattern sends cores elsewhere")
-    d = tempfile.mkdtemp(prefix="pyu-cores-")
-    python = dict(PYTHONS)["3.14.7"]
-    t = Target(python, "stacks.py", d, ["--threads", "2", "--depth", "6"])
-    path = t.abort()
-    assert path, "the kernel wrote no core file"
-    yield {"path": path, "truth": t.truth, "python": python}
-    shutil.rmtree(d)
+    yield from kernel_core("3.14.7", "--threads", "2", "--depth", "6")
 
 
 def test_exe_of_another_build(pie_core):

@@ -898,21 +898,28 @@ def test_heatmap_in_chromium(workdir):
 
 # --------------------------------------------------------------------- live
 
+def live_on_pty(pid, out):
+    """pyunwind sample --live of pid on a new pty, writing json to out:
+    (child pid, the pty's fd)."""
+    import pty
+    child, fd = pty.fork()
+    if child == 0:
+        os.execv(PYUNWIND, [PYUNWIND, "sample", str(pid), "--live", "-d",
+                            "60", "--format", "json", "-o", out])
+    return child, fd
+
+
 def test_live_view_on_a_terminal(workdir):
     """sample --live on a terminal (a pty): a top table redrawn several
     times a second; t sorts by total, T shows one thread, q ends the run
     with exit 0, and the profile goes to -o; without a terminal --live is
     refused in one line."""
-    import pty
     import select
     python = dict(PYTHONS)["3.15.2-debian"]
     t = split_target(python, workdir)
     out = os.path.join(workdir, "live.json")
     try:
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.execv(PYUNWIND, [PYUNWIND, "sample", str(t.pid), "--live",
-                                "-d", "60", "--format", "json", "-o", out])
+        pid, fd = live_on_pty(t.pid, out)
         seen = b""
 
         def pump(seconds):
@@ -957,17 +964,13 @@ def test_live_view_ends_on_ctrl_c(workdir):
     """Ctrl-C typed on the live view's terminal (the pty turns it into
     SIGINT) ends the run as q does: exit 0, the profile in -o, and the
     terminal's line editing and echo given back."""
-    import pty
     import select
     import termios
     python = dict(PYTHONS)["3.15.2-debian"]
     t = split_target(python, workdir)
     out = os.path.join(workdir, "live.json")
     try:
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.execv(PYUNWIND, [PYUNWIND, "sample", str(t.pid), "--live",
-                                "-d", "60", "--format", "json", "-o", out])
+        pid, fd = live_on_pty(t.pid, out)
         seen = b""
         end = time.time() + 1.5
         while time.time() < end:
