@@ -86,7 +86,6 @@ int pyu_open_regular(const char *path)
 
 int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
 {
-    struct stat st;
     int rc = 0;
     Elf *elf = NULL;
     memset(info, 0, sizeof *info);
@@ -98,10 +97,6 @@ int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
                                               ? "%s is not a regular file"
                                               : "cannot open %s: %s",
                            path, strerror(errno));
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        rc = pyu_err_set(err, PYU_E_IO, "%s is not a regular file", path);
-        goto out;
-    }
     elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     if (!elf || elf_kind(elf) != ELF_K_ELF) {
         rc = pyu_err_set(err, PYU_E_IO, "%s is not an ELF file", path);
