@@ -543,16 +543,27 @@ def test_forking_target(tmp_path):
         prof = json.loads(r.stdout)
         names = {f["name"] for f in prof["functions"]}
         assert "in_parent" in names and "in_child" not in names, names
-        children = open("/proc/%d/task/%d/children" % (p.pid, p.pid)) \
-            .read().split()
-        assert children
-        r = pyunwind("dump", "--json", children[0])
-        if r.returncode == 3 and "No such process" in r.stderr:
-            return  # (the child ended meanwhile)
-        assert r.returncode == 0, r.stderr
-        frames = [f["function"] for f in
-                  json.loads(r.stdout)["threads"][0]["frames"]]
-        assert frames[0] == "in_child", frames
+        # A child lives 0.5 s, so the one picked may end before the dump
+        # reads it: try again with a newer one, but one must be read.
+        seen = []
+        for _ in range(20):
+            children = open("/proc/%d/task/%d/children" % (p.pid, p.pid)) \
+                .read().split()
+            assert children
+            r = pyunwind("dump", "--json", children[-1])
+            seen.append((r.returncode, r.stderr.strip()))
+            if r.returncode == 3 and ("no process with id" in r.stderr
+                                      or "No such process" in r.stderr):
+                continue  # (the child ended meanwhile)
+            assert r.returncode == 0, r.stderr
+            frames = [f["function"] for f in
+                      json.loads(r.stdout)["threads"][0]["frames"]]
+            if frames[0] == "in_parent":
+                continue  # (read between the fork and the call)
+            assert frames[0] == "in_child", frames
+            break
+        else:
+            raise AssertionError("no child was read: %r" % seen)
     finally:
         p.kill()
         p.wait()
