@@ -41,6 +41,7 @@ enum {
     OPT_TO,
     OPT_DIFF,
     OPT_LIVE,
+    OPT_LOCALS,
 };
 
 static const struct {
@@ -53,6 +54,7 @@ static const struct {
     {{"thread", required_argument, NULL, OPT_THREAD}, DUMP | SAMPLE | REPORT},
     {{"no-source", no_argument, NULL, OPT_NOSRC}, DUMP},
     {{"async", no_argument, NULL, OPT_ASYNC}, DUMP | SAMPLE},
+    {{"locals", no_argument, NULL, OPT_LOCALS}, DUMP},
     {{"duration", required_argument, NULL, 'd'}, SAMPLE},
     {{"rate", required_argument, NULL, 'r'}, SAMPLE},
     {{"mode", required_argument, NULL, OPT_MODE}, SAMPLE | REPORT},
@@ -92,6 +94,8 @@ static const char cli_help[] =
     "  --no-source     do not print source lines\n"
     "  --async         continue a thread's stack through the asyncio tasks\n"
     "                  awaiting its running task (CPython 3.14+)\n"
+    "  --locals        each frame's arguments and local variables, with a\n"
+    "                  short repr of their values (read from memory)\n"
     "  --verbose       say on standard error how the target was read\n"
     "  --nonblocking   do not stop the process while reading it\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
@@ -137,7 +141,7 @@ static const char debugger_tasks_help[] =
 static const char debugger_help[] =
     "Print the Python stack of every thread of the debugged CPython.\n"
     "usage: py-dump [--json] [-o FILE] [--thread TID] [--no-source] "
-    "[--async] [--verbose]\n"
+    "[--async] [--locals] [--verbose]\n"
     "\n"
     "Works on a live process (attached or started here), on a core file\n"
     "and on a remote target, with or without debug symbols (CPython\n"
@@ -151,6 +155,8 @@ static const char debugger_help[] =
     "  --no-source     do not print source lines\n"
     "  --async         continue a thread's stack through the asyncio tasks\n"
     "                  awaiting its running task (CPython 3.14+)\n"
+    "  --locals        each frame's arguments and local variables, with a\n"
+    "                  short repr of their values (read from memory)\n"
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 
@@ -433,6 +439,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_VERBOSE: o->verbose = true; break;
         case OPT_TREE: o->tree = true; break;
         case OPT_ASYNC: o->async = true; break;
+        case OPT_LOCALS: o->locals = true; break;
         case OPT_CORE: o->core = optarg; break;
         case OPT_EXE: o->exe = optarg; break;
         case OPT_SYSROOT: o->sysroot = optarg; break;
@@ -756,8 +763,9 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     /* A running process (--nonblocking, or one a debugger holds) can
      * change under the reader: a torn read is retried a few times. */
     pyu_dump *d;
-    int rc = pyu_cmd_take_dump(s, o->async ? PYU_WALK_ASYNC : 0, retry_torn,
-                               &d);
+    int rc = pyu_cmd_take_dump(s, (o->async ? PYU_WALK_ASYNC : 0) |
+                                      (o->locals ? PYU_WALK_LOCALS : 0),
+                               retry_torn, &d);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
         pyu_dump_free(d);

@@ -499,6 +499,20 @@ static PyObject *frame_dict(const pyu_frame *f)
     return NULL;
 }
 
+/* A frame's variables as the "locals" list of its dict (pyu_var). */
+static int var_dict(void *arg, const pyu_var *v)
+{
+    PyObject *l = arg, *d = PyDict_New();
+    bool ok = d && append(l, Py_NewRef(d)) && put(d, "name", text(v->name)) &&
+              put(d, "kind", text(pyu_var_kind_name(v->kind))) &&
+              put(d, "type", text(v->type)) &&
+              put(d, "value", text(v->value)) &&
+              put(d, "address", v->addr ? PyLong_FromUnsignedLongLong(v->addr)
+                                        : Py_NewRef(Py_None));
+    Py_XDECREF(d);
+    return ok ? PYU_WALK_NEXT : -PYU_E_NOMEM;
+}
+
 /* The head of a result: pid and python. */
 static PyObject *result_head(pyu_session *s)
 {
@@ -541,6 +555,7 @@ typedef struct {
     PyObject *thread;    /* the current thread's dict (borrowed) */
     PyObject *frames, *tasks; /* its lists (borrowed) */
     bool threads_truncated, torn, python_error;
+    bool locals; /* each frame's variables too */
 } dump_build;
 
 #define PY_FAILED(b) ((b)->python_error = true, -PYU_E_NOMEM)
@@ -589,7 +604,22 @@ static int b_frame(void *arg, const pyu_walk_frame *wf)
     int rc = pyu_frame_describe(b->s, wf, &f);
     if (rc < 0)
         return rc;
-    return append(b->frames, frame_dict(&f)) ? PYU_WALK_NEXT : PY_FAILED(b);
+    PyObject *d = frame_dict(&f);
+    if (!append(b->frames, d))
+        return PY_FAILED(b);
+    if (!b->locals)
+        return PYU_WALK_NEXT;
+    /* (d is alive: the list holds it) */
+    PyObject *vars = PyList_New(0);
+    if (!put(d, "locals", vars))
+        return PY_FAILED(b);
+    rc = pyu_frame_locals(b->s, wf, var_dict, vars);
+    if (rc == -PYU_E_NOMEM || PyErr_Occurred())
+        return PY_FAILED(b);
+    return put(d, "locals_error", rc < 0 ? text(pyu_errmsg(b->s))
+                                         : Py_NewRef(Py_None))
+               ? PYU_WALK_NEXT
+               : PY_FAILED(b);
 }
 
 static int b_task(void *arg, const pyu_walk_task *t)
@@ -650,14 +680,16 @@ static int dump_attempt(void *arg)
 static PyObject *Session_dump(Session *self, PyObject *args)
 {
     unsigned long long thread;
-    int async_stacks, retry;
-    if (!PyArg_ParseTuple(args, "Kpp", &thread, &async_stacks, &retry))
+    int async_stacks, retry, locals = 0;
+    if (!PyArg_ParseTuple(args, "Kpp|p", &thread, &async_stacks, &retry,
+                          &locals))
         return NULL;
     if (!self->s || !self->opened)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
     dump_build b = {.s = self->s,
                     .flags = async_stacks ? PYU_WALK_ASYNC : 0,
                     .only = thread,
+                    .locals = locals != 0,
                     .mem = self->mem};
     int rc = pyu_cmd_retry(retry, dump_attempt, &b);
     PyObject *d = NULL;

@@ -26,7 +26,6 @@
 #include <string.h>
 
 #define PYLONG_SHIFT 30
-#define SET_BATCH 256 /* set entries read per call */
 
 /* The section, in order. */
 enum {
@@ -301,51 +300,37 @@ int pyu_aio_coro_chain(pyu_session *s, uint64_t coro,
 
 /* ------------------------------------------------------------- awaiters */
 
+#define AWAITERS_CUT 0x7ffe /* stops the set's walk; not an error */
+
+typedef struct awaiters_cb {
+    int (*fn)(void *arg, uint64_t awaiter);
+    void *arg;
+    size_t seen;
+    bool *cut;
+} awaiters_cb;
+
+static int one_awaiter(void *arg, uint64_t key)
+{
+    awaiters_cb *a = arg;
+    if (a->seen++ == PYU_MAX_AWAITERS) {
+        *a->cut = true;
+        return AWAITERS_CUT;
+    }
+    return a->fn(a->arg, key);
+}
+
 int pyu_aio_awaiters(pyu_session *s, const pyu_aio_task *t,
                      int (*fn)(void *arg, uint64_t awaiter), void *arg,
                      bool *cut)
 {
-    const pyu_offsets *o = &s->off;
     uint64_t by = t->awaited_by;
     if (!by)
         return 0;
     if (!t->awaited_by_is_set)
         return fn(arg, by);
-    int64_t used = 0, mask = 0;
-    uint64_t table = 0;
-    pyu_range r[3] = {
-        {by + PYU_OFF(o, set_used), &used, 8},
-        {by + PYU_OFF(o, set_mask), &mask, 8},
-        {by + PYU_OFF(o, set_table), &table, 8},
-    };
-    if (pyu_readv(s, r, 3, "a task's awaiters") < 0)
-        return -1;
-    if (mask < 0 || mask >= (int64_t)PYU_MAX_SET_SLOTS ||
-        ((mask + 1) & mask) || used < 0 || used > mask + 1 || !table)
-        return pyu_fail(&s->err, PYU_E_CORRUPT, "the set of a task's "
-                        "awaiters at 0x%" PRIx64 " makes no sense", by);
-    struct entry {
-        uint64_t key;
-        int64_t hash;
-    } e[SET_BATCH];
-    size_t n = (size_t)mask + 1, seen = 0;
-    for (size_t at = 0; at < n; at += SET_BATCH) {
-        size_t k = n - at < SET_BATCH ? n - at : SET_BATCH;
-        if (pyu_read(s, table + at * sizeof *e, e, k * sizeof *e,
-                     "a set's table") < 0)
-            return -1;
-        /* empty slots have no key; deleted ones hold a dummy, hash -1 */
-        for (size_t i = 0; i < k; i++) {
-            if (!e[i].key || e[i].hash == -1)
-                continue;
-            if (seen++ == PYU_MAX_AWAITERS) {
-                *cut = true;
-                return 0;
-            }
-            int rc = fn(arg, e[i].key);
-            if (rc)
-                return rc;
-        }
-    }
-    return 0;
+    awaiters_cb a = {fn, arg, 0, cut};
+    int rc = pyu_set_each(s, by, PYU_MAX_SET_SLOTS, one_awaiter, &a, cut);
+    if (rc < 0)
+        pyu_fail_ctx(&s->err, "a task's awaiters");
+    return rc == AWAITERS_CUT ? 0 : rc;
 }

@@ -11,6 +11,7 @@ typedef struct dump_impl {
     pyu_store *store;
     size_t cap_threads;
     size_t cap_frames, cap_tasks; /* of the last thread */
+    bool locals;                  /* PYU_WALK_LOCALS */
 } dump_impl;
 
 void pyu_dump_free(pyu_dump *pub)
@@ -19,6 +20,8 @@ void pyu_dump_free(pyu_dump *pub)
     if (!d)
         return;
     for (size_t i = 0; i < d->pub.nthreads; i++) {
+        for (size_t k = 0; k < d->pub.threads[i].nframes; k++)
+            free(d->pub.threads[i].frames[k].locals);
         free(d->pub.threads[i].frames);
         free(d->pub.threads[i].tasks);
     }
@@ -62,6 +65,29 @@ static int on_thread(void *arg, const pyu_walk_thread *wt)
     return PYU_WALK_NEXT;
 }
 
+/* A frame's variables, copied into the dump. */
+typedef struct locals_acc {
+    dump_impl *d;
+    pyu_frame *f;
+    size_t cap;
+} locals_acc;
+
+static int on_local(void *arg, const pyu_var *v)
+{
+    locals_acc *a = arg;
+    pyu_frame *f = a->f;
+    if (!pyu_grow((void **)&f->locals, f->nlocals, &a->cap, sizeof *f->locals))
+        return nomem(a->d);
+    pyu_var *c = &f->locals[f->nlocals];
+    *c = *v;
+    if (!(c->name = pyu_store_str(a->d->store, 0, v->name)) ||
+        !(c->type = pyu_store_str(a->d->store, 0, v->type)) ||
+        !(c->value = pyu_store_str(a->d->store, 0, v->value)))
+        return nomem(a->d);
+    f->nlocals++;
+    return PYU_WALK_NEXT;
+}
+
 static int on_frame(void *arg, const pyu_walk_frame *f)
 {
     dump_impl *d = arg;
@@ -69,10 +95,20 @@ static int on_frame(void *arg, const pyu_walk_frame *f)
     if (!pyu_grow((void **)&t->frames, t->nframes, &d->cap_frames,
                   sizeof *t->frames))
         return nomem(d);
-    int rc = pyu_store_frame(d->store, d->s, f, &t->frames[t->nframes]);
+    pyu_frame *out = &t->frames[t->nframes];
+    int rc = pyu_store_frame(d->store, d->s, f, out);
     if (rc < 0)
         return rc;
     t->nframes++;
+    if (d->locals) {
+        locals_acc a = {d, out, 0};
+        rc = pyu_frame_locals(d->s, f, on_local, &a);
+        if (rc == -PYU_E_NOMEM)
+            return rc;
+        if (rc < 0 && !(out->locals_error = pyu_store_str(
+                            d->store, 0, pyu_errmsg(d->s))))
+            return nomem(d);
+    }
     return PYU_WALK_NEXT;
 }
 
@@ -139,8 +175,10 @@ int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
         pyu_dump_free(&d->pub);
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
+    d->locals = (flags & PYU_WALK_LOCALS) != 0;
+    d->pub.has_locals = d->locals;
     pyu_walker w = {
-        .flags = flags,
+        .flags = flags & ~PYU_WALK_LOCALS,
         .interpreter = on_interp,
         .thread = on_thread,
         .frame = on_frame,

@@ -180,14 +180,15 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
-    X(ob_size) X(ob_type)                                                    \
+    X(co_flags) X(co_kwonlyargcount)                                         \
+    X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset)                                                         \
     X(ht_size) X(ht_cached_keys)                                             \
     X(tuple_size) X(tuple_ob_item) X(tuple_ob_size)                          \
     X(list_size) X(list_ob_item) X(list_ob_size)                             \
     X(set_size) X(set_used) X(set_table) X(set_mask)                         \
-    X(dict_size) X(dict_ma_keys) X(dict_ma_values)                           \
+    X(dict_size) X(dict_ma_used) X(dict_ma_keys) X(dict_ma_values)           \
     X(float_size) X(float_ob_fval)                                           \
     X(long_size) X(long_lv_tag) X(long_ob_digit)                             \
     X(bytes_size) X(bytes_ob_size) X(bytes_ob_sval)                          \
@@ -406,6 +407,11 @@ PYU_HIDDEN const char *pyu_strtab_put(pyu_strtab *t, uint64_t key,
 /* The UTF-8 text of the str object at addr, cached in the session (valid
  * until its caches are flushed).  NULL on error (record set). */
 PYU_HIDDEN const char *pyu_str_read(pyu_session *s, uint64_t addr);
+/* The first characters of the str at addr as code points (at most max
+ * into cp; not cached) and its length in *length.  Returns how many were
+ * read, or -1 (record set). */
+PYU_HIDDEN long pyu_str_peek(pyu_session *s, uint64_t addr, uint32_t *cp,
+                             size_t max, int64_t *length);
 PYU_HIDDEN void pyu_strings_flush(pyu_session *s);
 PYU_HIDDEN void pyu_strings_free(pyu_session *s);
 
@@ -420,16 +426,35 @@ enum pyu_type_kind {
     PYU_TYPE_NONE,       /* NoneType */
     PYU_TYPE_COROUTINE,  /* coroutine (not a subclass) */
     PYU_TYPE_AGEN_AWAIT, /* async_generator_asend / _athrow */
+    /* the built-in types a value's repr shows (values.c) */
+    PYU_TYPE_INT,
+    PYU_TYPE_BOOL,
+    PYU_TYPE_FLOAT,
+    PYU_TYPE_STR,
+    PYU_TYPE_BYTES,
+    PYU_TYPE_TUPLE,
+    PYU_TYPE_LIST,
+    PYU_TYPE_DICT,
+    PYU_TYPE_SET,
+    PYU_TYPE_FROZENSET,
+    PYU_TYPE_CELL,
 };
 
 #define PYU_TPFLAGS_HEAPTYPE (1ul << 9)
 #define PYU_TPFLAGS_LONG_SUBCLASS (1ul << 24)
+#define PYU_TPFLAGS_LIST_SUBCLASS (1ul << 25)
+#define PYU_TPFLAGS_TUPLE_SUBCLASS (1ul << 26)
+#define PYU_TPFLAGS_BYTES_SUBCLASS (1ul << 27)
 #define PYU_TPFLAGS_UNICODE_SUBCLASS (1ul << 28)
+#define PYU_TPFLAGS_DICT_SUBCLASS (1ul << 29)
+
+#define PYU_TYPE_NAME_MAX 64 /* bytes of a type's name kept (with the NUL) */
 
 typedef struct pyu_type {
     uint64_t addr;
     uint64_t flags; /* tp_flags */
     uint8_t kind;   /* enum pyu_type_kind */
+    char name[PYU_TYPE_NAME_MAX]; /* tp_name, cut to fit; "" when unread */
 } pyu_type;
 
 /* The type object at addr, read once and cached (flushed with the code
@@ -444,6 +469,31 @@ PYU_HIDDEN void pyu_type_learn(pyu_session *s, uint64_t addr,
                                enum pyu_type_kind kind);
 PYU_HIDDEN void pyu_types_flush(pyu_session *s);
 PYU_HIDDEN void pyu_types_free(pyu_session *s);
+
+/* ================================================ values (values.c) */
+
+#define PYU_REPR_CHARS 100 /* characters of a str (bytes of a bytes) shown */
+#define PYU_REPR_ITEMS 10  /* elements of a container shown */
+#define PYU_REPR_DEPTH 3   /* containers inside containers shown */
+#define PYU_REPR_READS 256 /* objects one repr reads */
+
+/* Writes a bounded repr of the object at obj into out (cap bytes, at
+ * least 64, NUL-terminated; a text cut short ends in "..."), and the name
+ * of its type into type (type_cap bytes; "" when unreadable; type may be
+ * NULL).  Reads memory only, never fails: an object that cannot be read
+ * shows as <unreadable>, one of another type as <TypeName at 0xADDR>. */
+PYU_HIDDEN void pyu_repr(pyu_session *s, uint64_t obj, char *out, size_t cap,
+                         char *type, size_t type_cap);
+/* The shortest decimal that reads back as v, as Python's repr writes it
+ * ("1.0", "1e+16", "-0.0", "nan"). */
+PYU_HIDDEN void pyu_float_repr(double v, char *out, size_t cap);
+/* Calls fn for each key of the set (or frozenset) object at set, in table
+ * order, looking at no more than max_slots slots (*cut set when the table
+ * has more).  Returns 0, fn's non-zero value, or -1 (record set: the set
+ * cannot be read or makes no sense). */
+PYU_HIDDEN int pyu_set_each(pyu_session *s, uint64_t set, size_t max_slots,
+                            int (*fn)(void *arg, uint64_t key), void *arg,
+                            bool *cut);
 
 /* ============================================== code objects (code.c) */
 
@@ -780,6 +830,9 @@ PYU_HIDDEN void pyu_profile_title(char *buf, size_t len,
 PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
 PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
 PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
+/* The same with its "locals" and "locals_error" (a PYU_WALK_LOCALS
+ * dump). */
+PYU_HIDDEN void pyu_json_frame_locals(FILE *out, const pyu_frame *f);
 PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
 
 #endif

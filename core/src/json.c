@@ -85,7 +85,7 @@ void pyu_json_signal_end(FILE *out, int signo, uint64_t tid)
         fputs("null}\n", out);
 }
 
-void pyu_json_frame(FILE *out, const pyu_frame *f)
+static void json_frame(FILE *out, const pyu_frame *f, bool locals)
 {
     fputs("{\"function\": ", out);
     pyu_json_str(out, f->function);
@@ -94,8 +94,38 @@ void pyu_json_frame(FILE *out, const pyu_frame *f)
     fputs(", \"file\": ", out);
     pyu_json_str(out, f->file);
     if (f->line > 0)
-        fprintf(out, ", \"line\": %d}", f->line);
+        fprintf(out, ", \"line\": %d", f->line);
     else
-        fputs(", \"line\": null}", out);
+        fputs(", \"line\": null", out);
+    if (locals) {
+        fputs(", \"locals\": [", out);
+        for (size_t i = 0; i < f->nlocals; i++) {
+            const pyu_var *v = &f->locals[i];
+            fputs(i ? ", {\"name\": " : "{\"name\": ", out);
+            pyu_json_str(out, v->name);
+            fprintf(out, ", \"kind\": \"%s\", \"type\": ",
+                    pyu_var_kind_name(v->kind));
+            pyu_json_str(out, v->type);
+            fputs(", \"value\": ", out);
+            pyu_json_str(out, v->value);
+            if (v->addr)
+                fprintf(out, ", \"address\": %" PRIu64 "}", v->addr);
+            else
+                fputs(", \"address\": null}", out);
+        }
+        fputs("], \"locals_error\": ", out);
+        pyu_json_opt_str(out, f->locals_error);
+    }
+    fputs("}", out);
+}
+
+void pyu_json_frame(FILE *out, const pyu_frame *f)
+{
+    json_frame(out, f, false);
+}
+
+void pyu_json_frame_locals(FILE *out, const pyu_frame *f)
+{
+    json_frame(out, f, true);
 }
 

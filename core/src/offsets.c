@@ -215,6 +215,20 @@ static const check checks[] = {
     {L(ob_type), L(ob_size), 8, true},
     {L(tp_name), L(tp_size), 8, true},
     {L(tp_flags), L(tp_size), 8, true},
+    {L(fr_localsplus), L(fr_size), 8, false},
+    {L(co_argcount), L(co_size), 4, false},
+    {L(co_flags), L(co_size), 4, false},
+    {L(co_kwonlyargcount), L(co_size), 4, false},
+    {L(co_localsplusnames), L(co_size), 8, false},
+    {L(co_localspluskinds), L(co_size), 8, false},
+    {L(tuple_ob_size), L(tuple_size), 8, false},
+    {L(tuple_ob_item), L(tuple_size), 8, false},
+    {L(list_ob_size), L(list_size), 8, false},
+    {L(list_ob_item), L(list_size), 8, false},
+    {L(dict_ma_used), L(dict_size), 8, false},
+    {L(dict_ma_keys), L(dict_size), 8, false},
+    {L(dict_ma_values), L(dict_size), 8, false},
+    {L(float_ob_fval), L(float_size), 8, false},
     {L(set_used), L(set_size), 8, false},
     {L(set_mask), L(set_size), 8, false},
     {L(set_table), L(set_size), 8, false},
@@ -275,6 +289,29 @@ static void add_known_facts(pyu_offsets *o)
      * as in 3.13 and 3.14 */
     if (minor >= 15 && PYU_HAS(o, ts_current_exception))
         o->v[PYU_F_ts_exc_info] = o->v[PYU_F_ts_current_exception] + 8;
+    /* PyCodeObject (Include/cpython/code.h, 3.13-3.15): the ints co_flags,
+     * co_argcount, co_posonlyargcount, co_kwonlyargcount follow each
+     * other; only co_argcount is published */
+    if (PYU_HAS(o, co_argcount) && PYU_OFF(o, co_argcount) >= 4) {
+        o->v[PYU_F_co_flags] = PYU_OFF(o, co_argcount) - 4;
+        o->v[PYU_F_co_kwonlyargcount] = PYU_OFF(o, co_argcount) + 8;
+    }
+    /* PyCellObject {PyObject_HEAD; PyObject *ob_ref;}: the header ends
+     * with ob_type (both builds) */
+    uint64_t header = PYU_OFF(o, ob_type) + 8;
+    o->v[PYU_F_cell_ob_ref] = header;
+    /* PyDictObject (Include/cpython/dictobject.h): ma_used follows the
+     * header */
+    o->v[PYU_F_dict_ma_used] = header;
+    /* PySetObject (Include/cpython/setobject.h) {PyObject_HEAD; fill;
+     * used; mask; table; ...}, published from 3.14; the size given is
+     * the part read (up to the table pointer) */
+    if (!PYU_HAS(o, set_used)) {
+        o->v[PYU_F_set_used] = header + 8;
+        o->v[PYU_F_set_mask] = header + 16;
+        o->v[PYU_F_set_table] = header + 24;
+        o->v[PYU_F_set_size] = header + 32;
+    }
     /* _PyErr_StackItem: {PyObject *exc_value; _PyErr_StackItem
      * *previous_item;} since 3.11 */
     o->v[PYU_F_err_previous_item] = o->v[PYU_F_err_exc_value] + 8;

@@ -144,16 +144,39 @@ const char *pyu_trunc_name(int truncated)
     }
 }
 
-static bool same_frame(const pyu_frame *a, const pyu_frame *b)
+/* Frames a traceback folds together: the same place (and no variables to
+ * show, which differ from call to call). */
+static bool same_frame(const pyu_frame *a, const pyu_frame *b, bool locals)
 {
-    return a->line == b->line && strcmp(a->file, b->file) == 0 &&
+    return !locals && a->line == b->line && strcmp(a->file, b->file) == 0 &&
            strcmp(a->function, b->function) == 0;
+}
+
+/* A frame's variables under its lines: arguments, then the others. */
+static void print_locals(FILE *out, const pyu_frame *f)
+{
+    if (f->locals_error) {
+        fprintf(out, "      [variables not shown: %s]\n", f->locals_error);
+        return;
+    }
+    for (int args = 1; args >= 0; args--) {
+        bool head = false;
+        for (size_t i = 0; i < f->nlocals; i++) {
+            const pyu_var *v = &f->locals[i];
+            if ((v->kind == PYU_VAR_ARGUMENT) != args)
+                continue;
+            if (!head)
+                fputs(args ? "      Arguments:\n" : "      Locals:\n", out);
+            head = true;
+            fprintf(out, "        %s = %s\n", v->name, v->value);
+        }
+    }
 }
 
 #define RECURSIVE_CUTOFF 3 /* as CPython's traceback module */
 
 static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
-                         unsigned flags)
+                         unsigned flags, bool locals)
 {
     fprintf(out, "Thread 0x%" PRIx64 " (native %" PRIu64, t->thread_id,
             t->native_thread_id);
@@ -205,7 +228,7 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
                     t->tasks[link].task_name, t->tasks[link].task_id,
                     link ? "awaits:" : "runs:");
         }
-        if (last && same_frame(last, f)) {
+        if (last && same_frame(last, f, locals)) {
             if (++repeat >= RECURSIVE_CUTOFF)
                 continue;
         } else {
@@ -223,6 +246,8 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
             fprintf(out, "  File \"%s\", in %s\n", f->file, f->function);
         if (!(flags & PYU_TEXT_NO_SOURCE))
             print_source(out, src, f->file, f->line);
+        if (locals)
+            print_locals(out, f);
     }
     if (repeat >= RECURSIVE_CUTOFF)
         fprintf(out, "  [Previous line repeated %zu more time%s]\n",
@@ -249,7 +274,7 @@ int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
     fputs("\n", out);
     for (size_t i = 0; i < d->nthreads; i++) {
         fputs("\n", out);
-        print_thread(out, &d->threads[i], &src, flags);
+        print_thread(out, &d->threads[i], &src, flags, d->has_locals);
     }
     if (d->threads_truncated)
         fputs("\n[more threads not shown: the thread list is longer than "
@@ -283,7 +308,10 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
         fputs("], \"frames\": [", out);
         for (size_t k = 0; k < t->nframes; k++) {
             fputs(k ? ",\n    " : "\n    ", out);
-            pyu_json_frame(out, &t->frames[k]);
+            if (d->has_locals)
+                pyu_json_frame_locals(out, &t->frames[k]);
+            else
+                pyu_json_frame(out, &t->frames[k]);
         }
         if (d->has_async) {
             fputs("], \"tasks\": [", out);

@@ -109,5 +109,8 @@ int pyu_store_frame(pyu_store *st, pyu_session *s, const pyu_walk_frame *f,
     out->file = m->file;
     out->line = pyu_code_line(m->c, f->instr);
     out->code_addr = f->code_addr;
+    out->locals = NULL;
+    out->nlocals = 0;
+    out->locals_error = NULL;
     return 0;
 }

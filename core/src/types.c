@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TYPE_NAME_MAX 32
 #define TYPES_MAX 4096 /* cached types before starting over */
 #define PAGE 4096      /* a name may end a mapping: never read past a page */
 
@@ -26,12 +25,24 @@ _Static_assert(offsetof(pyu_type, addr) == 0, "type cache key first");
 static const struct {
     const char *name;
     enum pyu_type_kind kind;
+    uint64_t flag; /* a tp_flags bit the real type has, or 0 */
 } known[] = {
-    {"code", PYU_TYPE_CODE},
-    {"NoneType", PYU_TYPE_NONE},
-    {"coroutine", PYU_TYPE_COROUTINE},
-    {"async_generator_asend", PYU_TYPE_AGEN_AWAIT},
-    {"async_generator_athrow", PYU_TYPE_AGEN_AWAIT},
+    {"code", PYU_TYPE_CODE, 0},
+    {"NoneType", PYU_TYPE_NONE, 0},
+    {"coroutine", PYU_TYPE_COROUTINE, 0},
+    {"async_generator_asend", PYU_TYPE_AGEN_AWAIT, 0},
+    {"async_generator_athrow", PYU_TYPE_AGEN_AWAIT, 0},
+    {"int", PYU_TYPE_INT, PYU_TPFLAGS_LONG_SUBCLASS},
+    {"bool", PYU_TYPE_BOOL, PYU_TPFLAGS_LONG_SUBCLASS},
+    {"float", PYU_TYPE_FLOAT, 0},
+    {"str", PYU_TYPE_STR, PYU_TPFLAGS_UNICODE_SUBCLASS},
+    {"bytes", PYU_TYPE_BYTES, PYU_TPFLAGS_BYTES_SUBCLASS},
+    {"tuple", PYU_TYPE_TUPLE, PYU_TPFLAGS_TUPLE_SUBCLASS},
+    {"list", PYU_TYPE_LIST, PYU_TPFLAGS_LIST_SUBCLASS},
+    {"dict", PYU_TYPE_DICT, PYU_TPFLAGS_DICT_SUBCLASS},
+    {"set", PYU_TYPE_SET, 0},
+    {"frozenset", PYU_TYPE_FROZENSET, 0},
+    {"cell", PYU_TYPE_CELL, 0},
 };
 
 /* Reads the NUL-terminated name at name_ptr into buf (at most len - 1
@@ -52,17 +63,19 @@ static bool read_name(pyu_session *s, uint64_t name_ptr, char *buf,
     return true;
 }
 
-static enum pyu_type_kind classify(pyu_session *s, uint64_t flags,
-                                   uint64_t name_ptr)
+/* What the type named `name` (read: false when it could not be) with
+ * these flags is. */
+static enum pyu_type_kind classify(uint64_t flags, bool read,
+                                   const char *name)
 {
-    char name[TYPE_NAME_MAX];
-    if (!read_name(s, name_ptr, name, sizeof name))
+    if (!read)
         return PYU_TYPE_UNNAMED;
     if (flags & PYU_TPFLAGS_HEAPTYPE)
         return PYU_TYPE_OTHER;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(name, known[i].name) == 0)
-            return known[i].kind;
+            return (flags & known[i].flag) == known[i].flag ? known[i].kind
+                                                             : PYU_TYPE_OTHER;
     return PYU_TYPE_OTHER;
 }
 
@@ -116,7 +129,9 @@ const pyu_type *pyu_type_get(pyu_session *s, uint64_t addr)
     };
     if (pyu_readv(s, r, 2, "a type object") < 0)
         return NULL;
-    enum pyu_type_kind kind = classify(s, flags, name_ptr);
+    char name[PYU_TYPE_NAME_MAX];
+    bool named = read_name(s, name_ptr, name, sizeof name);
+    enum pyu_type_kind kind = classify(flags, named, name);
     pyu_type *t = insert(s, addr);
     if (!t) {
         pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
@@ -124,6 +139,7 @@ const pyu_type *pyu_type_get(pyu_session *s, uint64_t addr)
     }
     t->flags = flags;
     t->kind = (uint8_t)kind;
+    memcpy(t->name, named ? name : "", named ? sizeof name : 1);
     return t;
 }
 

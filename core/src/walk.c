@@ -256,5 +256,8 @@ int pyu_frame_describe(pyu_session *s, const pyu_walk_frame *f,
     out->file = code->filename;
     out->line = pyu_code_line(code, f->instr);
     out->code_addr = f->code_addr;
+    out->locals = NULL;
+    out->nlocals = 0;
+    out->locals_error = NULL;
     return 0;
 }

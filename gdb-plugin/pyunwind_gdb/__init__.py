@@ -197,7 +197,7 @@ def _run(command, argv, through_gdb=False):
     return out, diag
 
 
-def dump(thread=None, through_gdb=False, async_stacks=False):
+def dump(thread=None, through_gdb=False, async_stacks=False, locals=False):
     """The dump of the selected inferior as Python objects: what
     `py-dump --json` prints (docs/json.md), built directly from pyunwind's
     walk of the target.
@@ -206,13 +206,16 @@ def dump(thread=None, through_gdb=False, async_stacks=False):
     through_gdb: read the target's memory through gdb (as for remote
     targets) even when pyunwind could read the process or core file itself.
     async_stacks: as py-dump --async (CPython 3.14+).
+    locals: as py-dump --locals: each frame also has "locals" (its
+    arguments and variables, each a dict of name, kind, type, value (a
+    bounded repr) and address) and "locals_error".
     Raises Error (a gdb.GdbError) when the target cannot be read."""
     only = int(thread) if thread is not None else 0
     if thread is not None and only <= 0:
         raise Error("'%s' is not a thread id (give the native id shown as "
                     "LWP, or the Python ident)" % thread, 2)
     return _session(through_gdb, lambda s, retry, source: s.dump(
-        only, bool(async_stacks), retry))
+        only, bool(async_stacks), retry, bool(locals)))
 
 
 def tasks(through_gdb=False):

@@ -1237,9 +1237,12 @@ static char *render_tasks(const pyu_tasks *t, int tree, int *cycle)
 static void test_task_rendering(void)
 {
     pyu_frame fr[3] = {
-        {"inner", "inner", "a.py", 3, 0x100},
-        {"outer", "outer", "a.py", 9, 0x200},
-        {"main", "main", "m.py", 1, 0x300},
+        {.function = "inner", .name = "inner", .file = "a.py", .line = 3,
+         .code_addr = 0x100},
+        {.function = "outer", .name = "outer", .file = "a.py", .line = 9,
+         .code_addr = 0x200},
+        {.function = "main", .name = "main", .file = "m.py", .line = 1,
+         .code_addr = 0x300},
     };
     uint64_t by_root = 0x10, by_both[2] = {0x20, 0x30}, by_ghost = 0x999;
     pyu_task tasks[4] = {

@@ -249,6 +249,9 @@ PYU_API int pyu_target(const pyu_session *s, pyu_target_info *info);
                                   to 1024 tasks); CPython 3.14+ */
 #define PYU_WALK_LIST_ORDER 2u /* threads and interpreters as the runtime
                                   lists them (newest first) */
+#define PYU_WALK_LOCALS 4u     /* pyu_dump_take: each frame's arguments and
+                                  local variables (pyu_frame.locals); the
+                                  walk itself ignores it */
 
 /* Why a thread's frames stop before its oldest frame (pyu_walk_end and
  * pyu_thread.truncated). */
@@ -354,6 +357,37 @@ typedef struct pyu_walker {
  * -PYU_E_VERSION. */
 PYU_API int pyu_walk(pyu_session *s, const pyu_walker *w, void *arg);
 
+/* A variable of a frame that has a value (pyu_frame_locals). */
+typedef struct pyu_var {
+    const char *name;
+    int kind;          /* PYU_VAR_* */
+    const char *type;  /* the name of its value's type; "" when unreadable */
+    const char *value; /* a bounded repr made from memory (docs/dump.md):
+                          as Python's for None, bool, int, float, str,
+                          bytes, tuple, list, dict, set, frozenset; else
+                          "<TypeName at 0xADDR>"; "<unreadable>" */
+    uint64_t addr;     /* the object; 0 for an int tagged in the slot */
+} pyu_var;
+
+#define PYU_VAR_ARGUMENT 0 /* an argument (also one a closure captures) */
+#define PYU_VAR_LOCAL 1    /* a local variable */
+#define PYU_VAR_CELL 2     /* a local variable a closure captures */
+#define PYU_VAR_FREE 3     /* a variable of an enclosing function */
+
+/* "argument", "local", "cell", "free"; NULL for other values. */
+PYU_API const char *pyu_var_kind_name(int kind);
+
+/* Calls fn for each variable of frame f that has a value, while the walk
+ * reports f (from the frame callback): its arguments, then its other
+ * locals, cells and free variables, in the code object's order; unbound
+ * ones are left out, and so are the hidden ones of inlined
+ * comprehensions.  The strings are valid during the call.  Reads memory
+ * only.  Returns 0, fn's non-zero value, or a negated error (the frame's
+ * variables cannot be read; pyu_errmsg says why). */
+PYU_API int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
+                             int (*fn)(void *arg, const pyu_var *v),
+                             void *arg);
+
 /* A frame as a walk reported it, with its names and line. */
 typedef struct pyu_frame {
     const char *function; /* co_qualname */
@@ -361,6 +395,10 @@ typedef struct pyu_frame {
     const char *file;     /* co_filename */
     int line;             /* 1-based; 0 when the location is unknown */
     uint64_t code_addr;   /* address of the code object */
+    /* a dump taken with PYU_WALK_LOCALS; else NULL, 0, NULL */
+    pyu_var *locals;      /* as pyu_frame_locals reports them */
+    size_t nlocals;
+    const char *locals_error; /* why they could not be read, or NULL */
 } pyu_frame;
 
 /* Fills *out for a frame a walk reported (its code object is cached).  The
@@ -416,6 +454,7 @@ typedef struct pyu_dump {
     size_t nthreads;
     int threads_truncated; /* more threads than the limit */
     int has_async;         /* taken with PYU_WALK_ASYNC */
+    int has_locals;        /* taken with PYU_WALK_LOCALS */
     const char *source_root; /* where the target's files are seen from
                                 here: put before a source file's path
                                 ("/proc/PID/root" for a live process, so
