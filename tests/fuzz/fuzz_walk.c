@@ -1,6 +1,7 @@
 /* Fuzz harness: the walk (interpreters, threads, frames, code objects,
- * line tables, async stacks) over a mutated snapshot of a real process's
- * memory (snap.h), and the dump written as text and JSON. */
+ * line tables, async stacks, the frames' variables and the objects they
+ * hold) over a mutated snapshot of a real process's memory (snap.h), and
+ * the dump written as text and JSON. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,9 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
         return 0;
     pyu_session *s = pyu_session_new();
     if (s && pyu_open_memory(s, &snap_ops, &S, S.pid, S.runtime) == 0) {
-        for (unsigned flags = 0; flags <= PYU_WALK_ASYNC; flags++) {
+        static const unsigned walks[] = {0, PYU_WALK_ASYNC, PYU_WALK_LOCALS};
+        for (size_t w = 0; w < sizeof walks / sizeof *walks; w++) {
             pyu_dump *d = NULL;
-            pyu_dump_take(s, flags, &d);
+            pyu_dump_take(s, walks[w], &d);
             if (d) {
                 char *buf = NULL;
                 size_t n = 0;

@@ -8,7 +8,8 @@
  * one state.  A session reads it through memory ops of this file
  * (process_vm_readv, the mappings of /proc/PID/maps, the runtime's
  * address from a first, ordinary session), which keep a copy of every
- * page read; it takes a dump (with async stacks), the asyncio tasks
+ * page read; it takes a dump (with async stacks), one with the frames'
+ * variables (PYU_WALK_LOCALS: the objects they hold), the asyncio tasks
  * (3.14+) and SAMPLES samples (default 3; the anchor writes of 3.15 are
  * applied to the copies, not to the process).  The snapshot format is
  * tests/fuzz/snap.h's.
@@ -182,6 +183,9 @@ int main(int argc, char **argv)
     }
     pyu_dump *d = NULL;
     pyu_dump_take(s, py.version_hex >= 0x030e0000 ? PYU_WALK_ASYNC : 0, &d);
+    pyu_dump_free(d);
+    d = NULL; /* and the frames' variables, with the objects they hold */
+    pyu_dump_take(s, PYU_WALK_LOCALS, &d);
     pyu_dump_free(d);
     pyu_tasks *t = NULL;
     pyu_tasks_take(s, &t);
