@@ -224,3 +224,109 @@ def test_values_freed_while_read(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+# ------------------------------------------------------------ debuggers
+
+from debuggers import DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Server  # noqa: E402
+
+DEBUGGER_PYTHONS = [p for p in PYTHONS if p[0] in
+                    ("3.13.5t", "3.14.7", "3.15.2-debian")] or PYTHONS[:1]
+
+
+@pytest.fixture(scope="module", params=DEBUGGER_PYTHONS,
+                ids=[p[0] for p in DEBUGGER_PYTHONS])
+def dtarget(request):
+    label, python = request.param
+    with tempfile.TemporaryDirectory(prefix="pyu-locals-dbg-") as d:
+        t = Target(python, "locals.py", d, ["--threads"],
+                   expect_threads=False)
+        with open(t.truth_path + ".thread", encoding="utf-8") as f:
+            t.thread_truth = json.load(f)
+        t.label, t.python = label, python
+        yield t
+        t.close()
+
+
+@pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
+def dbg(request):
+    d = request.param
+    if not os.path.exists(GDB_SCRIPT if d.name == "gdb" else LLDB_PLUGIN) \
+            or (d.name == "lldb" and not LLDB):
+        pytest.fail("the %s plugin is not built (scripts/setup builds it)"
+                    % d.name)
+    return d
+
+
+def debugger_locals(dbg, setup, tmp, cli_args):
+    """py-dump --locals in the debugger (JSON and text to files) and the
+    CLI's on the same target; gdb's pyunwind_gdb.dump(locals=True) too.
+    Returns (JSON dump, transcript, CLI text, debugger text, API dump)."""
+    pre, args, post = setup
+    dj, dt = tmp / "dbg.json", tmp / "dbg.txt"
+    ct, api = tmp / "cli.txt", tmp / "api.json"
+    commands = ["py-dump --locals --json -o %s" % dj,
+                "py-dump --locals -o %s" % dt,
+                dbg.shell("%s dump --locals %s > %s"
+                          % (pyunwind_path(), cli_args, ct))]
+    if dbg.name == "gdb":
+        commands.append(
+            "python import json, pyunwind_gdb; json.dump(pyunwind_gdb.dump("
+            "locals=True), open('%s', 'w'))" % api)
+    tr = dbg.run(commands + list(post), args, setup=pre)
+    assert "Traceback" not in tr.text and "Python Exception" not in tr.text, \
+        tr.text[-3000:]
+    assert dj.exists() and dt.exists(), tr.text[-3000:]
+    return (json.loads(dj.read_text()), tr, ct.read_text(), dt.read_text(),
+            json.loads(api.read_text()) if api.exists() else None)
+
+
+def pyunwind_path():
+    from conftest import PYUNWIND
+    return PYUNWIND
+
+
+@pytest.mark.debugger
+def test_debugger_attach(dbg, dtarget, tmp_path):
+    dump, tr, cli, text, api = debugger_locals(
+        dbg, dbg.attach(dtarget.pid), tmp_path, str(dtarget.pid))
+    check_dump(dump, dtarget)
+    assert text == cli  # byte for byte the CLI's
+    if dbg.name == "gdb":
+        assert api == dump
+
+
+@pytest.mark.debugger
+def test_debugger_remote(dbg, dtarget, tmp_path):
+    """Over gdbserver / lldb-server on loopback: every read goes through
+    the debugger's memory."""
+    server = Server(dbg, dtarget.pid)
+    try:
+        dump, tr, cli, text, api = debugger_locals(
+            dbg, dbg.remote(server.port), tmp_path, str(dtarget.pid))
+    finally:
+        server.close()
+    check_dump(dump, dtarget)
+    # (source lines come from this machine's files too: the same text)
+    assert text == cli
+    if dbg.name == "gdb":
+        assert api == dump
+
+
+@pytest.mark.debugger
+def test_debugger_core(dbg, tmp_path):
+    python = py315(PYTHONS)
+    t = Target(python, "locals.py", str(tmp_path), expect_threads=False)
+    t.label = "3.15 kernel core in " + dbg.name
+    try:
+        core = t.abort()
+        if not core:
+            pytest.skip("no kernel core written here")
+        dump, tr, cli, text, api = debugger_locals(
+            dbg, dbg.core(python, core), tmp_path,
+            "--core %s --exe %s" % (core, python))
+    finally:
+        t.close()
+    main = next(th for th in dump["threads"] if th["main"])
+    assert_frames_match(main["frames"], t.truth, t.label)
+    assert text == cli
