@@ -42,6 +42,7 @@ enum {
     OPT_DIFF,
     OPT_LIVE,
     OPT_LOCALS,
+    OPT_NATIVE_LAST,
 };
 
 static const struct {
@@ -59,7 +60,8 @@ static const struct {
     {{"rate", required_argument, NULL, 'r'}, SAMPLE},
     {{"mode", required_argument, NULL, OPT_MODE}, SAMPLE | REPORT},
     {{"gc", no_argument, NULL, OPT_GC}, SAMPLE},
-    {{"native", no_argument, NULL, OPT_NATIVE}, SAMPLE},
+    {{"native", no_argument, NULL, OPT_NATIVE}, DUMP | SAMPLE},
+    {{"native-last", no_argument, NULL, OPT_NATIVE_LAST}, DUMP},
     {{"blocking", no_argument, NULL, OPT_BLOCKING}, SAMPLE},
     {{"read-only", no_argument, NULL, OPT_READ_ONLY}, SAMPLE},
     {{"no-cache", no_argument, NULL, OPT_NO_CACHE}, SAMPLE},
@@ -96,6 +98,10 @@ static const char cli_help[] =
     "                  awaiting its running task (CPython 3.14+)\n"
     "  --locals        each frame's arguments and local variables, with a\n"
     "                  short repr of their values (read from memory)\n"
+    "  --native        each thread's native stack too, with the Python\n"
+    "                  frames in the eval loop's native frames that run them\n"
+    "  --native-last   the Python stacks, then only the native frames past\n"
+    "                  each one's innermost Python frame (a crash's view)\n"
     "  --verbose       say on standard error how the target was read\n"
     "  --nonblocking   do not stop the process while reading it\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
@@ -141,7 +147,8 @@ static const char debugger_tasks_help[] =
 static const char debugger_help[] =
     "Print the Python stack of every thread of the debugged CPython.\n"
     "usage: py-dump [--json] [-o FILE] [--thread TID] [--no-source] "
-    "[--async] [--locals] [--verbose]\n"
+    "[--async] [--locals]\n"
+    "               [--native | --native-last] [--verbose]\n"
     "\n"
     "Works on a live process (attached or started here), on a core file\n"
     "and on a remote target, with or without debug symbols (CPython\n"
@@ -157,6 +164,10 @@ static const char debugger_help[] =
     "                  awaiting its running task (CPython 3.14+)\n"
     "  --locals        each frame's arguments and local variables, with a\n"
     "                  short repr of their values (read from memory)\n"
+    "  --native        each thread's native stack too, with the Python\n"
+    "                  frames in the eval loop's native frames that run them\n"
+    "  --native-last   the Python stacks, then only the native frames past\n"
+    "                  each one's innermost Python frame (a crash's view)\n"
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 
@@ -448,7 +459,14 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case 'o': o->output = optarg; break;
         case 'h': o->help = true; return PYU_EXIT_OK;
         case OPT_GC: o->sample_flags |= PYU_SAMPLE_GC; break;
-        case OPT_NATIVE: o->sample_flags |= PYU_SAMPLE_NATIVE; break;
+        case OPT_NATIVE:
+            o->sample_flags |= PYU_SAMPLE_NATIVE;
+            o->native = true;
+            break;
+        case OPT_NATIVE_LAST:
+            o->native = true;
+            o->text_flags |= PYU_TEXT_NATIVE_LAST;
+            break;
         case OPT_BLOCKING: o->sample_flags |= PYU_SAMPLE_BLOCKING; break;
         case OPT_READ_ONLY: o->sample_flags |= PYU_SAMPLE_READ_ONLY; break;
         case OPT_NO_CACHE: o->sample_flags |= PYU_SAMPLE_NO_CACHE; break;
@@ -537,6 +555,12 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         o->capture = argv[optind];
         return PYU_EXIT_OK;
     }
+    if (kind == PYU_CMD_DUMP && o->native && o->async)
+        return usage(msg, msglen, "--async and --native do not go together");
+    if (kind == PYU_CMD_DUMP && o->native &&
+        (o->open_flags & PYU_OPEN_NONBLOCKING))
+        return usage(msg, msglen, "--native needs the process stopped: "
+                     "leave out --nonblocking");
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
             return usage(msg, msglen, "unexpected argument '%s' (%s "
@@ -764,7 +788,8 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
      * change under the reader: a torn read is retried a few times. */
     pyu_dump *d;
     int rc = pyu_cmd_take_dump(s, (o->async ? PYU_WALK_ASYNC : 0) |
-                                      (o->locals ? PYU_WALK_LOCALS : 0),
+                                      (o->locals ? PYU_WALK_LOCALS : 0) |
+                                      (o->native ? PYU_WALK_NATIVE : 0),
                                retry_torn, &d);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));

@@ -44,6 +44,7 @@ typedef struct pyu_cmd_opts {
     bool tree;            /* --tree (tasks) */
     bool async;           /* --async (dump) */
     bool locals;          /* --locals (dump) */
+    bool native;          /* --native, --native-last (dump) */
     bool verbose;         /* --verbose: say where memory came from */
     bool help;            /* -h/--help was given: print the help, do nothing */
     unsigned text_flags;  /* PYU_TEXT_* (--no-source) */

@@ -568,6 +568,14 @@ static int b_interp(void *arg, const pyu_walk_interp *in)
     return PYU_WALK_NEXT;
 }
 
+/* Whether thread t received the signal that killed the process. */
+static bool crashed(pyu_session *s, const pyu_walk_thread *t)
+{
+    pyu_target_info tg;
+    pyu_target(s, &tg);
+    return tg.signal && tg.signal_thread == t->native_thread_id;
+}
+
 static int b_thread(void *arg, const pyu_walk_thread *t)
 {
     dump_build *b = arg;
@@ -587,6 +595,7 @@ static int b_thread(void *arg, const pyu_walk_thread *t)
             PyLong_FromUnsignedLongLong(t->native_thread_id)) &&
         put(d, "main", PyBool_FromLong(t->main)) &&
         put(d, "status", PyList_New(0)) && put(d, "frames", PyList_New(0)) &&
+        put(d, "crashed", PyBool_FromLong(crashed(b->s, t))) &&
         (!(b->flags & PYU_WALK_ASYNC) || put(d, "tasks", PyList_New(0)));
     b->thread = d; /* the list holds it */
     b->frames = PyDict_GetItemString(d, "frames");

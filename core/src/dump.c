@@ -12,6 +12,11 @@ typedef struct dump_impl {
     size_t cap_threads;
     size_t cap_frames, cap_tasks; /* of the last thread */
     bool locals;                  /* PYU_WALK_LOCALS */
+    bool native;                  /* PYU_WALK_NATIVE */
+    uint64_t *entry;              /* the last thread's Python frames: the
+                                     entry frame that follows each */
+    size_t cap_entry, pending;    /* frames not given an entry yet */
+    size_t cap_native;
 } dump_impl;
 
 void pyu_dump_free(pyu_dump *pub)
@@ -22,10 +27,12 @@ void pyu_dump_free(pyu_dump *pub)
     for (size_t i = 0; i < d->pub.nthreads; i++) {
         for (size_t k = 0; k < d->pub.threads[i].nframes; k++)
             free(d->pub.threads[i].frames[k].locals);
+        free(d->pub.threads[i].native);
         free(d->pub.threads[i].frames);
         free(d->pub.threads[i].tasks);
     }
     free(d->pub.threads);
+    free(d->entry);
     pyu_store_free(d->store);
     free(d);
 }
@@ -61,7 +68,9 @@ static int on_thread(void *arg, const pyu_walk_thread *wt)
     t->native_thread_id = wt->native_thread_id;
     t->main = wt->main;
     t->status = wt->status;
-    d->cap_frames = d->cap_tasks = 0;
+    t->crashed = d->pub.signal && wt->native_thread_id == d->pub.signal_thread;
+    d->cap_frames = d->cap_tasks = d->cap_native = 0;
+    d->pending = 0;
     return PYU_WALK_NEXT;
 }
 
@@ -92,6 +101,20 @@ static int on_frame(void *arg, const pyu_walk_frame *f)
 {
     dump_impl *d = arg;
     pyu_thread *t = last(d);
+    if (f->owner == PYU_OWNER_ENTRY) { /* the frames since the last one
+                                          run in this entry's native frame */
+        for (size_t k = t->nframes - d->pending; k < t->nframes; k++)
+            d->entry[k] = f->addr;
+        d->pending = 0;
+        return PYU_WALK_NEXT;
+    }
+    if (d->native) {
+        if (!pyu_grow((void **)&d->entry, t->nframes, &d->cap_entry,
+                      sizeof *d->entry))
+            return nomem(d);
+        d->entry[t->nframes] = 0;
+        d->pending++;
+    }
     if (!pyu_grow((void **)&t->frames, t->nframes, &d->cap_frames,
                   sizeof *t->frames))
         return nomem(d);
@@ -126,12 +149,88 @@ static int on_task(void *arg, const pyu_walk_task *wt)
     return PYU_WALK_NEXT;
 }
 
+/* The native stack, copied into the dump. */
+static int on_native(void *arg, const pyu_native_frame *f)
+{
+    dump_impl *d = arg;
+    pyu_thread *t = last(d);
+    if (!pyu_grow((void **)&t->native, t->nnative, &d->cap_native,
+                  sizeof *t->native))
+        return -PYU_E_NOMEM;
+    pyu_native_entry *e = &t->native[t->nnative];
+    *e = (pyu_native_entry){.frame = *f};
+    if ((f->symbol && !(e->frame.symbol = pyu_store_str(d->store, 0,
+                                                         f->symbol))) ||
+        (f->module && !(e->frame.module = pyu_store_str(d->store, 0,
+                                                         f->module))))
+        return -PYU_E_NOMEM;
+    t->nnative++;
+    return 0;
+}
+
+#define LAST_FRAME_SPAN 65536 /* bytes of stack the outermost native frame
+                                 is taken to own */
+
+/* Places each Python frame in the native frame whose stack holds the
+ * entry frame that follows it: native frame i owns [sp_i, sp_i+1). */
+static void place(dump_impl *d, pyu_thread *t)
+{
+    size_t i = 0, n = t->nnative;
+    t->python_unplaced = 0;
+    for (size_t k = 0; k < t->nframes; k++) {
+        uint64_t e = d->entry[k];
+        /* (entries move outwards, to higher addresses, as k grows) */
+        while (e && i < n) {
+            uint64_t lo = t->native[i].frame.sp;
+            uint64_t next = i + 1 < n ? t->native[i + 1].frame.sp : 0;
+            uint64_t hi = next > lo ? next : lo + LAST_FRAME_SPAN;
+            if (e < hi)
+                break;
+            i++;
+        }
+        if (!e || i >= n || !t->native[i].frame.sp ||
+            e < t->native[i].frame.sp) {
+            t->python_unplaced++;
+            continue;
+        }
+        pyu_native_entry *ne = &t->native[i];
+        if (!ne->python_count)
+            ne->python_first = k;
+        ne->python_count++;
+    }
+}
+
+static int read_native(dump_impl *d, pyu_thread *t)
+{
+    pyu_session *s = d->s;
+    char why[512] = "";
+    int rc;
+    if (!s->ops->native_frames) {
+        rc = -PYU_E_STATE;
+        snprintf(why, sizeof why, "this memory source gives no native "
+                 "stacks");
+    } else {
+        rc = s->ops->native_frames(s->ctx, t->native_thread_id, on_native,
+                                   d, why, sizeof why);
+    }
+    if (rc == -PYU_E_NOMEM)
+        return nomem(d);
+    if (rc < 0 && !(t->native_error = pyu_store_str(
+                        d->store, 0, why[0] ? why : "the native stack "
+                                                    "cannot be read")))
+        return nomem(d);
+    place(d, t);
+    return PYU_WALK_NEXT;
+}
+
 static int on_thread_end(void *arg, const pyu_walk_thread *wt,
                          const pyu_walk_end *end)
 {
     dump_impl *d = arg;
     pyu_thread *t = last(d);
     (void)wt;
+    if (d->native && read_native(d, t) < 0)
+        return -PYU_E_NOMEM;
     t->status = end->status;
     t->truncated = end->truncated;
     if (end->error && !(t->error = pyu_store_str(d->store, 0,
@@ -177,8 +276,11 @@ int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
     }
     d->locals = (flags & PYU_WALK_LOCALS) != 0;
     d->pub.has_locals = d->locals;
+    d->native = (flags & PYU_WALK_NATIVE) != 0;
+    d->pub.has_native = d->native;
     pyu_walker w = {
-        .flags = flags & ~PYU_WALK_LOCALS,
+        .flags = (flags & ~(PYU_WALK_LOCALS | PYU_WALK_NATIVE)) |
+                 (d->native ? PYU_WALK_ENTRY_FRAMES : 0),
         .interpreter = on_interp,
         .thread = on_thread,
         .frame = on_frame,

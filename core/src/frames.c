@@ -115,7 +115,18 @@ int pyu_chain_walk(pyu_session *s, pyu_chain *c,
         int rc = decode(s, frame, buf, fsize, &f, &last);
         if (rc < 0)
             return -1;
-        if (rc == 1) {
+        if (rc == 0 && c->entries &&
+            pyu_u8(buf, fsize, PYU_OFF(o, fr_owner)) >= OWNER_FIRST_SHIM) {
+            f = (pyu_walk_frame){.addr = frame, .instr = PYU_INSTR_UNKNOWN,
+                                 .owner = PYU_OWNER_ENTRY, .index = c->index,
+                                 .epoch = s->code_epoch};
+            rc = fn(arg, &f);
+            if (rc != PYU_WALK_NEXT) {
+                c->fn_ended = true;
+                c->fn_rc = rc;
+                return 0;
+            }
+        } else if (rc == 1) {
             f.index = c->index++;
             rc = fn(arg, &f);
             if (rc != PYU_WALK_NEXT) {

@@ -144,6 +144,25 @@ PYU_HIDDEN int pyu_elf_inspect(const char *path, pyu_elf_info *info,
 /* Calls libelf's elf_version once. */
 PYU_HIDDEN bool pyu_elf_init(void);
 
+/* =========================================== native stacks (native.c) */
+
+#define PYU_MAX_NATIVE_FRAMES 1024 /* per thread */
+
+/* libdwfl over a live process (every thread stopped by the caller with
+ * ptrace, from the calling thread) or an ELF core (fd; the executable as
+ * the core names it, --exe, --sysroot). */
+typedef struct pyu_dwfl pyu_dwfl;
+PYU_HIDDEN int pyu_dwfl_live(int pid, pyu_dwfl **out, pyu_err *err);
+PYU_HIDDEN int pyu_dwfl_core(int fd, const char *exe_path,
+                             const char *exe_override, const char *sysroot,
+                             pyu_dwfl **out, pyu_err *err);
+/* Calls fn for each native frame of thread tid (the kernel's id, as this
+ * machine sees it), innermost first; returns 0, fn's non-zero value, or a
+ * negated error (err set) when not even the first frame could be read. */
+PYU_HIDDEN int pyu_dwfl_frames(pyu_dwfl *d, int tid, pyu_native_fn fn,
+                               void *arg, pyu_err *err);
+PYU_HIDDEN void pyu_dwfl_free(pyu_dwfl *d);
+
 /* ========================================= memory back ends (mem_*.c) */
 
 /* Live process.  Creates the context for pid; fills err on failure. */
@@ -588,6 +607,8 @@ typedef struct pyu_chain {
     uint64_t stop_at;    /* end the walk after this frame (a running
                             task's coroutine), or 0 */
     size_t index;        /* index of the first frame reported */
+    bool entries;        /* report entry/shim frames too (owner
+                            PYU_OWNER_ENTRY, not counted in index) */
     /* out */
     int truncated;       /* PYU_TRUNC_DEPTH / _LOOP */
     bool saw_watch, stopped;

@@ -55,6 +55,8 @@ typedef struct core_ctx {
     uint64_t signal_tid;
     bool have_prstatus;
     uint64_t truncated_want; /* file size the segments need, if larger */
+    pyu_dwfl *dwfl;          /* native stacks, made on first need */
+    char dwfl_error[512];    /* why it could not be made, or "" */
 } core_ctx;
 
 /* ------------------------------------------------------------- file side */
@@ -227,6 +229,7 @@ static void core_destroy(void *ctx)
     }
     free(c->files);
     free(c->segs);
+    pyu_dwfl_free(c->dwfl);
     if (c->elf)
         elf_end(c->elf);
     if (c->fd >= 0)
@@ -247,12 +250,35 @@ static int core_fatal_signal(void *ctx, int *signo, uint64_t *tid)
     return 0;
 }
 
+static int core_native_frames(void *ctx, uint64_t tid, pyu_native_fn fn,
+                              void *arg, char *why, size_t whylen)
+{
+    core_ctx *c = ctx;
+    if (!c->dwfl && !c->dwfl_error[0]) {
+        pyu_err err = {0};
+        if (pyu_dwfl_core(c->fd, c->exe_path, c->exe_override, c->sysroot,
+                          &c->dwfl, &err) < 0)
+            snprintf(c->dwfl_error, sizeof c->dwfl_error, "%s",
+                     pyu_err_text(&err));
+    }
+    if (!c->dwfl) {
+        snprintf(why, whylen, "%s", c->dwfl_error);
+        return -PYU_E_IO;
+    }
+    pyu_err err = {0};
+    int rc = pyu_dwfl_frames(c->dwfl, (int)tid, fn, arg, &err);
+    if (rc < 0)
+        snprintf(why, whylen, "%s", pyu_err_text(&err));
+    return rc;
+}
+
 const pyu_memory_ops pyu_core_ops = {
     .read = core_read,
     .mappings = core_mappings,
     .file_path = core_file_path,
     .fatal_signal = core_fatal_signal,
     .destroy = core_destroy,
+    .native_frames = core_native_frames,
 };
 
 /* ----------------------------------------------------------------- notes */

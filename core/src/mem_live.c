@@ -51,6 +51,7 @@ typedef struct live_ctx {
         int ns, host;
     } *tids; /* owned: the last mapping read */
     size_t ntids;
+    pyu_dwfl *dwfl; /* native stacks, while paused */
 } live_ctx;
 
 static int errno_to_code(int e)
@@ -367,6 +368,8 @@ static int list_tasks(live_ctx *c, size_t *cap)
 static int live_resume(void *ctx)
 {
     live_ctx *c = ctx;
+    pyu_dwfl_free(c->dwfl); /* (before the threads run: it reads them) */
+    c->dwfl = NULL;
     for (size_t i = 0; i < c->ntasks; i++)
         if (c->tasks[i].attached) {
             ptrace(PTRACE_DETACH, c->tasks[i].tid, NULL, NULL);
@@ -471,6 +474,45 @@ static int live_thread_name(void *ctx, uint64_t ns_tid, char *out,
     return 0;
 }
 
+static int live_native_frames(void *ctx, uint64_t ns_tid, pyu_native_fn fn,
+                              void *arg, char *why, size_t whylen)
+{
+    live_ctx *c = ctx;
+    int tid = ns_tid == (uint64_t)c->pid ? c->pid : host_tid(c, ns_tid);
+    const live_task *t = NULL;
+    for (size_t i = 0; tid > 0 && i < c->ntasks; i++)
+        if (c->tasks[i].tid == tid)
+            t = &c->tasks[i];
+    if (!c->paused || (c->flags & PYU_OPEN_NONBLOCKING)) {
+        snprintf(why, whylen, "native stacks need the process stopped "
+                 "(leave out --nonblocking)");
+        return -PYU_E_STATE;
+    }
+    if (!t || !t->attached) {
+        snprintf(why, whylen, "%s",
+                 t && t->state == 'T'
+                     ? "the thread was stopped by someone else (SIGSTOP): "
+                       "pyunwind leaves it alone and cannot read its "
+                       "registers"
+                     : "pyunwind could not stop the thread with ptrace (is "
+                       "a debugger attached? use py-dump --native inside "
+                       "it)");
+        return -PYU_E_STATE;
+    }
+    if (!c->dwfl) {
+        pyu_err err = {0};
+        if (pyu_dwfl_live(c->pid, &c->dwfl, &err) < 0) {
+            snprintf(why, whylen, "%s", pyu_err_text(&err));
+            return -err.code;
+        }
+    }
+    pyu_err err = {0};
+    int rc = pyu_dwfl_frames(c->dwfl, tid, fn, arg, &err);
+    if (rc < 0)
+        snprintf(why, whylen, "%s", pyu_err_text(&err));
+    return rc;
+}
+
 static void live_destroy(void *ctx)
 {
     live_ctx *c = ctx;
@@ -498,6 +540,7 @@ const pyu_memory_ops pyu_live_ops = {
     .destroy = live_destroy,
     .write = live_write,
     .thread_name = live_thread_name,
+    .native_frames = live_native_frames,
 };
 
 int pyu_live_create(int pid, unsigned flags, void **out, pyu_err *err)

@@ -175,9 +175,82 @@ static void print_locals(FILE *out, const pyu_frame *f)
 
 #define RECURSIVE_CUTOFF 3 /* as CPython's traceback module */
 
-static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
-                         unsigned flags, bool locals)
+/* One Python frame: its line, its source line, its variables. */
+static void print_py_frame(FILE *out, const pyu_frame *f, src_cache *src,
+                           unsigned flags, bool locals)
 {
+    if (f->line > 0)
+        fprintf(out, "  File \"%s\", line %d, in %s\n", f->file, f->line,
+                f->function);
+    else
+        fprintf(out, "  File \"%s\", in %s\n", f->file, f->function);
+    if (!(flags & PYU_TEXT_NO_SOURCE))
+        print_source(out, src, f->file, f->line);
+    if (locals)
+        print_locals(out, f);
+}
+
+static void print_native(FILE *out, const pyu_native_entry *e)
+{
+    const pyu_native_frame *f = &e->frame;
+    const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+    mod = mod ? mod + 1 : f->module;
+    fprintf(out, "  [native] 0x%016" PRIx64 " in ", f->pc);
+    if (f->symbol)
+        fprintf(out, "%s+0x%" PRIx64, f->symbol, f->offset);
+    else
+        fputs("??", out);
+    if (mod)
+        fprintf(out, " (%s)", mod);
+    fputs("\n", out);
+}
+
+/* A PYU_WALK_NATIVE thread: its native frames, outermost first, each
+ * eval-loop frame followed by the Python frames it runs; or with
+ * PYU_TEXT_NATIVE_LAST the Python traceback, then the native frames past
+ * its innermost Python frame. */
+static void print_native_stack(FILE *out, const pyu_thread *t,
+                               src_cache *src, unsigned flags, bool locals)
+{
+    if (t->native_error)
+        fprintf(out, "  [native frames not shown: %s]\n", t->native_error);
+    if (flags & PYU_TEXT_NATIVE_LAST) {
+        for (size_t k = t->nframes; k-- > 0;)
+            print_py_frame(out, &t->frames[k], src, flags, locals);
+        size_t past = t->nnative;
+        for (size_t i = 0; i < t->nnative && past == t->nnative; i++)
+            if (t->native[i].python_count)
+                past = i;
+        for (size_t i = past; i-- > 0;)
+            print_native(out, &t->native[i]);
+        return;
+    }
+    if (t->python_unplaced) {
+        bool *placed = calloc(t->nframes ? t->nframes : 1, sizeof *placed);
+        for (size_t i = 0; placed && i < t->nnative; i++)
+            for (size_t k = 0; k < t->native[i].python_count; k++)
+                placed[t->native[i].python_first + k] = true;
+        fprintf(out, "  [%zu Python frame%s whose native frames were not "
+                     "found:]\n", t->python_unplaced,
+                t->python_unplaced == 1 ? "" : "s");
+        for (size_t k = t->nframes; placed && k-- > 0;)
+            if (!placed[k])
+                print_py_frame(out, &t->frames[k], src, flags, locals);
+        free(placed);
+    }
+    for (size_t i = t->nnative; i-- > 0;) {
+        const pyu_native_entry *e = &t->native[i];
+        print_native(out, e);
+        for (size_t k = e->python_count; k-- > 0;)
+            print_py_frame(out, &t->frames[e->python_first + k], src, flags,
+                           locals);
+    }
+}
+
+static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
+                         unsigned flags, const pyu_dump *d)
+{
+    bool locals = d->has_locals;
     fprintf(out, "Thread 0x%" PRIx64 " (native %" PRIu64, t->thread_id,
             t->native_thread_id);
     if (t->main)
@@ -186,13 +259,24 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
         fprintf(out, ", interpreter %" PRId64, t->interpreter_id);
     fputs(")", out);
     const char *sep = ": ";
+    if (t->crashed) {
+        const char *name = sigabbrev_np(d->signal);
+        if (name)
+            fprintf(out, ": received SIG%s", name);
+        else
+            fprintf(out, ": received signal %d", d->signal);
+        sep = ", ";
+    }
     for (size_t i = 0; i < NSTATUS; i++)
         if (t->status & status_names[i].bit) {
             fprintf(out, "%s%s", sep, status_names[i].text);
             sep = ", ";
         }
     fputs("\n", out);
-    if (t->nframes == 0 && !t->error) {
+    if (t->nframes == 0 && !t->error && !t->nnative) {
+        if (t->native_error)
+            fprintf(out, "  [native frames not shown: %s]\n",
+                    t->native_error);
         fputs("  (no Python frames)\n", out);
         return;
     }
@@ -209,6 +293,10 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
                 PYU_MAX_ASYNC_LINKS, PYU_MAX_CORO_DEPTH);
     if (t->error)
         fprintf(out, "  [older frames not shown: %s]\n", t->error);
+    if (d->has_native) {
+        print_native_stack(out, t, src, flags, locals);
+        return;
+    }
     const pyu_frame *last = NULL;
     size_t repeat = 0, link = t->ntasks;
     for (size_t k = t->nframes; k-- > 0;) {
@@ -239,15 +327,7 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
             repeat = 0;
             last = f;
         }
-        if (f->line > 0)
-            fprintf(out, "  File \"%s\", line %d, in %s\n", f->file, f->line,
-                    f->function);
-        else
-            fprintf(out, "  File \"%s\", in %s\n", f->file, f->function);
-        if (!(flags & PYU_TEXT_NO_SOURCE))
-            print_source(out, src, f->file, f->line);
-        if (locals)
-            print_locals(out, f);
+        print_py_frame(out, f, src, flags, locals);
     }
     if (repeat >= RECURSIVE_CUTOFF)
         fprintf(out, "  [Previous line repeated %zu more time%s]\n",
@@ -272,10 +352,13 @@ int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
         fprintf(out, " in native thread %" PRIu64, d->signal_thread);
     }
     fputs("\n", out);
-    for (size_t i = 0; i < d->nthreads; i++) {
-        fputs("\n", out);
-        print_thread(out, &d->threads[i], &src, flags, d->has_locals);
-    }
+    /* the thread that received the fatal signal first */
+    for (int crashed = 1; crashed >= 0; crashed--)
+        for (size_t i = 0; i < d->nthreads; i++)
+            if (!d->threads[i].crashed == !crashed) {
+                fputs("\n", out);
+                print_thread(out, &d->threads[i], &src, flags, d);
+            }
     if (d->threads_truncated)
         fputs("\n[more threads not shown: the thread list is longer than "
               "the limit or unreadable past this point]\n", out);
@@ -322,11 +405,36 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
                 fprintf(out, ", \"first_frame\": %zu}", t->tasks[k].first_frame);
             }
         }
+        if (d->has_native) {
+            fputs("], \"native\": [", out);
+            for (size_t k = 0; k < t->nnative; k++) {
+                const pyu_native_entry *e = &t->native[k];
+                fprintf(out, "%s{\"pc\": %" PRIu64 ", \"sp\": %" PRIu64
+                        ", \"symbol\": ", k ? ",\n    " : "\n    ",
+                        e->frame.pc, e->frame.sp);
+                pyu_json_opt_str(out, e->frame.symbol);
+                fprintf(out, ", \"offset\": %" PRIu64 ", \"module\": ",
+                        e->frame.offset);
+                pyu_json_opt_str(out, e->frame.module);
+                if (e->python_count)
+                    fprintf(out, ", \"python_frames\": [%zu, %zu]}",
+                            e->python_first, e->python_count);
+                else
+                    fputs(", \"python_frames\": null}", out);
+            }
+            fprintf(out, "], \"python_unplaced\": %zu, \"native_error\": ",
+                    t->python_unplaced);
+            pyu_json_opt_str(out, t->native_error);
+            fputs(", \"crashed\": ", out);
+        } else {
+            fputs("], \"crashed\": ", out);
+        }
+        fputs(t->crashed ? "true" : "false", out);
         const char *cut = pyu_trunc_name(t->truncated);
         if (cut)
-            fprintf(out, "], \"truncated\": \"%s\", \"error\": ", cut);
+            fprintf(out, ", \"truncated\": \"%s\", \"error\": ", cut);
         else
-            fputs("], \"truncated\": false, \"error\": ", out);
+            fputs(", \"truncated\": false, \"error\": ", out);
         pyu_json_opt_str(out, t->error);
         fputs("}", out);
     }

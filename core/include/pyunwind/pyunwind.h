@@ -91,6 +91,17 @@ typedef struct pyu_mapping {
 
 typedef int (*pyu_mapping_fn)(void *arg, const pyu_mapping *m);
 
+/* A native (machine code) frame of a thread, as an unwinder found it. */
+typedef struct pyu_native_frame {
+    uint64_t pc;        /* where it runs; a caller's is its return address */
+    uint64_t sp;        /* its stack pointer; 0 when unknown */
+    const char *symbol; /* the function's name, or NULL when none is known */
+    uint64_t offset;    /* pc less the function's start (with symbol) */
+    const char *module; /* path of the file mapped at pc, or NULL */
+} pyu_native_frame;
+
+typedef int (*pyu_native_fn)(void *arg, const pyu_native_frame *f);
+
 /* A memory source: a table of callbacks over an opaque context.
  *
  * read      Required.  Reads every range completely.  Returns 0 when all
@@ -128,6 +139,12 @@ typedef int (*pyu_mapping_fn)(void *arg, const pyu_mapping *m);
  *           (NUL-terminated, into out of size outlen; on Linux its comm,
  *           which CPython 3.14+ sets to the threading.Thread's name, cut
  *           at 15 bytes) and returns 0, or returns a negated error.
+ * native_frames May be NULL (no native stacks).  Calls fn for each native
+ *           frame of native thread tid, innermost first (the strings are
+ *           valid during the call), while the target is paused; stops
+ *           when fn returns non-zero and returns that value.  Returns 0,
+ *           or a negated error with why (size whylen) saying why in one
+ *           line.
  */
 typedef struct pyu_memory_ops {
     int (*read)(void *ctx, const pyu_range *ranges, size_t nranges);
@@ -140,6 +157,8 @@ typedef struct pyu_memory_ops {
     void (*destroy)(void *ctx);
     int (*write)(void *ctx, uint64_t addr, const void *buf, size_t len);
     int (*thread_name)(void *ctx, uint64_t tid, char *out, size_t outlen);
+    int (*native_frames)(void *ctx, uint64_t tid, pyu_native_fn fn,
+                         void *arg, char *why, size_t whylen);
 } pyu_memory_ops;
 
 /* ---------------------------------------------------------------- sessions */
@@ -252,6 +271,15 @@ PYU_API int pyu_target(const pyu_session *s, pyu_target_info *info);
 #define PYU_WALK_LOCALS 4u     /* pyu_dump_take: each frame's arguments and
                                   local variables (pyu_frame.locals); the
                                   walk itself ignores it */
+#define PYU_WALK_ENTRY_FRAMES 8u /* also report the interpreter's entry
+                                  frames (owner PYU_OWNER_ENTRY, code_addr
+                                  0): each follows the Python frames one
+                                  call of the eval loop runs, and lives on
+                                  that call's native stack */
+#define PYU_WALK_NATIVE 16u    /* pyu_dump_take: each thread's native stack
+                                  (pyu_thread.native), the Python frames
+                                  placed in the eval loop's native frames
+                                  that run them */
 
 /* Why a thread's frames stop before its oldest frame (pyu_walk_end and
  * pyu_thread.truncated). */
@@ -309,6 +337,8 @@ typedef struct pyu_walk_frame {
 #define PYU_OWNER_THREAD 0       /* a function's frame on the data stack */
 #define PYU_OWNER_GENERATOR 1    /* a generator's or coroutine's frame */
 #define PYU_OWNER_FRAME_OBJECT 2 /* kept alive by a frame object */
+#define PYU_OWNER_ENTRY 3        /* an entry or shim frame of the
+                                    interpreter (PYU_WALK_ENTRY_FRAMES) */
 
 /* PYU_WALK_ASYNC: a task whose frames follow. */
 typedef struct pyu_walk_task {
@@ -430,6 +460,15 @@ typedef struct pyu_task_link {
     const char *task_name;
 } pyu_task_link;
 
+/* After a PYU_WALK_NATIVE dump: a native frame of a thread, and the
+ * Python frames it runs (a call of the eval loop) when any. */
+typedef struct pyu_native_entry {
+    pyu_native_frame frame; /* strings owned by the dump */
+    size_t python_first;    /* its Python frames: frames[python_first] (the
+                               innermost of them) ... */
+    size_t python_count;    /* ... python_count of them; 0: none */
+} pyu_native_entry;
+
 typedef struct pyu_thread {
     int64_t interpreter_id;
     uint64_t thread_id;        /* threading.get_ident() */
@@ -442,6 +481,15 @@ typedef struct pyu_thread {
     const char *error; /* why the walk stopped early, or NULL */
     pyu_task_link *tasks; /* PYU_WALK_ASYNC: running task, then awaiters */
     size_t ntasks;
+    int crashed;          /* it received the signal that killed the process
+                             (a core's fatal signal) */
+    /* PYU_WALK_NATIVE */
+    pyu_native_entry *native; /* its native stack, innermost first */
+    size_t nnative;
+    size_t python_unplaced; /* Python frames no native frame was found to
+                               run (the outermost ones: the native stack
+                               was cut short); shown after the others */
+    const char *native_error; /* why there is no native stack, or NULL */
 } pyu_thread;
 
 typedef struct pyu_dump {
@@ -455,6 +503,7 @@ typedef struct pyu_dump {
     int threads_truncated; /* more threads than the limit */
     int has_async;         /* taken with PYU_WALK_ASYNC */
     int has_locals;        /* taken with PYU_WALK_LOCALS */
+    int has_native;        /* taken with PYU_WALK_NATIVE */
     const char *source_root; /* where the target's files are seen from
                                 here: put before a source file's path
                                 ("/proc/PID/root" for a live process, so
@@ -475,6 +524,9 @@ PYU_API void pyu_dump_free(pyu_dump *d);
 
 /* Output flags. */
 #define PYU_TEXT_NO_SOURCE 1u /* do not print source lines */
+#define PYU_TEXT_NATIVE_LAST 2u /* a PYU_WALK_NATIVE dump: the Python
+                                   traceback, then only the native frames
+                                   past its innermost Python frame */
 
 /* Writes the dump as a traceback-like text / as JSON (docs/json.md).
  * Return 0, or -PYU_E_IO when the stream failed. */
