@@ -1,0 +1,326 @@
+"""dump --native and --native-last: each thread's native stack, with the
+Python frames placed in the eval-loop frames that run them.
+
+The target (tests/targets/native.py) goes Python -> C -> Python -> C
+through a small C extension (tests/targets/ext/crashext.c) built here for
+each interpreter scripts/get-pythons lists (stripped and unstripped, GIL
+and free-threaded), and blocks or crashes at the bottom.  The native
+frames are compared with what gdb's own unwinder finds on the same
+process or core (every frame's pc, for every thread), the Python frames
+with the target's own traceback, and their placement with the C calls
+between them."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+from conftest import (ROOT, TARGETS, TIMEOUT, allow_core, interpreters,
+                      kernel_cores_land_here, pyunwind)
+
+PYTHONS = interpreters()
+EXT_SOURCE = os.path.join(TARGETS, "ext", "crashext.c")
+
+INFO = ("import sysconfig, json; print(json.dumps({k: sysconfig.get_config_var"
+        "(k) for k in ('EXT_SUFFIX', 'Py_GIL_DISABLED')} | {k: "
+        "sysconfig.get_paths()[k] for k in ('include', 'platinclude')}))")
+
+
+def limited_api_headers():
+    """Headers of an interpreter that has them, for an abi3 build."""
+    for label, python in PYTHONS:
+        if label == "3.13.5":
+            return os.path.join(os.path.dirname(os.path.dirname(python)),
+                                "include", "python3.13")
+    return None
+
+
+def build_ext(python, out_dir):
+    """crashext for `python`: with its own headers, or with the limited API
+    (abi3) and another interpreter's headers when it ships none (Debian's
+    stripped runtime packages)."""
+    info = json.loads(subprocess.run([python, "-c", INFO], check=True,
+                                     capture_output=True, text=True).stdout)
+    os.makedirs(out_dir, exist_ok=True)
+    inc = [info["include"], info["platinclude"]]
+    if os.path.exists(os.path.join(inc[0], "Python.h")):
+        target = os.path.join(out_dir, "crashext" + info["EXT_SUFFIX"])
+        flags = ["-I" + i for i in inc]
+    else:
+        headers = limited_api_headers()
+        if not headers or info["Py_GIL_DISABLED"]:
+            pytest.skip("no headers to build a C extension for " + python)
+        target = os.path.join(out_dir, "crashext.abi3.so")
+        flags = ["-I" + headers, "-DPy_LIMITED_API=0x030d0000"]
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", *flags, "-o",
+                    target, EXT_SOURCE], check=True)
+    return out_dir
+
+
+class NativeTarget:
+    def __init__(self, python, workdir, how, threads=True):
+        self.workdir = workdir
+        self.ext = build_ext(python, os.path.join(workdir, "ext"))
+        self.truth_path = os.path.join(workdir, "truth.json")
+        self.proc = subprocess.Popen(
+            [python, os.path.join(TARGETS, "native.py"), self.truth_path,
+             self.ext, how] + (["--threads"] if threads else []),
+            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, preexec_fn=allow_core)
+        line = self.proc.stdout.readline()
+        if line.strip() != "ready":
+            self.close()
+            raise RuntimeError("target did not start: %r %s"
+                               % (line, self.proc.stderr.read()))
+        with open(self.truth_path) as f:
+            self.truth = json.load(f)
+        self.thread_truth = None
+        if threads:
+            with open(self.truth_path + ".thread") as f:
+                self.thread_truth = json.load(f)
+        if how == "block":  # every thread inside pause() (syscall 34)
+            deadline = time.time() + 20
+            while not self._all_paused():
+                if time.time() > deadline:
+                    self.close()
+                    raise RuntimeError("the target's threads never blocked")
+                time.sleep(0.02)
+
+    def _all_paused(self):
+        task = "/proc/%d/task" % self.pid
+        try:
+            return all(open(os.path.join(task, t, "syscall")).read()
+                       .split()[0] == "34" for t in os.listdir(task))
+        except (OSError, IndexError):
+            return False
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
+def blocked(request):
+    label, python = request.param
+    with tempfile.TemporaryDirectory(prefix="pyu-native-") as d:
+        t = NativeTarget(python, d, "block")
+        t.label, t.python = label, python
+        yield t
+        t.close()
+
+
+GDB_PCS = r"""
+import gdb, json
+out = {}
+for th in gdb.selected_inferior().threads():
+    th.switch()
+    f, pcs = gdb.newest_frame(), []
+    while f is not None and len(pcs) < 1024:
+        if f.type() != gdb.INLINE_FRAME:  # (the physical frames only)
+            pcs.append(f.pc())
+        try:
+            f = f.older()
+        except gdb.error:
+            break
+    out[str(th.ptid[1])] = pcs
+json.dump(out, open(OUT, "w"))
+"""
+
+
+def gdb_pcs(args, tmp):
+    """Every thread's frames as gdb's unwinder finds them: {tid: [pc]}
+    (inlined calls, which gdb shows as frames of their own, are part of
+    their physical frame)."""
+    out = os.path.join(tmp, "gdb-pcs.json")
+    script = os.path.join(tmp, "gdb-pcs.py")
+    with open(script, "w") as f:
+        f.write("OUT = %r\n" % out + GDB_PCS)
+    r = subprocess.run(["gdb", "-nx", "-batch", "-ex", "set pagination off",
+                        "-ex", "set backtrace past-main on",
+                        "-ex", "set backtrace past-entry on",
+                        "-ex", "source " + script, *args],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert os.path.exists(out), r.stdout + r.stderr
+    with open(out) as f:
+        return {int(k): v for k, v in json.load(f).items()}
+
+
+def dump_native(*args, ok=(0,)):
+    r = pyunwind("dump", "--native", "--json", *args)
+    assert r.returncode in ok, r.stderr
+    return json.loads(r.stdout)
+
+
+def python_names(thread):
+    return [f["name"] for f in thread["frames"]]
+
+
+def check_placement(thread, bottom):
+    """The Python frames sit in eval-loop frames; between two of those
+    the C call crashext.call; past the innermost one, `bottom` (the C
+    function the thread is in).  Every Python frame is placed, each run
+    in one native frame, in order."""
+    native = thread["native"]
+    assert thread["native_error"] is None
+    assert thread["python_unplaced"] == 0
+    runs = [(i, n["python_frames"]) for i, n in enumerate(native)
+            if n["python_frames"]]
+    covered = [k for _, (first, count) in runs
+               for k in range(first, first + count)]
+    assert covered == list(range(len(thread["frames"]))), runs
+    names = [n["symbol"] for n in native]
+    # the frames that run Python code are the eval loop's: named so where
+    # the build has the symbol (any frame of the stack is), else unnamed,
+    # in the interpreter's binary
+    named = "_PyEval_EvalFrameDefault" in names
+    for i, _ in runs:
+        if named:
+            assert names[i] == "_PyEval_EvalFrameDefault", (i, names)
+        else:
+            assert names[i] is None and "python3" in os.path.basename(
+                native[i]["module"]), (i, names, native[i]["module"])
+    # innermost: the C function it blocks or crashes in, then (outwards)
+    # the eval frame that called it
+    first_run = runs[0][0]
+    assert bottom in names[:first_run], names
+    # each run that starts with a lambda (called back from C) sits above
+    # a crashext.call frame
+    frames = thread["frames"]
+    for (i, (first, count)), nxt in zip(runs, runs[1:]):
+        between = names[i + 1:nxt[0]]
+        innermost_of_outer = frames[nxt[1][0]]["name"]
+        if innermost_of_outer in ("level1", "level2"):
+            assert "crashext_call" in between, (between, runs)
+            assert frames[first + count - 1]["name"] == "<lambda>", runs
+
+
+def check_truth(thread, truth):
+    want = [f["function"] for f in truth["frames"]]
+    got = [f["name"] for f in thread["frames"]]
+    assert got == want, (got, want)
+    # (the innermost line the target recorded is that of its record())
+    assert [f["line"] for f in thread["frames"]][1:] == \
+        [f["line"] for f in truth["frames"]][1:]
+
+
+def check_against_gdb(dump, pcs):
+    """Every thread's native pcs equal gdb's, frame for frame (gdb may go
+    one frame further at the very top of a stack, or stop one earlier; a
+    pc of 0 is where gdb found nothing, as in a gcore core's zeroed
+    stack next to a guard region).  The main thread's goes all the way."""
+    for th in dump["threads"]:
+        ours = [n["pc"] for n in th["native"]]
+        theirs = pcs[th["native_thread_id"]]
+        while theirs and theirs[-1] == 0:
+            theirs = theirs[:-1]
+        n = min(len(ours), len(theirs))
+        assert ours[:n] == theirs[:n], (ours, theirs)
+        assert abs(len(ours) - len(theirs)) <= 1, (ours, theirs)
+        if th["main"]:
+            assert n >= 10, (ours, theirs)
+
+
+def by_tid(dump, truth):
+    return next(t for t in dump["threads"]
+                if t["native_thread_id"] == truth["native_id"])
+
+
+def test_live(blocked, tmp_path):
+    dump = dump_native(str(blocked.pid))
+    for truth in (blocked.truth, blocked.thread_truth):
+        th = by_tid(dump, truth)
+        check_truth(th, truth)
+        check_placement(th, "crashext_block_here")
+    check_against_gdb(dump, gdb_pcs(["-p", str(blocked.pid)], tmp_path))
+    # the target runs again afterwards
+    with open("/proc/%d/stat" % blocked.pid) as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] in "RS"
+
+
+def test_text(blocked):
+    """Outermost first: each eval-loop frame, then the Python frames it
+    runs; --native-last: the traceback, then only what lies past it."""
+    r = pyunwind("dump", "--native", "--no-source", str(blocked.pid))
+    assert r.returncode == 0, r.stderr
+    block = next(b for b in r.stdout.split("\n\n") if "main thread" in b)
+    lines = block.splitlines()[2:]
+    assert lines[-1].startswith("  [native] 0x")
+    level3 = next(i for i, line in enumerate(lines) if line.endswith(
+        "in level3"))
+    after = lines[level3 + 1:]
+    assert all(line.startswith("  [native] ") for line in after)
+    assert any(" in crashext_block_here+0x" in line for line in after)
+    r = pyunwind("dump", "--native-last", "--no-source", str(blocked.pid))
+    assert r.returncode == 0, r.stderr
+    block = next(b for b in r.stdout.split("\n\n") if "main thread" in b)
+    lines = block.splitlines()[2:]
+    py = [line for line in lines if line.startswith("  File ")]
+    assert len(py) == len(blocked.truth["frames"])
+    assert lines[:len(py)] == py  # the traceback first, whole
+    tail = lines[len(py):]
+    assert tail == after[-len(tail):] and tail  # then the innermost natives
+
+
+def test_gcore(blocked, tmp_path):
+    prefix = str(tmp_path / "gcore")
+    r = subprocess.run(["gcore", "-o", prefix, str(blocked.pid)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    core = "%s.%d" % (prefix, blocked.pid)
+    assert r.returncode == 0 and os.path.exists(core), r.stderr
+    dump = dump_native("--core", core, ok=(0, 5))
+    main = by_tid(dump, blocked.truth)
+    check_truth(main, blocked.truth)
+    check_placement(main, "crashext_block_here")
+    check_against_gdb(dump, gdb_pcs([blocked.python, core], str(tmp_path)))
+
+
+@pytest.mark.skipif(not kernel_cores_land_here(),
+                    reason="core_pattern sends cores elsewhere")
+@pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_kernel_core_crash(label, python, tmp_path):
+    """A SIGSEGV in C under three levels of callbacks: the crashing thread
+    comes first, marked; its innermost native frame is the faulting
+    function, as gdb says on the same core."""
+    t = NativeTarget(python, str(tmp_path), "crash")
+    try:
+        t.proc.wait(timeout=TIMEOUT)
+    finally:
+        t.close()
+    core = os.path.join(str(tmp_path), "core")
+    if not os.path.exists(core):
+        cores = [n for n in os.listdir(str(tmp_path)) if n.startswith("core")]
+        assert cores, "no core written"
+        core = os.path.join(str(tmp_path), cores[0])
+    dump = dump_native("--core", core)
+    main = by_tid(dump, t.truth)
+    assert main["crashed"] and dump["signal"]["number"] == 11
+    assert sum(th["crashed"] for th in dump["threads"]) == 1
+    check_truth(main, t.truth)
+    check_placement(main, "crashext_crash_here")
+    assert main["native"][0]["symbol"] == "crashext_crash_here"
+    check_against_gdb(dump, gdb_pcs([python, core], str(tmp_path)))
+    r = pyunwind("dump", "--native-last", "--no-source", "--core", core)
+    assert r.returncode == 0, r.stderr
+    first = r.stdout.split("\n\n")[1]
+    assert "(native %d, main thread): received SIGSEGV" % t.truth[
+        "native_id"] in first.splitlines()[0]
+    assert first.splitlines()[-1].endswith(
+        " in crashext_crash_here+0x0 (%s)" % next(
+            n for n in os.listdir(t.ext) if n.endswith(".so")))
+
+
+def test_refused_combinations():
+    r = pyunwind("dump", "--native", "--nonblocking", "1")
+    assert r.returncode == 2 and "--native needs the process stopped" in \
+        r.stderr
+    r = pyunwind("dump", "--native", "--async", "1")
+    assert r.returncode == 2 and "do not go together" in r.stderr
