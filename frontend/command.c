@@ -836,6 +836,16 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                  view.threads[first].error);
         ex = PYU_EXIT_PARTIAL;
     }
+    for (size_t i = 0; ex == PYU_EXIT_OK && i < view.nthreads; i++)
+        if (view.threads[i].native_error && !bad++)
+            first = i;
+    if (ex == PYU_EXIT_OK && bad) {
+        snprintf(msg, msglen, "%zu of %zu threads have no native stack "
+                 "(thread %" PRIu64 ": %s)", bad, view.nthreads,
+                 view.threads[first].native_thread_id,
+                 view.threads[first].native_error);
+        ex = PYU_EXIT_PARTIAL;
+    }
     pyu_dump_free(d);
     return ex;
 }

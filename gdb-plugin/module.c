@@ -18,6 +18,9 @@
  *   Session.dump(thread, async_stacks, retry_torn) -> dict (the dump's
  *        JSON as Python objects, built from the walk)
  *   Session.tasks(retry_torn) -> dict (the task list's JSON, likewise)
+ *   Session.set_native(fn)                 native stacks from gdb's unwinder:
+ *        fn(tid) -> [(pc, sp, name or None, offset, module or None)]
+ *        innermost first, or a one-line text saying why there is none
  *   Session.close()
  *   parse(command, argv) -> dict of options, or raises Error
  *   help(command) -> str, options(command) -> [str]
@@ -274,6 +277,8 @@ typedef struct {
     pyu_session *s;
     pymem *mem; /* owned by s once opened */
     int opened;
+    PyObject *native; /* native(tid) -> [(pc, sp, name, offset, module)]
+                         or an error text: gdb's unwinder, or NULL */
 } Session;
 
 static int Session_init(Session *self, PyObject *args, PyObject *kw)
@@ -293,6 +298,7 @@ static int Session_init(Session *self, PyObject *args, PyObject *kw)
 
 static void Session_dealloc(Session *self)
 {
+    Py_CLEAR(self->native);
     pyu_session_free(self->s);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -795,9 +801,81 @@ static PyObject *Session_tasks(Session *self, PyObject *args)
     return d;
 }
 
+/* The native stack of thread tid from gdb's unwinder (Session.native):
+ * a list of (pc, sp, name or None, offset, module or None), innermost
+ * first, or a one-line reason why there is none. */
+static int gdb_native(void *arg, uint64_t tid, pyu_native_fn fn,
+                      void *fn_arg, char *why, size_t whylen)
+{
+    Session *self = arg;
+    PyObject *r = PyObject_CallFunction(self->native, "K",
+                                        (unsigned long long)tid);
+    int rc = 0;
+    if (!r) {
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *text = value ? PyObject_Str(value) : NULL;
+        const char *t = text ? PyUnicode_AsUTF8(text) : NULL;
+        snprintf(why, whylen, "gdb's unwinder failed: %s",
+                 t ? t : "(no message)");
+        PyErr_Clear();
+        Py_XDECREF(text);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(tb);
+        return -PYU_E_IO;
+    }
+    if (PyUnicode_Check(r)) {
+        const char *t = PyUnicode_AsUTF8(r);
+        snprintf(why, whylen, "%s", t ? t : "no native stack");
+        Py_DECREF(r);
+        PyErr_Clear();
+        return -PYU_E_STATE;
+    }
+    PyObject *seq = PySequence_Fast(r, "native(): a list");
+    for (Py_ssize_t i = 0; seq && rc == 0 && i < PySequence_Fast_GET_SIZE(seq);
+         i++) {
+        unsigned long long pc, sp, off;
+        PyObject *name, *module;
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, i), "KKOKO", &pc,
+                              &sp, &name, &off, &module)) {
+            rc = -PYU_E_IO;
+            break;
+        }
+        pyu_native_frame f = {.pc = pc, .sp = sp, .offset = off};
+        f.symbol = name == Py_None ? NULL : PyUnicode_AsUTF8(name);
+        f.module = module == Py_None ? NULL : PyUnicode_AsUTF8(module);
+        if ((name != Py_None && !f.symbol) ||
+            (module != Py_None && !f.module)) {
+            rc = -PYU_E_IO;
+            break;
+        }
+        rc = fn(fn_arg, &f);
+    }
+    if (!seq || rc == -PYU_E_IO) {
+        snprintf(why, whylen, "gdb's unwinder gave something else than "
+                 "frames");
+        PyErr_Clear();
+        rc = -PYU_E_IO;
+    }
+    Py_XDECREF(seq);
+    Py_DECREF(r);
+    return rc;
+}
+
+static PyObject *Session_set_native(Session *self, PyObject *fn)
+{
+    if (!self->s)
+        return raise_error(PYU_EXIT_INTERNAL, "session closed");
+    Py_XSETREF(self->native, fn == Py_None ? NULL : Py_NewRef(fn));
+    pyu_set_native_frames(self->s, self->native ? gdb_native : NULL, self);
+    Py_RETURN_NONE;
+}
+
 static PyObject *Session_close(Session *self, PyObject *unused)
 {
     (void)unused;
+    Py_CLEAR(self->native);
     pyu_session_free(self->s);
     self->s = NULL;
     self->mem = NULL;
@@ -815,6 +893,9 @@ static PyMethodDef Session_methods[] = {
      "tasks(retry_torn) -> dict"},
     {"run", (PyCFunction)Session_run, METH_VARARGS,
      "run(command, argv, retry_torn, source) -> (code, out, diag, msg)"},
+    {"set_native", (PyCFunction)Session_set_native, METH_O,
+     "set_native(fn): native stacks from fn(tid) -> [(pc, sp, name, "
+     "offset, module)] or an error text (gdb's unwinder); None: none"},
     {"close", (PyCFunction)Session_close, METH_NOARGS, "free the session"},
     {NULL, NULL, 0, NULL},
 };

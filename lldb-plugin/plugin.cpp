@@ -263,6 +263,49 @@ int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
 
 // ------------------------------------------------------------ py-dump
 
+// py-dump --native: the native stack of thread tid as lldb's unwinder
+// finds it (the physical frames: an inlined call is part of its frame).
+int lldb_native(void *arg, uint64_t tid, pyu_native_fn fn, void *fn_arg,
+                char *why, size_t whylen)
+{
+    lldb::SBProcess &process = *static_cast<lldb::SBProcess *>(arg);
+    lldb::SBThread thread = process.GetThreadByID(tid);
+    if (!thread.IsValid()) {
+        snprintf(why, whylen, "lldb knows no thread %" PRIu64, tid);
+        return -PYU_E_STATE;
+    }
+    lldb::SBTarget target = process.GetTarget();
+    uint32_t n = thread.GetNumFrames();
+    if (n == 0) {
+        snprintf(why, whylen, "lldb's unwinder found no frame");
+        return -PYU_E_IO;
+    }
+    for (uint32_t i = 0, seen = 0; i < n && seen < 1024; i++) {
+        lldb::SBFrame fr = thread.GetFrameAtIndex(i);
+        if (!fr.IsValid() || fr.IsInlined())
+            continue;
+        seen++;
+        pyu_native_frame f{fr.GetPC(), fr.GetSP(), nullptr, 0, nullptr};
+        std::string name, mod;
+        lldb::SBSymbol sym = fr.GetSymbol();
+        const char *sn = sym.IsValid() ? sym.GetName() : nullptr;
+        // (lldb names what has no symbol ___lldb_unnamed_symbolN)
+        if (sn && strncmp(sn, "___lldb_unnamed_symbol", 22) != 0) {
+            name = sn;
+            f.symbol = name.c_str();
+            uint64_t start = sym.GetStartAddress().GetLoadAddress(target);
+            if (start != LLDB_INVALID_ADDRESS && start <= f.pc)
+                f.offset = f.pc - start;
+        }
+        lldb::SBModule m = fr.GetModule();
+        if (m.IsValid() && !(mod = path_of(m.GetFileSpec())).empty())
+            f.module = mod.c_str();
+        if (int rc = fn(fn_arg, &f))
+            return rc;
+    }
+    return 0;
+}
+
 // Reads what a memstream collected into a string and frees it.
 std::string take(FILE *f, char *&buf, size_t &len)
 {
@@ -568,6 +611,8 @@ class Command : public lldb::SBCommandPluginInterface {
         std::string source, why;
         if (open_target(debugger, &s, &retry, &source, &why, &ex) < 0)
             return fail(result, why.c_str());
+        lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
+        pyu_set_native_frames(s, lldb_native, &process);
 
         char *obuf = nullptr, *dbuf = nullptr;
         size_t olen = 0, dlen = 0;

@@ -205,7 +205,10 @@ static int read_native(dump_impl *d, pyu_thread *t)
     pyu_session *s = d->s;
     char why[512] = "";
     int rc;
-    if (!s->ops->native_frames) {
+    if (s->native_fn) {
+        rc = s->native_fn(s->native_arg, t->native_thread_id, on_native, d,
+                          why, sizeof why);
+    } else if (!s->ops->native_frames) {
         rc = -PYU_E_STATE;
         snprintf(why, sizeof why, "this memory source gives no native "
                  "stacks");

@@ -282,6 +282,8 @@ struct pyu_session {
     char *found_in;
     uint64_t code_epoch;         /* pyu_code_epoch(); moved on by code.c */
     uint64_t reads;              /* read calls made (source.c) */
+    pyu_native_frames_fn native_fn; /* the caller's unwinder, or NULL */
+    void *native_arg;
 
     struct pyu_codes *codes;     /* code.c */
     pyu_strtab *strings;         /* strings.c: remote str -> UTF-8 */

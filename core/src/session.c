@@ -139,6 +139,15 @@ int pyu_open_core(pyu_session *s, const char *core, const char *exe,
     return rc;
 }
 
+void pyu_set_native_frames(pyu_session *s, pyu_native_frames_fn fn,
+                           void *arg)
+{
+    if (s) {
+        s->native_fn = fn;
+        s->native_arg = arg;
+    }
+}
+
 int pyu_open_memory(pyu_session *s, const pyu_memory_ops *ops, void *ctx,
                     int pid, uint64_t runtime_hint)
 {

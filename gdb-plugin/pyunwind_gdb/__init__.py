@@ -128,6 +128,80 @@ def _fatal_signal(inferior):
     return None
 
 
+_SYMBOL = re.compile(r"^(.+?)(?: \+ (\d+))? in section \S+(?: of (.+))?$")
+
+
+def _symbol(pc):
+    """gdb's (name, offset) for pc from its minimal symbols (also on
+    stripped binaries: .dynsym), or (None, 0)."""
+    try:
+        text = gdb.execute("info symbol 0x%x" % pc, to_string=True).strip()
+    except gdb.error:
+        return None, 0
+    m = _SYMBOL.match(text.splitlines()[0]) if text else None
+    if not m:
+        return None, 0
+    return m.group(1), int(m.group(2) or 0)
+
+
+def _module(pc):
+    name = gdb.solib_name(pc)
+    if name:
+        return name
+    objfile = gdb.current_progspace().filename
+    return objfile or None
+
+
+def _native_frames(tid):
+    """The native stack of thread tid (the kernel's id) as gdb's unwinder
+    finds it: [(pc, sp, name, offset, module)], innermost first, physical
+    frames only (an inlined call is part of its frame); or why not, as
+    one line.  gdb's selected thread and frame are left as they were."""
+    inf = gdb.selected_inferior()
+    thread = next((t for t in inf.threads() if t.ptid[1] == tid), None)
+    if thread is None:
+        return "gdb knows no thread with LWP %d" % tid
+    if thread.is_running():
+        return "gdb's thread %d is running (stop it first)" % thread.num
+    try:
+        was_thread = gdb.selected_thread()
+        was_frame = gdb.selected_frame() if was_thread else None
+    except gdb.error:
+        was_thread, was_frame = None, None
+    frames = []
+    try:
+        thread.switch()
+        f = gdb.newest_frame()
+        while f is not None and len(frames) < 1024:
+            if f.type() != gdb.INLINE_FRAME:
+                pc = f.pc()
+                sp = int(f.read_register("rsp"))
+                # a caller's pc is its return address: name the call
+                caller = f.type() == gdb.NORMAL_FRAME and f.level() > 0 and \
+                    f.newer() is not None and \
+                    f.newer().type() != gdb.SIGTRAMP_FRAME
+                name, off = _symbol(pc - 1 if caller and pc else pc)
+                frames.append((pc, sp & 0xffffffffffffffff, name,
+                               off + (1 if caller and name else 0),
+                               _module(pc)))
+            try:
+                f = f.older()
+            except gdb.error:
+                break
+    except gdb.error as e:
+        if not frames:
+            return "gdb's unwinder: %s" % e
+    finally:
+        try:
+            if was_thread is not None and was_thread.is_valid():
+                was_thread.switch()
+                if was_frame is not None and was_frame.is_valid():
+                    was_frame.select()
+        except gdb.error:
+            pass
+    return frames
+
+
 def _open(through_gdb=False):
     """A session for the selected inferior: (session, retry_torn, source).
     through_gdb: read gdb's memory even when pyunwind could read the
@@ -157,6 +231,7 @@ def _open(through_gdb=False):
     s = _pyunwind.Session()
     retry, source = s.open_target(where, kind, inf.pid, core, exe, sysroot,
                                   forced, memory)
+    s.set_native(_native_frames)  # py-dump --native: gdb's own unwinder
     return s, retry, source
 
 

@@ -207,6 +207,15 @@ PYU_API int pyu_open_core(pyu_session *s, const char *core, const char *exe,
 PYU_API int pyu_open_memory(pyu_session *s, const pyu_memory_ops *ops,
                             void *ctx, int pid, uint64_t runtime_hint);
 
+/* Native stacks from the caller's own unwinder (a debugger's) instead of
+ * the memory source's native_frames: fn is called as that op would be,
+ * with arg as its first argument.  NULL goes back to the source's. */
+typedef int (*pyu_native_frames_fn)(void *arg, uint64_t tid,
+                                    pyu_native_fn fn, void *fn_arg,
+                                    char *why, size_t whylen);
+PYU_API void pyu_set_native_frames(pyu_session *s, pyu_native_frames_fn fn,
+                                   void *arg);
+
 /* The target's CPython, once opened. */
 typedef struct pyu_python_info {
     uint64_t runtime_addr; /* address of _PyRuntime */
