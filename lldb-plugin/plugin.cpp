@@ -280,12 +280,24 @@ int lldb_native(void *arg, uint64_t tid, pyu_native_fn fn, void *fn_arg,
         snprintf(why, whylen, "lldb's unwinder found no frame");
         return -PYU_E_IO;
     }
+    // (lldb shows an inlined call as a frame of its own, first, with the
+    // real pc; the frame it is inlined in then shows the call site's
+    // address: the physical frame's pc is its group's first)
+    uint64_t group_pc = 0;
+    bool in_group = false;
     for (uint32_t i = 0, seen = 0; i < n && seen < 1024; i++) {
         lldb::SBFrame fr = thread.GetFrameAtIndex(i);
-        if (!fr.IsValid() || fr.IsInlined())
+        if (!fr.IsValid())
             continue;
+        if (!in_group) {
+            group_pc = fr.GetPC();
+            in_group = true;
+        }
+        if (fr.IsInlined())
+            continue;
+        in_group = false;
         seen++;
-        pyu_native_frame f{fr.GetPC(), fr.GetSP(), nullptr, 0, nullptr};
+        pyu_native_frame f{group_pc, fr.GetSP(), nullptr, 0, nullptr};
         std::string name, mod;
         lldb::SBSymbol sym = fr.GetSymbol();
         const char *sn = sym.IsValid() ? sym.GetName() : nullptr;

@@ -17,6 +17,8 @@ typedef struct dump_impl {
                                      entry frame that follows each */
     size_t cap_entry, pending;    /* frames not given an entry yet */
     size_t cap_native;
+    pyu_dwfl *names;              /* names for a caller's native frames */
+    bool names_made;
 } dump_impl;
 
 void pyu_dump_free(pyu_dump *pub)
@@ -149,6 +151,33 @@ static int on_task(void *arg, const pyu_walk_task *wt)
     return PYU_WALK_NEXT;
 }
 
+/* The files the target maps, for naming the frames a caller's unwinder
+ * (a debugger's) found as the CLI's unwinder names its own. */
+static void make_names(dump_impl *d)
+{
+    pyu_session *s = d->s;
+    pyu_mapped m;
+    d->names_made = true;
+    if (pyu_mapped_scan(s, NULL, &m) < 0 || !(d->names = pyu_dwfl_offline())) {
+        pyu_err_clear(&s->err);
+        return;
+    }
+    for (size_t i = 0; i < m.nfiles; i++) {
+        pyu_mapped_file *f = &m.files[i];
+        char path[4096];
+        const pyu_elf_info *info = pyu_mapped_inspect(s, f);
+        if (!info || f->base < info->base_vaddr)
+            continue;
+        if (!s->ops->file_path ||
+            s->ops->file_path(s->ctx, f->path, path, sizeof path) < 0)
+            snprintf(path, sizeof path, "%s", f->path);
+        pyu_dwfl_offline_add(d->names, f->path, path,
+                             f->base - info->base_vaddr);
+    }
+    pyu_dwfl_offline_done(d->names);
+    pyu_mapped_free(&m);
+}
+
 /* The native stack, copied into the dump. */
 static int on_native(void *arg, const pyu_native_frame *f)
 {
@@ -158,6 +187,15 @@ static int on_native(void *arg, const pyu_native_frame *f)
                   sizeof *t->native))
         return -PYU_E_NOMEM;
     pyu_native_entry *e = &t->native[t->nnative];
+    char name[512];
+    pyu_native_frame named = *f;
+    if (d->s->native_fn) { /* a debugger's frames: named as the CLI's */
+        if (!d->names_made)
+            make_names(d);
+        pyu_dwfl_name(d->names, f->pc, t->nnative > 0, &named, name,
+                      sizeof name);
+        f = &named;
+    }
     *e = (pyu_native_entry){.frame = *f};
     if ((f->symbol && !(e->frame.symbol = pyu_store_str(d->store, 0,
                                                          f->symbol))) ||
@@ -291,6 +329,8 @@ int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
         .thread_end = on_thread_end,
     };
     int rc = pyu_walk(s, &w, d);
+    pyu_dwfl_free(d->names);
+    d->names = NULL;
     if (rc != 0) {
         pyu_dump_free(&d->pub);
         return rc < 0 ? rc : -PYU_E_IO;

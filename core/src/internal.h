@@ -162,6 +162,19 @@ PYU_HIDDEN int pyu_dwfl_core(int fd, const char *exe_path,
 PYU_HIDDEN int pyu_dwfl_frames(pyu_dwfl *d, int tid, pyu_native_fn fn,
                                void *arg, pyu_err *err);
 PYU_HIDDEN void pyu_dwfl_free(pyu_dwfl *d);
+/* Names for frames another unwinder found: files reported one by one
+ * (name as the target names it, path where it is read here, bias: its
+ * load address less its first PT_LOAD's p_vaddr), then done. */
+PYU_HIDDEN pyu_dwfl *pyu_dwfl_offline(void);
+PYU_HIDDEN void pyu_dwfl_offline_add(pyu_dwfl *d, const char *name,
+                                     const char *path, uint64_t bias);
+PYU_HIDDEN void pyu_dwfl_offline_done(pyu_dwfl *d);
+/* Fills f->symbol (into name), f->offset and f->module for pc (a
+ * caller's return address when caller) as the CLI's unwinder names it;
+ * false when pc lies in no reported file. */
+PYU_HIDDEN bool pyu_dwfl_name(pyu_dwfl *d, uint64_t pc, bool caller,
+                              pyu_native_frame *f, char *name,
+                              size_t namelen);
 
 /* ========================================= memory back ends (mem_*.c) */
 

@@ -192,6 +192,79 @@ int pyu_dwfl_core(int fd, const char *exe_path, const char *exe_override,
     return 0;
 }
 
+/* Offline: the files a process maps, reported by the caller, to name
+ * the frames another unwinder found (a debugger's), as libdwfl names
+ * the CLI's. */
+static const Dwfl_Callbacks offline_callbacks = {
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
+    .debuginfo_path = &debuginfo_path,
+};
+
+pyu_dwfl *pyu_dwfl_offline(void)
+{
+    pyu_dwfl *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    if (!(d->dwfl = dwfl_begin(&offline_callbacks))) {
+        free(d);
+        return NULL;
+    }
+    dwfl_report_begin(d->dwfl);
+    return d;
+}
+
+void pyu_dwfl_offline_add(pyu_dwfl *d, const char *name, const char *path,
+                          uint64_t bias)
+{
+    current = d;
+    dwfl_report_elf(d->dwfl, name, path, -1, bias, false);
+    current = NULL;
+}
+
+void pyu_dwfl_offline_done(pyu_dwfl *d)
+{
+    dwfl_report_end(d->dwfl, NULL, NULL);
+}
+
+/* Names pc (a caller's return address when caller): f->symbol (into
+ * name, without a symbol version: "memcpy@@GLIBC_2.14" is "memcpy"),
+ * f->offset, f->module; left alone when pc is in no reported file. */
+static void describe(Dwfl *dwfl, uint64_t pc, bool caller,
+                     pyu_native_frame *f, char *name, size_t namelen)
+{
+    Dwarf_Addr at = caller && pc ? pc - 1 : pc;
+    Dwfl_Module *m = dwfl_addrmodule(dwfl, at);
+    if (!m)
+        return;
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    const char *mainfile = NULL;
+    const char *sn = dwfl_module_addrinfo(m, at, &off, &sym, NULL, NULL,
+                                          NULL);
+    f->symbol = NULL;
+    f->offset = 0;
+    if (sn && namelen) {
+        snprintf(name, namelen, "%.*s", (int)strcspn(sn, "@"), sn);
+        f->symbol = name;
+        f->offset = off + (pc - at);
+    }
+    f->module = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile,
+                                 NULL);
+}
+
+bool pyu_dwfl_name(pyu_dwfl *d, uint64_t pc, bool caller,
+                   pyu_native_frame *f, char *name, size_t namelen)
+{
+    if (!d || !dwfl_addrmodule(d->dwfl, caller && pc ? pc - 1 : pc))
+        return false;
+    current = d;
+    describe(d->dwfl, pc, caller, f, name, namelen);
+    current = NULL;
+    return true;
+}
+
 typedef struct walk_ctx {
     pyu_dwfl *d;
     pyu_native_fn fn;
@@ -199,6 +272,7 @@ typedef struct walk_ctx {
     int rc;     /* what fn returned, when it ended the walk */
     size_t n;
     uint64_t last_pc, last_sp;
+    char name[512];
 } walk_ctx;
 
 static int one_frame(Dwfl_Frame *state, void *arg)
@@ -218,18 +292,8 @@ static int one_frame(Dwfl_Frame *state, void *arg)
     w->last_pc = pc;
     w->last_sp = sp;
     /* a caller's pc is its return address: look up the call before it */
-    Dwarf_Addr at = activation || pc == 0 ? pc : pc - 1;
-    Dwfl_Module *m = dwfl_addrmodule(w->d->dwfl, at);
     pyu_native_frame f = {.pc = pc, .sp = sp};
-    if (m) {
-        GElf_Off off = 0;
-        GElf_Sym sym;
-        const char *mainfile = NULL;
-        f.symbol = dwfl_module_addrinfo(m, at, &off, &sym, NULL, NULL, NULL);
-        f.offset = f.symbol ? off + (pc - at) : 0;
-        f.module = dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL,
-                                    &mainfile, NULL);
-    }
+    describe(w->d->dwfl, pc, !activation, &f, w->name, sizeof w->name);
     int rc = w->fn(w->arg, &f);
     if (rc != 0) {
         w->rc = rc;
@@ -241,7 +305,7 @@ static int one_frame(Dwfl_Frame *state, void *arg)
 int pyu_dwfl_frames(pyu_dwfl *d, int tid, pyu_native_fn fn, void *arg,
                     pyu_err *err)
 {
-    walk_ctx w = {d, fn, arg, 0, 0, 0, 0};
+    walk_ctx w = {.d = d, .fn = fn, .arg = arg};
     current = d;
     int rc = dwfl_getthread_frames(d->dwfl, tid, one_frame, &w);
     current = NULL;

@@ -169,6 +169,16 @@ def _native_frames(tid):
     except gdb.error:
         was_thread, was_frame = None, None
     frames = []
+    # the whole stack, as the CLI shows it: past main() and the entry point
+    # (put back as they were afterwards)
+    settings = {}
+    for name in ("backtrace past-main", "backtrace past-entry"):
+        try:
+            settings[name] = gdb.parameter(name)
+            if not settings[name]:
+                gdb.execute("set %s on" % name, to_string=True)
+        except gdb.error:
+            pass
     try:
         thread.switch()
         f = gdb.newest_frame()
@@ -192,6 +202,12 @@ def _native_frames(tid):
         if not frames:
             return "gdb's unwinder: %s" % e
     finally:
+        for name, value in settings.items():
+            if not value:
+                try:
+                    gdb.execute("set %s off" % name, to_string=True)
+                except gdb.error:
+                    pass
         try:
             if was_thread is not None and was_thread.is_valid():
                 was_thread.switch()

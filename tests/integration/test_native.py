@@ -324,3 +324,85 @@ def test_refused_combinations():
         r.stderr
     r = pyunwind("dump", "--native", "--async", "1")
     assert r.returncode == 2 and "do not go together" in r.stderr
+
+
+# ------------------------------------------------------------ debuggers
+
+from debuggers import DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN  # noqa: E402
+
+
+@pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
+def dbg(request):
+    d = request.param
+    if not os.path.exists(GDB_SCRIPT if d.name == "gdb" else LLDB_PLUGIN) \
+            or (d.name == "lldb" and not LLDB):
+        pytest.fail("the %s plugin is not built (scripts/setup builds it)"
+                    % d.name)
+    return d
+
+
+def debugger_native(dbg, setup, tmp, cli_args):
+    """py-dump --native (JSON, text) in the debugger, with its own
+    unwinder, and the CLI's text (libdwfl) on the same target, taken
+    before the debugger holds it (ptrace allows one tracer)."""
+    pre, args, post = setup
+    dj, dt = tmp / "dbg.json", tmp / "dbg.txt"
+    r = pyunwind("dump", "--native", "--no-source", *cli_args.split())
+    assert r.returncode == 0, r.stderr
+    select = (["thread 2", "frame 3"] if dbg.name == "gdb"
+              else ["thread select 2", "frame select 3"])
+    commands = [*select, dbg.selection(),
+                "py-dump --native --json -o %s" % dj,
+                "py-dump --native --no-source -o %s" % dt,
+                dbg.selection()]
+    if dbg.name == "gdb":
+        commands.append("show backtrace past-main")
+    tr = dbg.run(commands + list(post), args, setup=pre)
+    assert "Traceback" not in tr.text and "Python Exception" not in tr.text, \
+        tr.text[-3000:]
+    # the debugger's selected thread and frame, and its settings, are as
+    # they were
+    before = tr.outputs[len(select)]
+    after = tr.outputs[len(select) + 3]
+    assert before and before == after, (before, after)
+    if dbg.name == "lldb":
+        assert "frame #3" in before, before
+    if dbg.name == "gdb":
+        assert "is off" in tr["show backtrace past-main"]
+    assert dj.exists() and dt.exists(), tr.text[-3000:]
+    return json.loads(dj.read_text()), dt.read_text(), r.stdout
+
+
+@pytest.mark.debugger
+def test_debugger_attach(dbg, blocked, tmp_path):
+    """Attached: the debugger's unwinder gives the very frames libdwfl
+    gives the CLI, so the text is the CLI's byte for byte."""
+    dump, text, cli = debugger_native(dbg, dbg.attach(blocked.pid),
+                                      tmp_path, str(blocked.pid))
+    for truth in (blocked.truth, blocked.thread_truth):
+        th = by_tid(dump, truth)
+        check_truth(th, truth)
+        check_placement(th, "crashext_block_here")
+    assert text == cli
+
+
+@pytest.mark.debugger
+@pytest.mark.skipif(not kernel_cores_land_here(),
+                    reason="core_pattern sends cores elsewhere")
+def test_debugger_core(dbg, tmp_path):
+    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
+                  PYTHONS[0][1])
+    t = NativeTarget(python, str(tmp_path), "crash")
+    try:
+        t.proc.wait(timeout=TIMEOUT)
+    finally:
+        t.close()
+    core = next(os.path.join(str(tmp_path), n)
+                for n in os.listdir(str(tmp_path)) if n.startswith("core"))
+    dump, text, cli = debugger_native(dbg, dbg.core(python, core), tmp_path,
+                                      "--core %s --exe %s" % (core, python))
+    main = by_tid(dump, t.truth)
+    assert main["crashed"]
+    check_truth(main, t.truth)
+    check_placement(main, "crashext_crash_here")
+    assert text == cli
