@@ -18,6 +18,9 @@
  *   Session.dump(thread, async_stacks, retry_torn) -> dict (the dump's
  *        JSON as Python objects, built from the walk)
  *   Session.tasks(retry_torn) -> dict (the task list's JSON, likewise)
+ *   Session.entries(tid) -> [(addr, [frame dicts])]: a thread's Python
+ *        frames grouped by the eval-loop call that runs them (addr: its
+ *        entry frame, on that call's native stack), innermost first
  *   Session.set_native(fn)                 native stacks from gdb's unwinder:
  *        fn(tid) -> [(pc, sp, name or None, offset, module or None)]
  *        innermost first, or a one-line text saying why there is none
@@ -692,6 +695,78 @@ static int dump_attempt(void *arg)
     return rc == 0 && b->torn ? PYU_CMD_TORN : rc;
 }
 
+/* Session.entries(tid): the Python frames of one thread grouped by the
+ * eval-loop call that runs them, for gdb's frame filter. */
+typedef struct entries_build {
+    pyu_session *s;
+    uint64_t tid;
+    PyObject *groups;  /* [(entry address, [frame dict innermost first])] */
+    PyObject *pending; /* frames since the last entry frame */
+    bool found, python_error;
+} entries_build;
+
+static int e_thread(void *arg, const pyu_walk_thread *t)
+{
+    entries_build *b = arg;
+    if (t->native_thread_id != b->tid)
+        return PYU_WALK_SKIP;
+    b->found = true;
+    return PYU_WALK_NEXT;
+}
+
+static int e_frame(void *arg, const pyu_walk_frame *wf)
+{
+    entries_build *b = arg;
+    if (!b->pending && !(b->pending = PyList_New(0)))
+        goto fail;
+    if (wf->owner == PYU_OWNER_ENTRY) {
+        if (PyList_GET_SIZE(b->pending) &&
+            !append(b->groups, Py_BuildValue("(KN)", (unsigned long long)
+                                                         wf->addr,
+                                             b->pending)))
+            goto fail;
+        if (!PyList_GET_SIZE(b->pending))
+            Py_DECREF(b->pending);
+        b->pending = NULL;
+        return PYU_WALK_NEXT;
+    }
+    pyu_frame f;
+    int rc = pyu_frame_describe(b->s, wf, &f);
+    if (rc < 0)
+        return rc;
+    if (append(b->pending, frame_dict(&f)))
+        return PYU_WALK_NEXT;
+fail:
+    b->python_error = true;
+    return -PYU_E_NOMEM;
+}
+
+static PyObject *Session_entries(Session *self, PyObject *args)
+{
+    unsigned long long tid;
+    if (!PyArg_ParseTuple(args, "K", &tid))
+        return NULL;
+    if (!self->s || !self->opened)
+        return raise_error(PYU_EXIT_INTERNAL, "session not opened");
+    entries_build b = {.s = self->s, .tid = tid, .groups = PyList_New(0)};
+    if (!b.groups)
+        return NULL;
+    pyu_walker w = {.flags = PYU_WALK_ENTRY_FRAMES,
+                    .thread = e_thread,
+                    .frame = e_frame};
+    int rc = pyu_walk(self->s, &w, &b);
+    Py_XDECREF(b.pending);
+    if (b.python_error) {
+        Py_DECREF(b.groups);
+        return NULL;
+    }
+    if (rc < 0) {
+        Py_DECREF(b.groups);
+        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+    }
+    return b.groups;
+}
+
 static PyObject *Session_dump(Session *self, PyObject *args)
 {
     unsigned long long thread;
@@ -893,6 +968,9 @@ static PyMethodDef Session_methods[] = {
      "tasks(retry_torn) -> dict"},
     {"run", (PyCFunction)Session_run, METH_VARARGS,
      "run(command, argv, retry_torn, source) -> (code, out, diag, msg)"},
+    {"entries", (PyCFunction)Session_entries, METH_VARARGS,
+     "entries(tid) -> [(entry frame address, [frame dicts])]: the Python "
+     "frames of a thread by the eval-loop call that runs them"},
     {"set_native", (PyCFunction)Session_set_native, METH_O,
      "set_native(fn): native stacks from fn(tid) -> [(pc, sp, name, "
      "offset, module)] or an error text (gdb's unwinder); None: none"},

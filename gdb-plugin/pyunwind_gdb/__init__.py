@@ -853,3 +853,136 @@ PySample.__doc__ = _pyunwind.help("sample")
 PyDump()
 PyTasks()
 PySample()
+
+
+# ------------------------------------------------ Python frames in `bt`
+
+from gdb.FrameDecorator import FrameDecorator  # noqa: E402
+
+_LAST_FRAME_SPAN = 65536  # stack bytes the outermost frame is taken to own
+
+
+class _PythonFrame(FrameDecorator):
+    """A Python frame, shown under the eval-loop frame that runs it."""
+
+    def __init__(self, base, frame):
+        super().__init__(base)
+        self._frame = frame
+
+    def function(self):
+        return "[Python] " + self._frame["function"]
+
+    def filename(self):
+        return self._frame["file"]
+
+    def line(self):
+        return self._frame["line"]
+
+    def address(self):
+        return None
+
+    def frame_args(self):
+        return None
+
+    def frame_locals(self):
+        return None
+
+    def elided(self):
+        return None
+
+
+class _NativeFrame(FrameDecorator):
+    """A native frame as gdb's own decorator gives it, with "??" for a
+    function without a name (as a plain `bt` prints it)."""
+
+    def function(self):
+        name = super().function()
+        try:  # (gdb's decorator gives the pc when there is no name)
+            if not isinstance(name, str) and \
+                    self.inferior_frame().name() is None:
+                return "??"
+        except gdb.error:
+            pass
+        return name
+
+
+class _EvalFrame(_NativeFrame):
+    """An eval-loop frame with the Python frames it runs as its elided
+    frames (innermost first), the way gdb prints inlined helpers."""
+
+    def __init__(self, base, frames):
+        super().__init__(base)
+        self._python = frames
+
+    def elided(self):
+        return iter([_PythonFrame(self, f) for f in self._python])
+
+
+class PythonFrameFilter:
+    """gdb's `bt` with each thread's Python frames under the native frames
+    of the eval loop that run them: an eval-loop call's entry frame lives
+    on its native stack, between its stack pointer and its caller's.
+    `bt -no-filters` (or `disable frame-filter global pyunwind`) shows the
+    raw view.  Anything that is not a CPython pyunwind reads leaves the
+    backtrace as it is, silently."""
+
+    name = "pyunwind"
+    priority = 100
+
+    def __init__(self):
+        self._enabled = True
+        self._python = {}  # progspace filename -> a CPython is loaded
+        gdb.frame_filters[self.name] = self
+
+    @property
+    def enabled(self):
+        """On for processes that load CPython only: gdb prints every other
+        backtrace without filters, exactly as before."""
+        return self._enabled and self._is_python()
+
+    @enabled.setter
+    def enabled(self, value):  # (enable/disable frame-filter)
+        self._enabled = bool(value)
+
+    def _is_python(self):
+        try:
+            space = gdb.current_progspace()
+            key = (space.filename, len(space.objfiles()))
+            if key not in self._python:
+                self._python[key] = any(
+                    "python3" in os.path.basename(o.filename or "")
+                    for o in space.objfiles())
+            return self._python[key]
+        except Exception:
+            return False
+
+    def filter(self, frames):
+        try:
+            tid = gdb.selected_thread().ptid[1]
+            groups = _session(False, lambda s, retry, source:
+                              s.entries(tid))
+        except Exception:  # not a Python process, no process, ...
+            return frames
+        if not groups:
+            return frames
+        return self._decorate(frames, groups)
+
+    @staticmethod
+    def _decorate(frames, groups):
+        for fd in frames:
+            mine = []
+            try:
+                f = fd.inferior_frame()
+                if f.type() != gdb.INLINE_FRAME:
+                    lo = int(f.read_register("rsp"))
+                    older = f.older()
+                    hi = (int(older.read_register("rsp")) if older is not None
+                          else lo + _LAST_FRAME_SPAN)
+                    mine = [frame for addr, python in groups
+                            if lo <= addr < hi for frame in python]
+            except Exception:
+                mine = []
+            yield _EvalFrame(fd, mine) if mine else _NativeFrame(fd)
+
+
+PythonFrameFilter()

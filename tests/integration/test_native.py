@@ -362,9 +362,12 @@ def debugger_native(dbg, setup, tmp, cli_args):
         tr.text[-3000:]
     # the debugger's selected thread and frame, and its settings, are as
     # they were
-    before = tr.outputs[len(select)]
-    after = tr.outputs[len(select) + 3]
+    # (lldb may print the thread selection's stop report late, into the
+    # next command's output: the selection is the last line)
+    before = (tr.outputs[len(select)] or "").strip().splitlines()[-1:]
+    after = (tr.outputs[len(select) + 3] or "").strip().splitlines()[-1:]
     assert before and before == after, (before, after)
+    before = before[0]
     if dbg.name == "lldb":
         assert "frame #3" in before, before
     if dbg.name == "gdb":
@@ -406,3 +409,93 @@ def test_debugger_core(dbg, tmp_path):
     check_truth(main, t.truth)
     check_placement(main, "crashext_crash_here")
     assert text == cli
+
+
+# ------------------------------------------------ gdb's bt, filtered
+
+import re  # noqa: E402
+
+FRAME_LINE = re.compile(r"^#(\d+)\s+(?:(0x[0-9a-f]+) in )?")
+
+
+def bt_python(text):
+    """[(frame line, [python lines under it])] of a filtered bt."""
+    out, current = [], None
+    for line in text.splitlines():
+        m = FRAME_LINE.match(line)
+        if m:
+            current = (line, [])
+            out.append(current)
+        elif line.startswith("    [Python] ") and current is not None:
+            current[1].append(line.strip())
+    return out
+
+
+@pytest.mark.debugger
+def test_gdb_bt_shows_python(blocked, tmp_path):
+    """gdb's own `bt` shows each Python frame under the eval-loop frame
+    that runs it (the one py-dump --native places it in); `bt
+    -no-filters` is gdb's raw view, with the same native frames."""
+    from debuggers import Gdb
+    tid = blocked.truth["native_id"]
+    tr = Gdb().run(["thread find %d" % tid, "bt", "bt -no-filters",
+                    "py-dump --native --json -o %s" % (tmp_path / "d.json")],
+                   ["-p", str(blocked.pid)])
+    # (gdb's thread 1 is the main thread, selected after attaching)
+    filtered, raw = tr["bt"], tr["bt -no-filters"]
+    assert "[Python]" not in raw
+    groups = bt_python(filtered)
+    def numbers(lines):  # (frame number, pc when shown)
+        return [FRAME_LINE.match(line).groups() for line, _ in lines]
+    assert numbers(groups) == numbers(bt_python(raw))
+    python = [line for _, lines in groups for line in lines]
+    dump = json.loads((tmp_path / "d.json").read_text())
+    main = by_tid(dump, blocked.truth)
+    want = ["[Python] %s () at %s:%d" % (f["function"], f["file"], f["line"])
+            for f in main["frames"]]
+    assert python == want, (python, want)
+    # in the eval loop's frames, as py-dump --native places them (gdb
+    # numbers inlined calls as frames too: compare the groups)
+    placed = [n["python_frames"][1] for n in main["native"]
+              if n["python_frames"]]
+    assert [len(lines) for _, lines in groups if lines] == placed
+    for line, lines in groups:
+        if lines:
+            assert "_PyEval_EvalFrameDefault" in line or " ?? ()" in line, \
+                line
+
+
+@pytest.mark.debugger
+@pytest.mark.skipif(not kernel_cores_land_here(),
+                    reason="core_pattern sends cores elsewhere")
+def test_gdb_bt_core(tmp_path):
+    from debuggers import Gdb
+    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
+                  PYTHONS[0][1])
+    t = NativeTarget(python, str(tmp_path), "crash")
+    try:
+        t.proc.wait(timeout=TIMEOUT)
+    finally:
+        t.close()
+    core = next(os.path.join(str(tmp_path), n)
+                for n in os.listdir(str(tmp_path)) if n.startswith("core"))
+    tr = Gdb().run(["bt"], [python, core])
+    lines = [line for _, ls in bt_python(tr["bt"]) for line in ls]
+    assert lines[0].startswith("[Python] level3 () at ") and \
+        lines[-1].startswith("[Python] <module> () at "), tr["bt"]
+    assert len(lines) == len(t.truth["frames"])
+
+
+@pytest.mark.debugger
+def test_gdb_bt_untouched_elsewhere():
+    """A process without CPython: the filter stays out of the way (gdb
+    prints its backtrace exactly as without the plugin)."""
+    from debuggers import Gdb
+    p = subprocess.Popen(["sleep", "60"])
+    try:
+        time.sleep(0.2)
+        tr = Gdb().run(["bt", "bt -no-filters"], ["-p", str(p.pid)])
+        assert tr["bt"] == tr["bt -no-filters"] and tr["bt"].count("#") >= 2
+    finally:
+        p.kill()
+        p.wait()
