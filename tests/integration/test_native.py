@@ -499,3 +499,35 @@ def test_gdb_bt_untouched_elsewhere():
     finally:
         p.kill()
         p.wait()
+
+
+def test_another_tracer(tmp_path):
+    """Another tracer (strace) holds the process: the Python stacks are
+    read as always; the native ones cannot be (ptrace allows one tracer),
+    which each thread says, and exit 5 with one line says why."""
+    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
+                  PYTHONS[0][1])
+    t = NativeTarget(python, str(tmp_path), "block")
+    tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p",
+                               str(t.pid)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            with open("/proc/%d/status" % t.pid) as f:
+                if "TracerPid:\t%d\n" % tracer.pid in f.read():
+                    break
+            time.sleep(0.05)
+        r = pyunwind("dump", "--native", "--json", str(t.pid))
+        assert r.returncode == 5, r.stderr
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and "have no native stack" in lines[0] and \
+            "debugger" in lines[0], r.stderr
+        dump = json.loads(r.stdout)
+        main = by_tid(dump, t.truth)
+        check_truth(main, t.truth)
+        assert main["native"] == [] and main["native_error"]
+        assert main["python_unplaced"] == len(main["frames"])
+    finally:
+        tracer.kill()
+        tracer.wait()
+        t.close()
