@@ -62,9 +62,10 @@ def build_ext(python, out_dir):
 
 
 class NativeTarget:
-    def __init__(self, python, workdir, how, threads=True):
+    def __init__(self, python, workdir, how, threads=True, ext=None):
         self.workdir = workdir
-        self.ext = build_ext(python, os.path.join(workdir, "ext"))
+        os.makedirs(workdir, exist_ok=True)
+        self.ext = ext or build_ext(python, os.path.join(workdir, "ext"))
         self.truth_path = os.path.join(workdir, "truth.json")
         self.proc = subprocess.Popen(
             [python, os.path.join(TARGETS, "native.py"), self.truth_path,
@@ -530,4 +531,40 @@ def test_another_tracer(tmp_path):
     finally:
         tracer.kill()
         tracer.wait()
+        t.close()
+
+
+def test_names_from_separate_debug_file(tmp_path):
+    """A stripped extension with its symbols in a separate debug file
+    (objcopy --only-keep-debug, found through .gnu_debuglink): its static
+    functions are named from that file; without it, they are not."""
+    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
+                  PYTHONS[0][1])
+    t = NativeTarget(python, str(tmp_path), "block", threads=False)
+    try:
+        so = next(os.path.join(t.ext, n) for n in os.listdir(t.ext)
+                  if n.endswith(".so"))
+        names = [n["symbol"] for n in
+                 by_tid(dump_native(str(t.pid)), t.truth)["native"]]
+        assert "crashext_call" in names  # (a static function: .symtab)
+    finally:
+        t.close()
+    # the same extension, stripped, its debug info beside it
+    debug = so + ".debug"
+    subprocess.run(["objcopy", "--only-keep-debug", so, debug], check=True)
+    subprocess.run(["strip", "--strip-all", so], check=True)
+    subprocess.run(["objcopy", "--add-gnu-debuglink=" + debug, so],
+                   check=True, cwd=os.path.dirname(so))
+    t = NativeTarget(python, str(tmp_path / "again"), "block", threads=False,
+                     ext=t.ext)
+    try:
+        names = [n["symbol"] for n in
+                 by_tid(dump_native(str(t.pid)), t.truth)["native"]]
+        assert "crashext_call" in names, names
+        os.unlink(debug)
+        names = [n["symbol"] for n in
+                 by_tid(dump_native(str(t.pid)), t.truth)["native"]]
+        assert "crashext_call" not in names, names
+        assert "crashext_block_here" in names  # (exported: .dynsym)
+    finally:
         t.close()
