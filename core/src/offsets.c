@@ -215,7 +215,6 @@ static const check checks[] = {
     {L(ob_type), L(ob_size), 8, true},
     {L(tp_name), L(tp_size), 8, true},
     {L(tp_flags), L(tp_size), 8, true},
-    {L(fr_localsplus), L(fr_size), 8, false},
     {L(co_argcount), L(co_size), 4, false},
     {L(co_flags), L(co_size), 4, false},
     {L(co_kwonlyargcount), L(co_size), 4, false},

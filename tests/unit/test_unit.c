@@ -414,8 +414,13 @@ static void build_fake_version(fake_mem *m, uint64_t version)
     SET(fr_tlbc_index, 0x48); SET(fr_owner, 0x4A); SET(fr_localsplus, 0x50);
     SET(co_size, 0x100); SET(co_filename, 0x10); SET(co_name, 0x18);
     SET(co_qualname, 0x20); SET(co_linetable, 0x28); SET(co_firstlineno, 0x30);
-    SET(co_code_adaptive, 0xC0);
+    SET(co_code_adaptive, 0xC0); SET(co_argcount, 0x38);
+    SET(co_localsplusnames, 0x48); SET(co_localspluskinds, 0x50);
     SET(ob_size, 0x10); SET(ob_type, 8);
+    SET(tuple_size, 0x20); SET(tuple_ob_size, 0x10); SET(tuple_ob_item, 0x18);
+    SET(list_size, 0x28); SET(list_ob_size, 0x10); SET(list_ob_item, 0x18);
+    SET(dict_size, 0x30); SET(dict_ma_keys, 0x20); SET(dict_ma_values, 0x28);
+    SET(float_size, 0x18); SET(float_ob_fval, 0x10);
     SET(tp_size, 0x100); SET(tp_name, 0x18); SET(tp_flags, 0xA8);
     SET(set_size, 0xC8); SET(set_used, 0x18); SET(set_mask, 0x20);
     SET(set_table, 0x28);
