@@ -81,6 +81,20 @@ static const struct {
 };
 #define NOPTS (sizeof all_opts / sizeof all_opts[0])
 
+/* The options of dump and py-dump that choose what is shown. */
+#define DUMP_OPTIONS                                                        \
+    "  --thread TID    only the thread with this native id (LWP) or\n"      \
+    "                  Python ident\n"                                      \
+    "  --no-source     do not print source lines\n"                         \
+    "  --async         continue a thread's stack through the asyncio tasks\n" \
+    "                  awaiting its running task (CPython 3.14+)\n"         \
+    "  --locals        each frame's arguments and local variables, with a\n" \
+    "                  short repr of their values (read from memory)\n"     \
+    "  --native        each thread's native stack too, with the Python\n"   \
+    "                  frames in the eval loop's native frames that run them\n" \
+    "  --native-last   the Python stacks, then only the native frames past\n" \
+    "                  each one's innermost Python frame (a crash's view)\n" \
+
 static const char cli_help[] =
     "usage: pyunwind dump [OPTIONS] PID\n"
     "       pyunwind dump [OPTIONS] --core CORE [--exe PYTHON] [--sysroot DIR]\n"
@@ -91,17 +105,7 @@ static const char cli_help[] =
     "\n"
     "  --json          print JSON (docs/json.md) instead of text\n"
     "  -o, --output FILE  write to FILE instead of standard output\n"
-    "  --thread TID    only the thread with this native id (LWP) or\n"
-    "                  Python ident\n"
-    "  --no-source     do not print source lines\n"
-    "  --async         continue a thread's stack through the asyncio tasks\n"
-    "                  awaiting its running task (CPython 3.14+)\n"
-    "  --locals        each frame's arguments and local variables, with a\n"
-    "                  short repr of their values (read from memory)\n"
-    "  --native        each thread's native stack too, with the Python\n"
-    "                  frames in the eval loop's native frames that run them\n"
-    "  --native-last   the Python stacks, then only the native frames past\n"
-    "                  each one's innermost Python frame (a crash's view)\n"
+    DUMP_OPTIONS
     "  --verbose       say on standard error how the target was read\n"
     "  --nonblocking   do not stop the process while reading it\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
@@ -157,17 +161,7 @@ static const char debugger_help[] =
     "\n"
     "  --json          print JSON (docs/json.md) instead of text\n"
     "  -o, --output FILE  write to FILE instead of the debugger's output\n"
-    "  --thread TID    only the thread with this native id (LWP) or\n"
-    "                  Python ident\n"
-    "  --no-source     do not print source lines\n"
-    "  --async         continue a thread's stack through the asyncio tasks\n"
-    "                  awaiting its running task (CPython 3.14+)\n"
-    "  --locals        each frame's arguments and local variables, with a\n"
-    "                  short repr of their values (read from memory)\n"
-    "  --native        each thread's native stack too, with the Python\n"
-    "                  frames in the eval loop's native frames that run them\n"
-    "  --native-last   the Python stacks, then only the native frames past\n"
-    "                  each one's innermost Python frame (a crash's view)\n"
+    DUMP_OPTIONS
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 

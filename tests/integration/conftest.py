@@ -133,6 +133,25 @@ def sleeping(python):
         p.wait()
 
 
+@contextlib.contextmanager
+def traced_by_strace(pid):
+    """strace attached to process pid (ptrace allows one tracer) for the
+    duration; yields the strace process."""
+    tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p",
+                               str(pid)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            with open("/proc/%d/status" % pid) as f:
+                if "TracerPid:\t%d\n" % tracer.pid in f.read():
+                    break
+            time.sleep(0.05)
+        yield tracer
+    finally:
+        tracer.kill()
+        tracer.wait()
+
+
 def kernel_cores_land_here():
     try:
         with open("/proc/sys/kernel/core_pattern") as f:

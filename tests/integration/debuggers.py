@@ -147,6 +147,18 @@ class Lldb:
 DEBUGGERS = [Gdb(), Lldb()]
 
 
+def require_plugin(dbg):
+    """dbg, once its plugin is known to be built (else the test fails:
+    scripts/setup builds both)."""
+    import pytest
+    built = os.path.exists(GDB_SCRIPT) if dbg.name == "gdb" else \
+        bool(LLDB and os.path.exists(LLDB_PLUGIN))
+    if not built:
+        pytest.fail("the %s plugin is not built (scripts/setup builds it)"
+                    % dbg.name)
+    return dbg
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import (PYUNWIND, Target, allow_core, assert_matches_truth,
                       interpreters, kernel_cores_land_here, pyunwind,
-                      sleeping)
+                      sleeping, traced_by_strace)
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 
@@ -577,26 +577,18 @@ def test_target_under_another_tracer(tmp_path):
     python = dict(interpreters())["3.15.2-debian"]
     t = Target(python, "stacks.py", str(tmp_path),
                ["--threads", "2", "--depth", "5"])
-    tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p",
-                               str(t.pid)], stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
+        with traced_by_strace(t.pid) as tracer:
+            r = pyunwind("dump", "--json", str(t.pid))
+            assert r.returncode == 0, r.stderr
+            assert_matches_truth(json.loads(r.stdout), t.truth)
+            r = pyunwind("sample", "-d", "0.5", "--format", "json",
+                         str(t.pid))
+            assert r.returncode == 0, r.stderr
+            assert json.loads(r.stdout)["samples"] > 100
             with open("/proc/%d/status" % t.pid) as f:
-                if "TracerPid:\t%d\n" % tracer.pid in f.read():
-                    break
-            time.sleep(0.05)
-        r = pyunwind("dump", "--json", str(t.pid))
-        assert r.returncode == 0, r.stderr
-        assert_matches_truth(json.loads(r.stdout), t.truth)
-        r = pyunwind("sample", "-d", "0.5", "--format", "json", str(t.pid))
-        assert r.returncode == 0, r.stderr
-        assert json.loads(r.stdout)["samples"] > 100
-        with open("/proc/%d/status" % t.pid) as f:
-            assert "TracerPid:\t%d\n" % tracer.pid in f.read()
+                assert "TracerPid:\t%d\n" % tracer.pid in f.read()
     finally:
-        tracer.kill()
-        tracer.wait()
         t.close()
 
 

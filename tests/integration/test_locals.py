@@ -20,10 +20,10 @@ PYTHONS = interpreters()
 TEXT = 508  # bytes of a value's text before it is cut (then "...")
 
 
-@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
-def target(request):
-    label, python = request.param
-    with tempfile.TemporaryDirectory(prefix="pyu-locals-") as d:
+def locals_target(param, prefix):
+    """The locals target with two threads, as a module fixture."""
+    label, python = param
+    with tempfile.TemporaryDirectory(prefix=prefix) as d:
         t = Target(python, "locals.py", d, ["--threads"],
                    expect_threads=False)
         with open(t.truth_path + ".thread", encoding="utf-8") as f:
@@ -31,6 +31,11 @@ def target(request):
         t.label, t.python = label, python
         yield t
         t.close()
+
+
+@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
+def target(request):
+    yield from locals_target(request.param, "pyu-locals-")
 
 
 def dump_locals(*args):
@@ -228,7 +233,7 @@ def test_values_freed_while_read(tmp_path):
 
 # ------------------------------------------------------------ debuggers
 
-from debuggers import DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, Server  # noqa: E402
+from debuggers import DEBUGGERS, Server, require_plugin  # noqa: E402
 
 DEBUGGER_PYTHONS = [p for p in PYTHONS if p[0] in
                     ("3.13.5t", "3.14.7", "3.15.2-debian")] or PYTHONS[:1]
@@ -237,25 +242,12 @@ DEBUGGER_PYTHONS = [p for p in PYTHONS if p[0] in
 @pytest.fixture(scope="module", params=DEBUGGER_PYTHONS,
                 ids=[p[0] for p in DEBUGGER_PYTHONS])
 def dtarget(request):
-    label, python = request.param
-    with tempfile.TemporaryDirectory(prefix="pyu-locals-dbg-") as d:
-        t = Target(python, "locals.py", d, ["--threads"],
-                   expect_threads=False)
-        with open(t.truth_path + ".thread", encoding="utf-8") as f:
-            t.thread_truth = json.load(f)
-        t.label, t.python = label, python
-        yield t
-        t.close()
+    yield from locals_target(request.param, "pyu-locals-dbg-")
 
 
 @pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
 def dbg(request):
-    d = request.param
-    if not os.path.exists(GDB_SCRIPT if d.name == "gdb" else LLDB_PLUGIN) \
-            or (d.name == "lldb" and not LLDB):
-        pytest.fail("the %s plugin is not built (scripts/setup builds it)"
-                    % d.name)
-    return d
+    return require_plugin(request.param)
 
 
 def debugger_locals(dbg, setup, tmp, cli_args):

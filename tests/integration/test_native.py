@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (ROOT, TARGETS, TIMEOUT, allow_core, interpreters,
-                      kernel_cores_land_here, pyunwind)
+from conftest import (TARGETS, TIMEOUT, allow_core, interpreters,
+                      kernel_cores_land_here, pyunwind, traced_by_strace)
 
 PYTHONS = interpreters()
 EXT_SOURCE = os.path.join(TARGETS, "ext", "crashext.c")
@@ -107,6 +107,18 @@ class NativeTarget:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def crashed(python, tmp_path):
+    """The crash target run to its SIGSEGV: (target, the kernel's core)."""
+    t = NativeTarget(python, str(tmp_path), "crash")
+    try:
+        t.proc.wait(timeout=TIMEOUT)
+    finally:
+        t.close()
+    cores = [n for n in os.listdir(str(tmp_path)) if n.startswith("core")]
+    assert cores, "no core written"
+    return t, os.path.join(str(tmp_path), cores[0])
 
 
 @pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
@@ -291,16 +303,7 @@ def test_kernel_core_crash(label, python, tmp_path):
     """A SIGSEGV in C under three levels of callbacks: the crashing thread
     comes first, marked; its innermost native frame is the faulting
     function, as gdb says on the same core."""
-    t = NativeTarget(python, str(tmp_path), "crash")
-    try:
-        t.proc.wait(timeout=TIMEOUT)
-    finally:
-        t.close()
-    core = os.path.join(str(tmp_path), "core")
-    if not os.path.exists(core):
-        cores = [n for n in os.listdir(str(tmp_path)) if n.startswith("core")]
-        assert cores, "no core written"
-        core = os.path.join(str(tmp_path), cores[0])
+    t, core = crashed(python, tmp_path)
     dump = dump_native("--core", core)
     main = by_tid(dump, t.truth)
     assert main["crashed"] and dump["signal"]["number"] == 11
@@ -329,17 +332,12 @@ def test_refused_combinations():
 
 # ------------------------------------------------------------ debuggers
 
-from debuggers import DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN  # noqa: E402
+from debuggers import DEBUGGERS, require_plugin  # noqa: E402
 
 
 @pytest.fixture(params=DEBUGGERS, ids=[d.name for d in DEBUGGERS])
 def dbg(request):
-    d = request.param
-    if not os.path.exists(GDB_SCRIPT if d.name == "gdb" else LLDB_PLUGIN) \
-            or (d.name == "lldb" and not LLDB):
-        pytest.fail("the %s plugin is not built (scripts/setup builds it)"
-                    % d.name)
-    return d
+    return require_plugin(request.param)
 
 
 def debugger_native(dbg, setup, tmp, cli_args):
@@ -365,8 +363,13 @@ def debugger_native(dbg, setup, tmp, cli_args):
     # they were
     # (lldb may print the thread selection's stop report late, into the
     # next command's output: the selection is the last line)
-    before = (tr.outputs[len(select)] or "").strip().splitlines()[-1:]
-    after = (tr.outputs[len(select) + 3] or "").strip().splitlines()[-1:]
+    def selection(text):  # (lldb: its last "frame #N" line)
+        lines = (text or "").strip().splitlines()
+        if dbg.name == "lldb":
+            lines = [line for line in lines if line.startswith("frame #")]
+        return lines[-1:]
+    before = selection(tr.outputs[len(select)])
+    after = selection(tr.outputs[len(select) + 3])
     assert before and before == after, (before, after)
     before = before[0]
     if dbg.name == "lldb":
@@ -396,13 +399,7 @@ def test_debugger_attach(dbg, blocked, tmp_path):
 def test_debugger_core(dbg, tmp_path):
     python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
                   PYTHONS[0][1])
-    t = NativeTarget(python, str(tmp_path), "crash")
-    try:
-        t.proc.wait(timeout=TIMEOUT)
-    finally:
-        t.close()
-    core = next(os.path.join(str(tmp_path), n)
-                for n in os.listdir(str(tmp_path)) if n.startswith("core"))
+    t, core = crashed(python, tmp_path)
     dump, text, cli = debugger_native(dbg, dbg.core(python, core), tmp_path,
                                       "--core %s --exe %s" % (core, python))
     main = by_tid(dump, t.truth)
@@ -473,13 +470,7 @@ def test_gdb_bt_core(tmp_path):
     from debuggers import Gdb
     python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
                   PYTHONS[0][1])
-    t = NativeTarget(python, str(tmp_path), "crash")
-    try:
-        t.proc.wait(timeout=TIMEOUT)
-    finally:
-        t.close()
-    core = next(os.path.join(str(tmp_path), n)
-                for n in os.listdir(str(tmp_path)) if n.startswith("core"))
+    t, core = crashed(python, tmp_path)
     tr = Gdb().run(["bt"], [python, core])
     lines = [line for _, ls in bt_python(tr["bt"]) for line in ls]
     assert lines[0].startswith("[Python] level3 () at ") and \
@@ -509,16 +500,9 @@ def test_another_tracer(tmp_path):
     python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
                   PYTHONS[0][1])
     t = NativeTarget(python, str(tmp_path), "block")
-    tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p",
-                               str(t.pid)], stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            with open("/proc/%d/status" % t.pid) as f:
-                if "TracerPid:\t%d\n" % tracer.pid in f.read():
-                    break
-            time.sleep(0.05)
-        r = pyunwind("dump", "--native", "--json", str(t.pid))
+        with traced_by_strace(t.pid):
+            r = pyunwind("dump", "--native", "--json", str(t.pid))
         assert r.returncode == 5, r.stderr
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and "have no native stack" in lines[0] and \
@@ -529,8 +513,6 @@ def test_another_tracer(tmp_path):
         assert main["native"] == [] and main["native_error"]
         assert main["python_unplaced"] == len(main["frames"])
     finally:
-        tracer.kill()
-        tracer.wait()
         t.close()
 
 
