@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import (TARGETS, TIMEOUT, allow_core, interpreters,
+from conftest import (TARGETS, TIMEOUT, Target, interpreters,
                       kernel_cores_land_here, pyunwind, traced_by_strace)
 
 PYTHONS = interpreters()
@@ -61,24 +61,16 @@ def build_ext(python, out_dir):
     return out_dir
 
 
-class NativeTarget:
+class NativeTarget(Target):
+    """tests/targets/native.py with crashext built for `python`, started
+    as conftest's Target (which reads the truth it writes)."""
+
     def __init__(self, python, workdir, how, threads=True, ext=None):
-        self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.ext = ext or build_ext(python, os.path.join(workdir, "ext"))
-        self.truth_path = os.path.join(workdir, "truth.json")
-        self.proc = subprocess.Popen(
-            [python, os.path.join(TARGETS, "native.py"), self.truth_path,
-             self.ext, how] + (["--threads"] if threads else []),
-            cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, preexec_fn=allow_core)
-        line = self.proc.stdout.readline()
-        if line.strip() != "ready":
-            self.close()
-            raise RuntimeError("target did not start: %r %s"
-                               % (line, self.proc.stderr.read()))
-        with open(self.truth_path) as f:
-            self.truth = json.load(f)
+        super().__init__(python, "native.py", workdir,
+                         [self.ext, how] + (["--threads"] if threads else []),
+                         expect_threads=False)
         self.thread_truth = None
         if threads:
             with open(self.truth_path + ".thread") as f:
@@ -98,15 +90,6 @@ class NativeTarget:
                        .split()[0] == "34" for t in os.listdir(task))
         except (OSError, IndexError):
             return False
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def crashed(python, tmp_path):
