@@ -252,6 +252,10 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     c->type_addr = type_addr;
     c->linetable_addr = pyu_u64(buf, len, PYU_OFF(o, co_linetable));
     c->firstlineno = (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_firstlineno));
+    c->firsttraceable =
+        PYU_HAS(o, co_firsttraceable)
+            ? (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_firsttraceable))
+            : 0;
     c->tlbc_array = PYU_HAS(o, co_tlbc) && o->free_threaded
                         ? pyu_u64(buf, len, PYU_OFF(o, co_tlbc))
                         : 0;
@@ -293,6 +297,17 @@ uint32_t pyu_code_instr(pyu_session *s, const pyu_code *cc,
         (instr_ptr - base) / 2 > (uint64_t)c->linetable_len * 8 + 8)
         return PYU_INSTR_UNKNOWN;
     return (uint32_t)((instr_ptr - base) / 2);
+}
+
+bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,
+                         uint8_t owner, uint64_t instr_ptr)
+{
+    /* (owner 1: a generator's frame, complete once it exists) */
+    if (!PYU_HAS(&s->off, co_firsttraceable) || owner == 1 ||
+        c->firsttraceable < 0)
+        return false;
+    uint64_t base = c->addr + PYU_OFF(&s->off, co_code_adaptive);
+    return instr_ptr < base + 2 * (uint64_t)c->firsttraceable;
 }
 
 int pyu_code_line(const pyu_code *cc, uint32_t instr)

@@ -1,5 +1,5 @@
 /* ELF files on disk: where .PyRuntime and _PyRuntime are in a python
- * executable or libpython.  Section headers are not mapped into a process,
+ * executable or libpython, and its Py_Version.  Section headers are not mapped into a process,
  * so they are read from the file. */
 #include "internal.h"
 
@@ -19,8 +19,26 @@ bool pyu_elf_init(void)
     return ok == 1;
 }
 
-static void find_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
-                        pyu_elf_info *info)
+/* The 8-byte value of a defined symbol, read from its section in the
+ * file (Py_Version lies in .rodata, which cores leave out). */
+static bool symbol_value(Elf *elf, const GElf_Sym *sym, uint64_t *out)
+{
+    Elf_Scn *scn = elf_getscn(elf, sym->st_shndx);
+    GElf_Shdr sh;
+    if (!scn || !gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+        sym->st_value < sh.sh_addr || sym->st_value - sh.sh_addr > sh.sh_size ||
+        sh.sh_size - (sym->st_value - sh.sh_addr) < 8)
+        return false;
+    Elf_Data *d = elf_getdata(scn, NULL);
+    uint64_t at = sym->st_value - sh.sh_addr;
+    if (!d || !d->d_buf || d->d_size < at + 8)
+        return false;
+    memcpy(out, (const uint8_t *)d->d_buf + at, 8);
+    return true;
+}
+
+static void find_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
+                         pyu_elf_info *info)
 {
     Elf_Data *data = elf_getdata(scn, NULL);
     if (!data || sh->sh_entsize == 0)
@@ -31,11 +49,17 @@ static void find_symbol(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
         if (!gelf_getsym(data, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
             continue;
         const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
-        if (name && strcmp(name, "_PyRuntime") == 0) {
+        if (!name)
+            continue;
+        if (!info->has_symbol && strcmp(name, "_PyRuntime") == 0) {
             info->has_symbol = true;
             info->symbol_vaddr = sym.st_value;
-            return;
+        } else if (!info->has_py_version && sym.st_size == 8 &&
+                   strcmp(name, "Py_Version") == 0) {
+            info->has_py_version = symbol_value(elf, &sym, &info->py_version);
         }
+        if (info->has_symbol && info->has_py_version)
+            return;
     }
 }
 
@@ -146,8 +170,8 @@ int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
             info->has_asyncio = true;
             info->asyncio_vaddr = sh.sh_addr;
             info->asyncio_size = sh.sh_size;
-        } else if (sh.sh_type == SHT_DYNSYM && !info->has_symbol) {
-            find_symbol(elf, scn, &sh, info);
+        } else if (sh.sh_type == SHT_DYNSYM) {
+            find_symbols(elf, scn, &sh, info);
         }
     }
 out:

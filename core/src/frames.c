@@ -59,10 +59,12 @@ static inline int decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
     int32_t tlbc = 0;
     if (o->free_threaded && PYU_HAS(o, fr_tlbc_index))
         tlbc = (int32_t)pyu_u32(buf, fsize, PYU_OFF(o, fr_tlbc_index));
+    uint64_t ip = pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr));
+    if (pyu_code_incomplete(s, c, owner, ip))
+        return 0;
     f->addr = addr;
     f->code_addr = exe;
-    f->instr = pyu_code_instr(
-        s, c, pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr)), tlbc);
+    f->instr = pyu_code_instr(s, c, ip, tlbc);
     f->owner = owner;
     f->epoch = s->code_epoch; /* after pyu_code_get, which may flush */
     return 1;

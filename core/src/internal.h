@@ -117,6 +117,8 @@ typedef struct pyu_elf_info {
     uint64_t pyruntime_vaddr;
     bool has_symbol;         /* a _PyRuntime dynamic symbol */
     uint64_t symbol_vaddr;
+    bool has_py_version;     /* the value of its Py_Version (3.11+) */
+    uint64_t py_version;
     uint64_t base_vaddr;     /* first PT_LOAD p_vaddr, rounded down */
     bool has_asyncio;        /* an .AsyncioDebug section (3.14+) */
     uint64_t asyncio_vaddr, asyncio_size;
@@ -195,7 +197,8 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
 /* ======================================================== debug offsets */
 
 #define PYU_OFFSET_FIELDS(X)                                                 \
-    X(rt_size) X(rt_finalizing) X(rt_interpreters_head)                      \
+    X(rt_size) X(rt_finalizing) X(rt_interpreters_head) X(rt_main_thread)    \
+    X(rt_gil_holder) X(rt_gil_locked) X(is_runtime)                          \
     X(is_size) X(is_id) X(is_next) X(is_threads_head) X(is_threads_main)     \
     X(is_gc) X(is_imports_modules) X(is_sysdict) X(is_builtins)              \
     X(is_ceval_gil) X(is_gil_runtime_state) X(is_gil_enabled)                \
@@ -206,13 +209,15 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(ts_last_profiled_frame_seq) X(ts_thread_id) X(ts_native_thread_id)     \
     X(ts_datastack_chunk) X(ts_status) X(ts_holds_gil) X(ts_gil_requested)   \
     X(ts_current_exception) X(ts_exc_state) X(ts_exc_info)                   \
+    X(ts_cframe) X(cframe_current_frame) X(cframe_previous)                  \
     X(err_exc_value) X(err_previous_item)                                    \
     X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)               \
     X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index)         \
+    X(fr_is_entry)                                                           \
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
-    X(co_flags) X(co_kwonlyargcount)                                         \
+    X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable)                    \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset)                                                         \
@@ -258,6 +263,13 @@ typedef struct pyu_offsets {
      * awaited object sits below a suspended frame's stack pointer */
     int8_t gen_yield_from, gen_yield_from_locked, gen_cleared;
     uint8_t await_slot;
+    /* before 3.12: an int's sign and digit count are its ob_size (no
+     * lv_tag), and a split dict's insertion order lies in the bytes just
+     * before its values (3.13: a 4-byte header, the order after them) */
+    bool long_size_signed;
+    bool dict_order_before;
+    /* the layout is pyunwind's own (a version without debug offsets) */
+    bool builtin;
 } pyu_offsets;
 
 #define PYU_OFF(o, f) ((o)->v[PYU_F_##f])
@@ -405,6 +417,20 @@ PYU_HIDDEN void pyu_mapped_free(pyu_mapped *m);
 PYU_HIDDEN int pyu_offsets_read(pyu_session *s, uint64_t runtime_addr,
                                 pyu_offsets *out);
 
+/* The versions read, for messages. */
+#define PYU_VERSIONS_READ "CPython 3.11, 3.13, 3.14 and 3.15"
+
+/* The built-in layout of a version without debug offsets (3.11), with the
+ * runtime's version (Py_Version).  Returns 0, or -PYU_E_VERSION naming
+ * the versions read. */
+PYU_HIDDEN int pyu_offsets_builtin(pyu_session *s, uint64_t version_hex,
+                                   pyu_offsets *out);
+
+/* The version (minor only) of a runtime without debug offsets whose
+ * shape starts at buf + k (a copy of memory at addr - k), or 0. */
+PYU_HIDDEN uint64_t pyu_builtin_runtime_at(const uint8_t *buf, size_t len,
+                                           size_t k, uint64_t addr);
+
 /* ======================================= finding _PyRuntime (runtime.c) */
 
 /* Locates _PyRuntime (section, symbol, then scan) and reads its offsets.
@@ -543,6 +569,7 @@ typedef struct pyu_code {
     uint8_t *linetable;   /* owned */
     uint32_t linetable_len;
     int firstlineno;
+    int32_t firsttraceable; /* 3.11: code units before the first RESUME */
     uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
     int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
     uint64_t tlbc_memo_base;
@@ -572,6 +599,10 @@ PYU_HIDDEN bool pyu_code_unchanged(const pyu_session *s, const pyu_code *c,
  * PYU_INSTR_UNKNOWN when it lies outside. */
 PYU_HIDDEN uint32_t pyu_code_instr(pyu_session *s, const pyu_code *c,
                                    uint64_t instr_ptr, int32_t tlbc_index);
+/* Whether a frame (owner, instr_ptr) running c is still in its prologue
+ * (3.11's _PyFrame_IsIncomplete): CPython shows no such frame. */
+PYU_HIDDEN bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,
+                                    uint8_t owner, uint64_t instr_ptr);
 /* The line of instruction `instr` (0 when unknown). */
 PYU_HIDDEN int pyu_code_line(const pyu_code *c, uint32_t instr);
 /* Drops the code, string and type caches and moves the epoch on. */
@@ -645,6 +676,8 @@ typedef struct pyu_interp {
     uint64_t addr;
     int64_t id;
     uint64_t next, threads_head, threads_main;
+    uint64_t main_thread; /* 3.11: the runtime's main thread id */
+    uint64_t gil_holder;  /* 3.11: the thread state holding the GIL, or 0 */
     bool gc_collecting;
     uint64_t gc_frame; /* 3.15: the frame that started the collection */
 } pyu_interp;
@@ -656,6 +689,8 @@ typedef struct pyu_tstate {
     bool main;
     bool holds_gil, gil_requested;
     uint64_t current_frame, base_frame, chunk;
+    uint64_t cframe;                /* 3.11: its _PyCFrame */
+    bool frame_unread;              /* ... which could not be read */
     uint64_t current_exception;
     uint64_t exc_info;              /* top of its handled-exception stack */
     bool exc_info_local;            /* ... which lies in the thread state:
@@ -690,12 +725,18 @@ PYU_HIDDEN int pyu_threads_each(pyu_session *s, const pyu_threads_cb *cb,
 typedef struct pyu_interp_read {
     uint64_t id, gen, tlbc_gen;
     int32_t collecting;
+    uint64_t gil_holder, main_thread; /* (3.11: the runtime's) */
+    int32_t gil_locked;
     pyu_range r[10]; /* point into this struct and the pyu_interp: up to 8
                         fields, and 2 more the iterator reads with them */
     size_t n;
+    size_t nlocal;   /* the first nlocal lie in the interpreter state, the
+                        rest in the runtime */
 } pyu_interp_read;
-/* The ranges that read the interpreter state at addr into *ii and *ir. */
-PYU_HIDDEN void pyu_interp_plan(const pyu_offsets *o, uint64_t addr,
+/* The ranges that read the interpreter state at addr (and the runtime's
+ * fields that stand for it, at runtime) into *ii and *ir. */
+PYU_HIDDEN void pyu_interp_plan(const pyu_offsets *o, uint64_t runtime,
+                                uint64_t addr,
                                 pyu_interp *ii, pyu_interp_read *ir);
 /* Completes *ii once the ranges are read (noting the code generation,
  * which may flush the caches). */
@@ -706,10 +747,17 @@ PYU_HIDDEN size_t pyu_tstate_len(const pyu_session *s,
                                  const uint64_t extra_off[2]);
 /* Decodes a copy of the thread state at ts into *r; *next gets the next
  * one of the list. */
+/* A word read ahead at a predicted _PyCFrame (3.11): the current frame
+ * it held. */
+typedef struct pyu_peek {
+    uint64_t cframe, current_frame;
+} pyu_peek;
+/* ... where the current frame is two loads away (3.11), it is read here,
+ * unless peek (may be NULL) read it ahead at the cframe the copy names. */
 PYU_HIDDEN void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                                 const uint64_t extra_off[2], uint64_t ts,
                                 const uint8_t *buf, size_t len, pyu_tstate *r,
-                                uint64_t *next);
+                                uint64_t *next, const pyu_peek *peek);
 PYU_HIDDEN void pyu_threads_free(pyu_session *s);
 
 /* ============================================ compressed cores

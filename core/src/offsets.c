@@ -129,6 +129,10 @@ void pyu_version_string(uint64_t hex, char *out, size_t outlen)
     /* (the release levels: 0xA alpha, 0xB beta, 0xC candidate, 0xF final;
      * other values come only from damaged memory) */
     int lv = PY_LEVEL(hex);
+    if ((hex & 0xffff) == 0) { /* only the minor version is known */
+        snprintf(out, outlen, "%d.%d", PY_MAJOR(hex), PY_MINOR(hex));
+        return;
+    }
     const char *name = lv == 0xA   ? "a"
                        : lv == 0xB ? "b"
                        : lv == 0xC ? "rc"
@@ -187,7 +191,14 @@ static const check checks[] = {
     {L(is_gc), L(is_size), 8, true},
     {L(is_code_object_generation), L(is_size), 8, false},
     {L(ts_next), L(ts_size), 8, true},
-    {L(ts_current_frame), L(ts_size), 8, true},
+    {L(ts_current_frame), L(ts_size), 8, false},
+    {L(ts_cframe), L(ts_size), 8, false},
+    {L(rt_main_thread), L(rt_size), 8, false},
+    {L(rt_gil_holder), L(rt_size), 8, false},
+    {L(rt_gil_locked), L(rt_size), 4, false},
+    {L(is_runtime), L(is_size), 8, false},
+    {L(fr_is_entry), L(fr_size), 1, false},
+    {L(co_firsttraceable), L(co_size), 4, false},
     {L(ts_thread_id), L(ts_size), 8, true},
     {L(ts_native_thread_id), L(ts_size), 8, true},
     {L(ts_datastack_chunk), L(ts_size), 8, true},
@@ -291,7 +302,8 @@ static void add_known_facts(pyu_offsets *o)
     /* PyCodeObject (Include/cpython/code.h, 3.13-3.15): the ints co_flags,
      * co_argcount, co_posonlyargcount, co_kwonlyargcount follow each
      * other; only co_argcount is published */
-    if (PYU_HAS(o, co_argcount) && PYU_OFF(o, co_argcount) >= 4) {
+    if (!PYU_HAS(o, co_flags) && PYU_HAS(o, co_argcount) &&
+        PYU_OFF(o, co_argcount) >= 4) {
         o->v[PYU_F_co_flags] = PYU_OFF(o, co_argcount) - 4;
         o->v[PYU_F_co_kwonlyargcount] = PYU_OFF(o, co_argcount) + 8;
     }
@@ -345,6 +357,8 @@ static void add_known_facts(pyu_offsets *o)
     }
 }
 
+static int validate(pyu_session *s, const pyu_offsets *o, const char *ver);
+
 int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
 {
     uint8_t raw[PYU_BUF_OFFSETS];
@@ -370,17 +384,18 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
         if (minor > 15)
             return pyu_err_set(&s->err, PYU_E_VERSION,
                                "CPython %s is newer than pyunwind knows; "
-                               "it reads 3.13, 3.14 and 3.15",
+                               "it reads " PYU_VERSIONS_READ,
                                ver);
         if (minor < 13)
             return pyu_err_set(&s->err, PYU_E_VERSION,
-                               "CPython %s publishes no debug offsets; "
-                               "pyunwind reads 3.13, 3.14 and 3.15",
+                               "CPython %s is not a version pyunwind "
+                               "reads; it reads " PYU_VERSIONS_READ,
                                ver);
         return pyu_err_set(&s->err, PYU_E_VERSION,
                            "CPython %s is a pre-release whose debug offsets "
-                           "layout pyunwind does not know; it reads the "
-                           "3.13 and 3.14 releases and 3.15 from 3.15.0b4",
+                           "layout pyunwind does not know; it reads 3.11, "
+                           "the 3.13 and 3.14 releases and 3.15 from "
+                           "3.15.0b4",
                            ver);
     }
     if (ft > 1)
@@ -400,7 +415,13 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
     o->version_hex = hex;
     o->free_threaded = ft == 1;
     add_known_facts(o);
+    return validate(s, o, ver);
+}
 
+/* Checks every field the walkers use against its struct's size, and the
+ * sizes against the buffers they are copied into. */
+static int validate(pyu_session *s, const pyu_offsets *o, const char *ver)
+{
     for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
         const check *c = &checks[i];
         uint64_t v = o->v[c->field], within = o->v[c->within];
@@ -430,6 +451,11 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
                                ver, field_names[buffers[i].size], v,
                                buffers[i].buffer - buffers[i].extra);
     }
+    if (!PYU_HAS(o, ts_current_frame) &&
+        (!PYU_HAS(o, ts_cframe) || !PYU_HAS(o, cframe_current_frame)))
+        return pyu_err_set(&s->err, PYU_E_OFFSETS,
+                           "debug offsets of CPython %s lack "
+                           "ts_current_frame", ver);
     if (o->free_threaded && PYU_HAS(o, is_tlbc_generation) &&
         (!PYU_HAS(o, fr_tlbc_index) || !PYU_HAS(o, co_tlbc)))
         return pyu_err_set(&s->err, PYU_E_OFFSETS,
@@ -437,4 +463,116 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
                            "the thread-local bytecode fields",
                            ver);
     return 0;
+}
+
+/* ------------------------------------------------- built-in layouts */
+
+/* CPython 3.11 publishes no _Py_DebugOffsets: its layout is written here.
+ * Every value was measured with offsetof()/sizeof() against Debian 12's
+ * headers of 3.11.2 (and checked against the DWARF of Debian's
+ * python3.11 and python3.11d); release and Py_DEBUG builds agree, as
+ * Py_TRACE_REFS stays off.  The headers, under Include/:
+ *   internal/pycore_runtime.h  _PyRuntimeState (the GIL in ceval.gil,
+ *                              internal/pycore_ceval_state.h's
+ *                              _gil_runtime_state: last_holder, locked)
+ *   internal/pycore_interp.h   struct _is; internal/pycore_gc.h for gc
+ *   cpython/pystate.h          struct _ts, _PyCFrame, _PyErr_StackItem
+ *   internal/pycore_frame.h    _PyInterpreterFrame
+ *   cpython/code.h             PyCodeObject
+ *   object.h, cpython/object.h PyObject, PyTypeObject, PyHeapTypeObject
+ *   cpython/{tuple,list,dict,float,bytes,unicode}object.h, setobject.h,
+ *   cpython/longintrepr.h      the value objects
+ * What 3.11 does differently is said by the table: the current frame is
+ * two loads away (ts_cframe, then cframe_current_frame), the GIL is the
+ * runtime's (rt_gil_*), the main thread is named by the runtime
+ * (rt_main_thread), a frame's instruction pointer is prev_instr (the last
+ * code unit run, one before the code for a new frame), fr_is_entry marks
+ * the first frame of each C-level eval loop (there are no shim frames),
+ * and strings keep their wstr fields (48- and 72-byte headers). */
+typedef struct known {
+    uint8_t field;
+    uint32_t value;
+} known;
+
+static const known layout_311[] = {
+    {L(rt_size), 166688}, {L(rt_finalizing), 24},
+    {L(rt_interpreters_head), 40}, {L(rt_main_thread), 80},
+    {L(rt_gil_holder), 360 + 8}, {L(rt_gil_locked), 360 + 16},
+    {L(is_size), 107752}, {L(is_next), 0}, {L(is_threads_head), 16},
+    {L(is_runtime), 40}, {L(is_id), 48}, {L(is_gc), 648},
+    {L(is_imports_modules), 888}, {L(is_sysdict), 904},
+    {L(is_builtins), 912},
+    {L(gc_size), 240}, {L(gc_collecting), 200},
+    {L(ts_size), 360}, {L(ts_prev), 0}, {L(ts_next), 8}, {L(ts_interp), 16},
+    {L(ts_cframe), 56}, {L(ts_current_exception), 96 /* curexc_type */},
+    {L(ts_exc_info), 120}, {L(ts_thread_id), 152},
+    {L(ts_native_thread_id), 160}, {L(ts_datastack_chunk), 296},
+    {L(ts_exc_state), 320},
+    {L(cframe_current_frame), 8}, {L(cframe_previous), 16},
+    {L(err_exc_value), 0},
+    {L(fr_size), 80}, {L(fr_executable), 32 /* f_code */},
+    {L(fr_previous), 48}, {L(fr_instr_ptr), 56 /* prev_instr */},
+    {L(fr_is_entry), 68}, {L(fr_owner), 69}, {L(fr_localsplus), 72},
+    {L(co_size), 192}, {L(co_flags), 48}, {L(co_argcount), 56},
+    {L(co_kwonlyargcount), 64}, {L(co_firstlineno), 72},
+    {L(co_localsplusnames), 96}, {L(co_localspluskinds), 104},
+    {L(co_filename), 112}, {L(co_name), 120}, {L(co_qualname), 128},
+    {L(co_linetable), 136}, {L(co_firsttraceable), 168},
+    {L(co_code_adaptive), 184},
+    {L(ob_size), 16}, {L(ob_type), 8},
+    {L(tp_size), 408}, {L(tp_name), 24}, {L(tp_basicsize), 32},
+    {L(tp_repr), 88}, {L(tp_flags), 168}, {L(tp_dictoffset), 288},
+    {L(ht_size), 904}, {L(ht_cached_keys), 872},
+    {L(tuple_size), 32}, {L(tuple_ob_size), 16}, {L(tuple_ob_item), 24},
+    {L(list_size), 40}, {L(list_ob_size), 16}, {L(list_ob_item), 24},
+    {L(set_size), 200}, {L(set_used), 24}, {L(set_mask), 32},
+    {L(set_table), 40},
+    {L(dict_size), 48}, {L(dict_ma_used), 16}, {L(dict_ma_keys), 32},
+    {L(dict_ma_values), 40},
+    {L(float_size), 24}, {L(float_ob_fval), 16},
+    /* the signed digit count (ob_size) stands where 3.12+ has lv_tag */
+    {L(long_size), 32}, {L(long_lv_tag), 16}, {L(long_ob_digit), 24},
+    {L(bytes_size), 40}, {L(bytes_ob_size), 16}, {L(bytes_ob_sval), 32},
+    {L(str_size), 80}, {L(str_length), 16}, {L(str_state), 32},
+    {L(str_ascii_size), 48}, {L(str_compact_size), 72},
+};
+
+int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
+{
+    char ver[32];
+    pyu_version_string(hex, ver, sizeof ver);
+    if (PY_MAJOR(hex) != 3 || PY_MINOR(hex) != 11)
+        return pyu_err_set(&s->err, PYU_E_VERSION,
+                           "CPython %s is not a version pyunwind reads; "
+                           "it reads " PYU_VERSIONS_READ, ver);
+    memset(o, 0, sizeof *o);
+    for (size_t i = 0; i < PYU_F_COUNT; i++)
+        o->v[i] = PYU_ABSENT;
+    for (size_t i = 0; i < sizeof layout_311 / sizeof *layout_311; i++)
+        o->v[layout_311[i].field] = layout_311[i].value;
+    o->version_hex = hex;
+    o->builtin = true;
+    o->long_size_signed = true;
+    o->dict_order_before = true;
+    add_known_facts(o);
+    return validate(s, o, ver);
+}
+
+/* The shape of a 3.11 runtime, for a scan of memory without files: the
+ * main interpreter lies inside _PyRuntimeState (its _main_interpreter
+ * member, at 58936) and interpreters.main (at 48) points at it
+ * (internal/pycore_runtime.h, pystate.c's _PyInterpreterState_Enable). */
+#define MAIN_INTERP_311 58936
+#define INTERPRETERS_MAIN_311 48
+
+uint64_t pyu_builtin_runtime_at(const uint8_t *buf, size_t len, size_t k,
+                                uint64_t addr)
+{
+    uint64_t main;
+    if (k > len || len - k < INTERPRETERS_MAIN_311 + 8 ||
+        addr > UINT64_MAX - MAIN_INTERP_311)
+        return 0;
+    memcpy(&main, buf + k + INTERPRETERS_MAIN_311, 8);
+    /* the micro version is unknown: "3.11" */
+    return main == addr + MAIN_INTERP_311 ? 0x030b0000u : 0;
 }

@@ -5,9 +5,14 @@
  *    bias from the mapping of its first page.
  * 2. The _PyRuntime dynamic symbol of the same files.
  * 3. A scan of writable memory for the cookie (binaries gone).
- * A candidate counts only when it starts with the cookie; an initialised
- * runtime (non-NULL interpreter list) wins over an uninitialised copy, such
- * as a libpython that ctypes mapped a second time.
+ * A 3.13+ candidate counts only when it starts with the cookie.  CPython
+ * 3.11 has no debug offsets: its candidates come from a file whose
+ * Py_Version says 3.11 (or, in the scan, from the runtime's own shape),
+ * and count only when consistent: the first interpreter points back at
+ * the runtime and every thread of it names that interpreter.  An
+ * initialised runtime (non-NULL interpreter list) wins over an
+ * uninitialised copy, such as a libpython that ctypes mapped a second
+ * time.
  */
 #include "internal.h"
 
@@ -29,20 +34,61 @@ typedef struct found {
     pyu_offsets off;
 } found;
 
-/* Checks one candidate address.  Returns 1 when it holds a runtime
- * (recorded in *best unless a better one is there), 0 when not, < 0 on a
- * fatal error (message set). */
+#define CONSISTENT_THREADS 256 /* threads checked in a 3.11 candidate */
+
+/* A runtime without debug offsets: is it consistent?  Sets *init when it
+ * has an interpreter. */
+static bool consistent(pyu_session *s, uint64_t addr, const pyu_offsets *o,
+                       bool *init)
+{
+    uint64_t head = 0, back = 0, ts = 0;
+    *init = false;
+    if (pyu_read_quiet(s, addr + PYU_OFF(o, rt_interpreters_head), &head,
+                       8) < 0)
+        return false;
+    if (!head)
+        return true;
+    pyu_range r[2] = {
+        {head + PYU_OFF(o, is_runtime), &back, 8},
+        {head + PYU_OFF(o, is_threads_head), &ts, 8},
+    };
+    if (pyu_readv_quiet(s, r, 2) < 0 || back != addr)
+        return false;
+    cycle cyc = {0, 1, 0};
+    for (int n = 0; ts && n < CONSISTENT_THREADS; n++) {
+        uint64_t interp = 0, next = 0;
+        pyu_range t[2] = {
+            {ts + PYU_OFF(o, ts_interp), &interp, 8},
+            {ts + PYU_OFF(o, ts_next), &next, 8},
+        };
+        if (cycle_step(&cyc, ts) || pyu_readv_quiet(s, t, 2) < 0 ||
+            interp != head)
+            return false;
+        ts = next;
+    }
+    *init = true;
+    return true;
+}
+
+/* Checks one candidate address; py_version: the Py_Version of the file
+ * that names it when that is a version without debug offsets, else 0.
+ * Returns 1 when it holds a runtime (recorded in *best unless a better
+ * one is there), 0 when not. */
 static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
-                         found *best, pyu_err *version_err)
+                         found *best, pyu_err *version_err,
+                         uint64_t py_version)
 {
     char head[8];
-    if (!addr || (addr & 7) || pyu_read_quiet(s, addr, head, 8) < 0 ||
-        memcmp(head, cookie, 8) != 0)
+    if (!addr || (addr & 7) || pyu_read_quiet(s, addr, head, 8) < 0)
+        return 0;
+    bool cookied = memcmp(head, cookie, 8) == 0;
+    if (!cookied && !py_version)
         return 0;
     if (best->addr == addr)
         return 1;
     pyu_offsets off;
-    int rc = pyu_offsets_read(s, addr, &off);
+    int rc = cookied ? pyu_offsets_read(s, addr, &off)
+                     : pyu_offsets_builtin(s, py_version, &off);
     if (rc < 0) {
         if (version_err->code == PYU_E_OK) {
             *version_err = s->err;
@@ -52,9 +98,13 @@ static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
         return 0;
     }
     uint64_t head_ptr = 0;
-    bool init = pyu_read_quiet(s, addr + PYU_OFF(&off, rt_interpreters_head),
-                               &head_ptr, 8) == 0 &&
-                head_ptr != 0;
+    bool init;
+    if (cookied)
+        init = pyu_read_quiet(s, addr + PYU_OFF(&off, rt_interpreters_head),
+                              &head_ptr, 8) == 0 &&
+               head_ptr != 0;
+    else if (!consistent(s, addr, &off, &init))
+        return 0;
     if (best->addr && (best->initialised || !init))
         return 1;
     free(best->where);
@@ -63,6 +113,16 @@ static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
     best->initialised = init;
     best->off = off;
     return 1;
+}
+
+/* The Py_Version of a file worth trying without a cookie: one older than
+ * the debug offsets (3.13), else 0. */
+static uint64_t legacy_version(const pyu_elf_info *info)
+{
+    if (!info->has_py_version || (info->py_version >> 24) != 3 ||
+        ((info->py_version >> 16) & 0xff) >= 13)
+        return 0;
+    return info->py_version;
 }
 
 static void scan_writable(pyu_session *s, const pyu_mapped *g, found *best,
@@ -80,10 +140,13 @@ static void scan_writable(pyu_session *s, const pyu_mapped *g, found *best,
             size_t n = end - a < SCAN_CHUNK ? (size_t)(end - a) : SCAN_CHUNK;
             budget = budget > n ? budget - n : 0;
             if (pyu_read_quiet(s, a, buf, n) == 0) {
-                for (size_t k = 0; k + 8 <= n; k += 8)
-                    if (memcmp(buf + k, cookie, 8) == 0)
+                for (size_t k = 0; k + 8 <= n; k += 8) {
+                    uint64_t legacy = pyu_builtin_runtime_at(
+                        (const uint8_t *)buf, n, k, a + k);
+                    if (legacy || memcmp(buf + k, cookie, 8) == 0)
                         try_candidate(s, a + k, "a scan of writable memory",
-                                      best, verr);
+                                      best, verr, legacy);
+                }
             }
             a += n;
         }
@@ -105,7 +168,7 @@ static void describe_old_python(const pyu_mapped *g, char *out,
             sscanf(base, "python%d.%d", &major, &minor) == 2) {
             snprintf(out, outlen, "it runs CPython %d.%d (%s)", major, minor,
                      g->files[i].path);
-            if (minor < 13)
+            if (minor < 13 && minor != 11)
                 return;
         }
     }
@@ -119,7 +182,7 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
     int rc = 0;
 
     if (hint)
-        try_candidate(s, hint, "", &best, &verr);
+        try_candidate(s, hint, "", &best, &verr, 0);
     if (!best.initialised && s->ops->mappings) {
         if ((rc = pyu_mapped_scan(s, NULL, &g)) < 0)
             goto out;
@@ -131,12 +194,13 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
                 if (!info)
                     continue;
                 uint64_t bias = g.files[i].base - info->base_vaddr;
+                uint64_t legacy = legacy_version(info);
                 if (pass == 0 && info->has_pyruntime)
                     try_candidate(s, bias + info->pyruntime_vaddr,
-                                  g.files[i].path, &best, &verr);
+                                  g.files[i].path, &best, &verr, legacy);
                 if (pass == 1 && info->has_symbol)
                     try_candidate(s, bias + info->symbol_vaddr,
-                                  g.files[i].path, &best, &verr);
+                                  g.files[i].path, &best, &verr, legacy);
             }
         }
         if (!best.addr)
@@ -151,15 +215,16 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
             describe_old_python(&g, old, sizeof old);
             if (old[0])
                 rc = pyu_err_set(&s->err, PYU_E_VERSION,
-                                 "no CPython 3.13+ runtime found: %s; "
-                                 "pyunwind reads CPython 3.13, 3.14 and 3.15",
+                                 "no CPython runtime pyunwind can read "
+                                 "found: %s; pyunwind reads "
+                                 PYU_VERSIONS_READ,
                                  old);
             else
                 rc = pyu_err_set(&s->err, PYU_E_NOTPY,
                                  "no CPython runtime found (no .PyRuntime "
                                  "section, _PyRuntime symbol or debug "
-                                 "offsets cookie): not a CPython 3.13+ "
-                                 "program%s",
+                                 "offsets cookie): not a CPython 3.11 or "
+                                 "3.13+ program%s",
                                  s->ops->mappings ? "" : " at the given address");
         }
         goto out;

@@ -91,6 +91,7 @@ typedef struct sthread {
     uint64_t seq;       /* ... with this sequence number */
     bool wrote;         /* we wrote its anchor */
     uint64_t chunk, chunk_end;  /* its current data-stack chunk */
+    uint64_t cframe;    /* 3.11: its _PyCFrame last time */
     /* without anchors: where the frames of its last stack lay, read with
      * its thread state (see plan_prefix) */
     pyu_chunk_span pre[PREFIX_SPANS]; /* (local: in prebuf) */
@@ -137,6 +138,8 @@ struct pyu_sampler {
     uint64_t extra_off[2];
     size_t fsize, tslen;
     size_t tail_off, tail_len; /* current_frame .. the anchor's sequence */
+    size_t tail_word;   /* current_frame, or 3.11's cframe */
+    bool indirect;      /* 3.11: the current frame is in the _PyCFrame */
     long gc_frame, native_frame; /* profile frames of <GC>, <native> */
     char proc_name[64];          /* the process's name: a thread with the
                                     same name has none of its own */
@@ -158,6 +161,8 @@ struct pyu_sampler {
     uint8_t *rcbuf;   /* nthreads x RECHECK second copies (take_best) */
     size_t captsbuf;
     uint64_t *next; /* each thread state's next, as read */
+    uint64_t *cfpeek; /* 3.11: each thread's current frame, read ahead at
+                         its last cframe, then with its second copy */
     pyu_tstate *recs;
     fresh *fresh;   /* one chain */
     size_t capfresh;
@@ -223,7 +228,9 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
     bool is_code;
     const pyu_code *c = pyu_code_get(s, f->code, &is_code);
     long frame = -1;
-    if (c) {
+    if (c && pyu_code_incomplete(s, c, f->owner, f->instr_ptr)) {
+        frame = -1; /* (3.11: not shown until its first instruction) */
+    } else if (c) {
         uint32_t instr = pyu_code_instr(s, c, f->instr_ptr, f->tlbc);
         long func = pyu_profile_add_func(sm->p, c->qualname, c->filename,
                                          c->firstlineno, PYU_FUNC_PYTHON);
@@ -288,8 +295,7 @@ static void tail_words(const pyu_sampler *sm, const uint8_t *tail,
                        uint64_t *current, uint64_t *seq)
 {
     const pyu_offsets *o = &sm->s->off;
-    *current = pyu_u64(tail, sm->tail_len,
-                       PYU_OFF(o, ts_current_frame) - sm->tail_off);
+    *current = pyu_u64(tail, sm->tail_len, sm->tail_word - sm->tail_off);
     *seq = sm->read_anchors
                ? pyu_u64(tail, sm->tail_len,
                          PYU_OFF(o, ts_last_profiled_frame_seq) - sm->tail_off)
@@ -576,7 +582,7 @@ static int read_proven(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
             return STACK_TORN;
         uint64_t next;
         pyu_tstate_take(s, in, sm->extra_off, ts->addr, buf, sm->tslen, ts,
-                        &next);
+                        &next, NULL);
         sm->reread = true; /* the status is taken again, from this copy */
         /* proven from here if the anchor still names the current frame */
         pf = NULL;
@@ -638,17 +644,22 @@ static long best_walk(pyu_sampler *sm, const pyu_tstate *ts, sthread *t,
 }
 
 /* The ranges read again after a walk of nf frames: its innermost frames
- * (into rc, RECHECK copies of fsize) and its thread state (into tsbuf).
- * Returns how many were put in r. */
+ * (into rc, RECHECK copies of fsize), its thread state (into tsbuf) and
+ * on 3.11 the current frame in its cframe (into *cf).  Returns how many
+ * were put in r. */
 static size_t best_ranges(const pyu_sampler *sm, const pyu_tstate *ts,
                           const fresh *fr, long nf, uint8_t *rc,
-                          uint8_t *tsbuf, pyu_range *r)
+                          uint8_t *tsbuf, uint64_t *cf, pyu_range *r)
 {
     size_t k = (size_t)nf < RECHECK ? (size_t)nf : RECHECK;
     for (size_t i = 0; i < k; i++)
         r[i] = (pyu_range){fr[i].addr, rc + i * sm->fsize, sm->fsize};
-    r[k] = (pyu_range){ts->addr, tsbuf, sm->tslen};
-    return k + 1;
+    r[k++] = (pyu_range){ts->addr, tsbuf, sm->tslen};
+    if (sm->indirect)
+        r[k++] = (pyu_range){ts->cframe + PYU_OFF(&sm->s->off,
+                                                  cframe_current_frame),
+                             cf, 8};
+    return k;
 }
 
 /* Without code_object_generation: notes the cached code objects of a
@@ -704,7 +715,8 @@ static void code_check(pyu_sampler *sm, bool read)
  * copy.  Returns STACK_OK, STACK_TORN or -1. */
 static int best_finish(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
                        sthread *t, const fresh *fr, long nf,
-                       const uint8_t *rc, const uint8_t *tsbuf, bool reuse)
+                       const uint8_t *rc, const uint8_t *tsbuf, uint64_t cf,
+                       bool reuse)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
@@ -720,10 +732,15 @@ static int best_finish(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
     }
     uint64_t now_first, now_seq, next;
     tail_words(sm, tsbuf + sm->tail_off, &now_first, &now_seq);
-    if (now_first != ts->current_frame || now_seq != ts->extra[1])
+    /* (3.11: the same cframe, holding the same frame) */
+    if (sm->indirect ? now_first != ts->cframe || cf != ts->current_frame
+                     : now_first != ts->current_frame)
         return STACK_TORN;
+    if (now_seq != ts->extra[1])
+        return STACK_TORN;
+    pyu_peek peek = {ts->cframe, cf};
     pyu_tstate_take(s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
-                    &next);
+                    &next, &peek);
     sm->reread = true;
     int r = commit_stack(sm, t, fr, 0, (size_t)nf, reuse);
     if (r != STACK_OK)
@@ -745,16 +762,17 @@ static int read_best(pyu_sampler *sm, pyu_tstate *ts, sthread *t,
         return STACK_EMPTY;
     if (nf < 0)
         return nf == WALK_ERROR ? -1 : STACK_TORN;
-    pyu_range r[RECHECK + 1 + VALIDATE_MAX];
+    pyu_range r[RECHECK + 2 + VALIDATE_MAX];
     uint8_t *rc = &sm->recheck[0][0]; /* (RECHECK x fsize fit) */
-    size_t n = best_ranges(sm, ts, sm->fresh, nf, rc, tsbuf, r);
+    uint64_t cf = 0;
+    size_t n = best_ranges(sm, ts, sm->fresh, nf, rc, tsbuf, &cf, r);
     code_note(sm, sm->fresh, nf);
     n += code_ranges(sm, r + n);
     bool read = pyu_readv_quiet(sm->s, r, n) == 0;
     code_check(sm, read);
     if (!read)
         return STACK_TORN;
-    return best_finish(sm, in, ts, t, sm->fresh, nf, rc, tsbuf, reuse);
+    return best_finish(sm, in, ts, t, sm->fresh, nf, rc, tsbuf, cf, reuse);
 }
 
 /* The node of the innermost frame of the thread's stack, with the
@@ -814,7 +832,7 @@ static int retry_stack(pyu_sampler *sm, const pyu_interp *in, pyu_tstate *ts,
     if (pyu_read_quiet(sm->s, ts->addr, tsbuf, sm->tslen) < 0)
         return 2;
     pyu_tstate_take(sm->s, in, sm->extra_off, ts->addr, tsbuf, sm->tslen, ts,
-                    &next);
+                    &next, NULL);
     sm->reread = true;
     int rc = read_stack(sm, in, ts, t, NULL, tsbuf);
     if (rc == STACK_TORN) {
@@ -917,7 +935,10 @@ static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
     uint64_t *nx = c ? realloc(sm->next, ncap * 8) : NULL;
     if (nx)
         sm->next = nx;
-    pyu_tstate *r = nx ? realloc(sm->recs, ncap * sizeof *r) : NULL;
+    uint64_t *cp = nx ? realloc(sm->cfpeek, ncap * 8) : NULL;
+    if (cp)
+        sm->cfpeek = cp;
+    pyu_tstate *r = cp ? realloc(sm->recs, ncap * sizeof *r) : NULL;
     if (!r)
         return false;
     sm->recs = r;
@@ -1098,7 +1119,7 @@ static int read_predicted(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
-    size_t need = 1 + sm->ninterps * 8 + sm->nthreads * (2 + PREFIX_SPANS),
+    size_t need = 1 + sm->ninterps * 10 + sm->nthreads * (3 + PREFIX_SPANS),
            n = 0;
     if (!ranges_for(sm, need))
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
@@ -1112,15 +1133,16 @@ static int read_predicted(pyu_sampler *sm)
                              &head, 8};
     for (size_t i = 0; i < sm->ninterps; i++) {
         sinterp *si = &sm->interps[i];
-        pyu_interp_plan(o, si->in.addr, &si->in, &si->ir);
+        pyu_interp_plan(o, s->runtime, si->in.addr, &si->in, &si->ir);
+        size_t k = 0;
         if (sm->ispan_len) { /* its fields in one range */
             r[n++] = (pyu_range){si->in.addr + sm->ispan_off,
                                  sm->ispan + i * sm->ispan_len,
                                  sm->ispan_len};
-        } else {
-            memcpy(r + n, si->ir.r, si->ir.n * sizeof *r);
-            n += si->ir.n;
+            k = si->ir.nlocal; /* (then the runtime's, 3.11) */
         }
+        memcpy(r + n, si->ir.r + k, (si->ir.n - k) * sizeof *r);
+        n += si->ir.n - k;
     }
     for (size_t j = 0; j < sm->nthreads; j++) {
         sthread *t = &sm->threads[j];
@@ -1136,14 +1158,19 @@ static int read_predicted(pyu_sampler *sm)
                                      (size_t)(t->pre[k].end -
                                               t->pre[k].start)};
             t->pre_fresh = true;
-            continue;
+        } else {
+            /* its innermost frame where it was, then its thread state
+             * (the kernel reads the ranges in order: see read_proven) */
+            if (t->valid && t->n)
+                r[n++] = (pyu_range){t->addr[t->n - 1],
+                                     sm->pfbuf + j * sm->fsize, sm->fsize};
+            r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
+                                 sm->tslen};
         }
-        /* its innermost frame where it was, then its thread state (the
-         * kernel reads the ranges in order: see read_proven) */
-        if (t->valid && t->n)
-            r[n++] = (pyu_range){t->addr[t->n - 1],
-                                 sm->pfbuf + j * sm->fsize, sm->fsize};
-        r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen, sm->tslen};
+        /* 3.11: the current frame, in the cframe it had last time */
+        if (sm->indirect && t->cframe)
+            r[n++] = (pyu_range){t->cframe + PYU_OFF(o, cframe_current_frame),
+                                 &sm->cfpeek[j], 8};
     }
     int rc = pyu_readv_quiet(s, r, n);
     if (rc == -PYU_E_NOPROC)
@@ -1153,7 +1180,7 @@ static int read_predicted(pyu_sampler *sm)
     /* link by link */
     for (size_t i = 0; i < sm->ninterps; i++) {
         sinterp *si = &sm->interps[i];
-        for (size_t k = 0; sm->ispan_len && k < si->ir.n; k++)
+        for (size_t k = 0; sm->ispan_len && k < si->ir.nlocal; k++)
             memcpy(si->ir.r[k].buf,
                    sm->ispan + i * sm->ispan_len +
                        (si->ir.r[k].addr - si->in.addr - sm->ispan_off),
@@ -1165,9 +1192,13 @@ static int read_predicted(pyu_sampler *sm)
             return 0;
         pyu_interp_take(s, &si->in, &si->ir);
         for (size_t j = si->first; j < si->first + si->n; j++) {
-            pyu_tstate_take(s, &si->in, sm->extra_off, sm->threads[j].tstate,
+            sthread *t = &sm->threads[j];
+            pyu_peek peek = {t->cframe, sm->cfpeek[j]};
+            pyu_tstate_take(s, &si->in, sm->extra_off, t->tstate,
                             sm->tsbuf + j * sm->tslen, sm->tslen,
-                            &sm->recs[j], &sm->next[j]);
+                            &sm->recs[j], &sm->next[j],
+                            sm->indirect && t->cframe ? &peek : NULL);
+            t->cframe = sm->recs[j].cframe;
             uint64_t want =
                 j + 1 < si->first + si->n ? sm->threads[j + 1].tstate : 0;
             if (sm->next[j] != want)
@@ -1186,7 +1217,7 @@ static int take_best(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
     size_t fsize = sm->fsize;
-    size_t need = sm->nthreads * (RECHECK + 1) + VALIDATE_MAX, n = 0;
+    size_t need = sm->nthreads * (RECHECK + 2) + VALIDATE_MAX, n = 0;
     if (!ranges_for(sm, need))
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
     for (size_t i = 0; i < sm->ninterps; i++) {
@@ -1206,7 +1237,8 @@ static int take_best(pyu_sampler *sm)
                 continue;
             n += best_ranges(sm, ts, t->fr, t->nf,
                              sm->rcbuf + j * RECHECK * fsize,
-                             sm->tsbuf + j * sm->tslen, sm->ranges + n);
+                             sm->tsbuf + j * sm->tslen, &sm->cfpeek[j],
+                             sm->ranges + n);
             code_note(sm, t->fr, t->nf);
         }
     }
@@ -1233,7 +1265,7 @@ static int take_best(pyu_sampler *sm)
             int rc = t->nf > 0 && read
                          ? best_finish(sm, &si->in, ts, t, t->fr, t->nf,
                                        sm->rcbuf + j * RECHECK * fsize, tsbuf,
-                                       reuse)
+                                       sm->cfpeek[j], reuse)
                          : STACK_TORN;
             if (rc == STACK_TORN &&
                 (rc = retry_stack(sm, &si->in, ts, t, tsbuf)) == 2) {
@@ -1424,7 +1456,10 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
                            : PYU_ABSENT;
     sm->fsize = (size_t)PYU_OFF(off, fr_size);
     sm->tslen = pyu_tstate_len(s, sm->extra_off);
-    uint64_t lo = PYU_OFF(off, ts_current_frame), hi = lo + 8;
+    sm->indirect = !PYU_HAS(off, ts_current_frame);
+    sm->tail_word = (size_t)(sm->indirect ? PYU_OFF(off, ts_cframe)
+                                          : PYU_OFF(off, ts_current_frame));
+    uint64_t lo = sm->tail_word, hi = lo + 8;
     if (sm->read_anchors) {
         uint64_t q = PYU_OFF(off, ts_last_profiled_frame_seq);
         lo = q < lo ? q : lo;
@@ -1432,7 +1467,7 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     }
     if (hi - lo > TAIL_MAX) { /* far apart: read what lies between (bounded by
                            the thread state's size, validated) */
-        lo = PYU_OFF(off, ts_current_frame);
+        lo = sm->tail_word;
         hi = lo + 8;
         sm->read_anchors = sm->anchors = false;
     }
@@ -1440,14 +1475,14 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     sm->tail_len = (size_t)(hi - lo);
     pyu_interp ii;
     pyu_interp_read ir;
-    pyu_interp_plan(off, 0, &ii, &ir); /* range addresses: the offsets */
+    pyu_interp_plan(off, 0, 0, &ii, &ir); /* range addresses: the offsets */
     lo = UINT64_MAX, hi = 0;
-    for (size_t k = 0; k < ir.n; k++) {
+    for (size_t k = 0; k < ir.nlocal; k++) {
         lo = ir.r[k].addr < lo ? ir.r[k].addr : lo;
         hi = ir.r[k].addr + ir.r[k].len > hi ? ir.r[k].addr + ir.r[k].len
                                              : hi;
     }
-    if (ir.n && hi - lo <= ISPAN_MAX && hi <= PYU_OFF(off, is_size)) {
+    if (ir.nlocal && hi - lo <= ISPAN_MAX && hi <= PYU_OFF(off, is_size)) {
         sm->ispan_off = (size_t)lo;
         sm->ispan_len = (size_t)(hi - lo);
     }
@@ -1559,6 +1594,7 @@ void pyu_sampler_free(pyu_sampler *sm)
     free(sm->pfbuf);
     free(sm->rcbuf);
     free(sm->next);
+    free(sm->cfpeek);
     free(sm->recs);
     free(sm->fresh);
     free(sm->prefix);

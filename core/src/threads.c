@@ -73,8 +73,8 @@ static void note_generation(pyu_session *s, uint64_t interp, uint64_t gen)
     pyu_caches_flush(s); /* not seen before: nothing cached can be trusted */
 }
 
-void pyu_interp_plan(const pyu_offsets *o, uint64_t interp, pyu_interp *ii,
-                     pyu_interp_read *ir)
+void pyu_interp_plan(const pyu_offsets *o, uint64_t runtime, uint64_t interp,
+                     pyu_interp *ii, pyu_interp_read *ir)
 {
     memset(ir, 0, sizeof *ir);
     memset(ii, 0, sizeof *ii);
@@ -102,6 +102,18 @@ void pyu_interp_plan(const pyu_offsets *o, uint64_t interp, pyu_interp *ii,
     if (PYU_HAS(o, gc_frame))
         r[n++] = (pyu_range){interp + PYU_OFF(o, is_gc) + PYU_OFF(o, gc_frame),
                              &ii->gc_frame, 8};
+    ir->nlocal = n;
+    /* 3.11: one GIL, the runtime's, and the runtime names the main
+     * thread */
+    if (PYU_HAS(o, rt_gil_holder) && PYU_HAS(o, rt_gil_locked)) {
+        r[n++] = (pyu_range){runtime + PYU_OFF(o, rt_gil_holder),
+                             &ir->gil_holder, 8};
+        r[n++] = (pyu_range){runtime + PYU_OFF(o, rt_gil_locked),
+                             &ir->gil_locked, 4};
+    }
+    if (PYU_HAS(o, rt_main_thread))
+        r[n++] = (pyu_range){runtime + PYU_OFF(o, rt_main_thread),
+                             &ir->main_thread, 8};
     ir->n = n;
 }
 
@@ -110,6 +122,9 @@ void pyu_interp_take(pyu_session *s, pyu_interp *ii,
 {
     ii->id = (int64_t)ir->id;
     ii->gc_collecting = ir->collecting != 0;
+    /* the holder stays named after a release: trust it while locked */
+    ii->gil_holder = ir->gil_locked == 1 ? ir->gil_holder : 0;
+    ii->main_thread = ir->main_thread;
     if (PYU_HAS(&s->off, is_code_object_generation))
         note_generation(s, ii->addr,
                         ir->gen ^ (ir->tlbc_gen * 0x9E3779B97F4A7C15ull));
@@ -139,7 +154,8 @@ static int read_interps(pyu_session *s, size_t *n, bool *truncated,
     bool have_first = false;
     *first_ts = false;
     if (t->guess_interp) {
-        pyu_interp_plan(o, t->guess_interp, &t->interps[0], &ir);
+        pyu_interp_plan(o, s->runtime, t->guess_interp, &t->interps[0],
+                        &ir);
         ir.r[ir.n++] = (pyu_range){
             s->runtime + PYU_OFF(o, rt_interpreters_head), &head, 8};
         if (t->guess_tstate)
@@ -170,7 +186,7 @@ static int read_interps(pyu_session *s, size_t *n, bool *truncated,
         if (*n == 0 && have_first) {
             pyu_interp_take(s, ii, &ir);
         } else {
-            pyu_interp_plan(o, interp, ii, &ir);
+            pyu_interp_plan(o, s->runtime, interp, ii, &ir);
             if (pyu_readv(s, ir.r, ir.n, "an interpreter state") < 0)
                 return pyu_fail_ctx(&s->err, "interpreter %zu", *n);
             pyu_interp_take(s, ii, &ir);
@@ -210,7 +226,7 @@ static void order_interps(struct pyu_threads *t, size_t n, bool list_order)
 void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                      const uint64_t extra_off[2], uint64_t ts,
                      const uint8_t *buf, size_t len, pyu_tstate *r,
-                     uint64_t *next)
+                     uint64_t *next, const pyu_peek *peek)
 {
     const pyu_offsets *o = &s->off;
     memset(r, 0, sizeof *r);
@@ -218,10 +234,23 @@ void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
     *next = pyu_u64(buf, len, PYU_OFF(o, ts_next));
     r->thread_id = pyu_u64(buf, len, PYU_OFF(o, ts_thread_id));
     r->native_id = pyu_u64(buf, len, PYU_OFF(o, ts_native_thread_id));
-    r->main = PYU_HAS(o, is_threads_main)
-                  ? in->threads_main == ts
+    r->main = PYU_HAS(o, is_threads_main) ? in->threads_main == ts
+              : PYU_HAS(o, rt_main_thread)
+                  ? in->main_thread && r->thread_id == in->main_thread
                   : s->pid > 0 && r->native_id == (uint64_t)s->pid;
-    r->current_frame = pyu_u64(buf, len, PYU_OFF(o, ts_current_frame));
+    if (PYU_HAS(o, ts_current_frame)) {
+        r->current_frame = pyu_u64(buf, len, PYU_OFF(o, ts_current_frame));
+    } else if ((r->cframe = pyu_u64(buf, len, PYU_OFF(o, ts_cframe)))) {
+        /* 3.11: the eval loop's _PyCFrame, on the thread's C stack */
+        if (peek && peek->cframe == r->cframe)
+            r->current_frame = peek->current_frame;
+        else if (pyu_read_quiet(s,
+                                r->cframe + PYU_OFF(o, cframe_current_frame),
+                                &r->current_frame, 8) < 0)
+            r->frame_unread = true;
+    }
+    if (PYU_HAS(o, rt_gil_holder))
+        r->holds_gil = in->gil_holder == ts;
     r->chunk = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_chunk));
     if (PYU_HAS(o, ts_base_frame)) /* a pointer to the frame that ends
                                        the chain (in _PyThreadStateImpl) */
@@ -291,7 +320,7 @@ static int read_threads(pyu_session *s, const pyu_threads_cb *cb,
         if (!grow_recs(t, *n + 1))
             return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
         pyu_tstate_take(s, in, cb->extra_off, ts, buf, t->tslen,
-                        &t->recs[*n], &ts);
+                        &t->recs[*n], &ts, NULL);
     }
     if (cb->flags & PYU_WALK_LIST_ORDER)
         return 0;

@@ -232,6 +232,11 @@ static void int_value(rw *w, uint64_t obj, bool is_bool)
     }
     unsigned sign = tag & 3;
     uint64_t nd = tag >> 3;
+    if (o->long_size_signed) { /* 3.11: ob_size, the signed digit count */
+        int64_t size = (int64_t)tag;
+        sign = size < 0 ? 2 : size == 0 ? 1 : 0;
+        nd = size < 0 ? 0 - (uint64_t)size : (uint64_t)size;
+    }
     if (is_bool) {
         puts_(w, sign == 1 ? "False" : "True");
         return;
@@ -513,6 +518,38 @@ static void dict_item(rw *w, size_t shown, uint64_t key, uint64_t val)
     value(w, val);
 }
 
+/* A split dict's values (vals) and their insertion order: head[0] values
+ * with head[1] of them in order.  3.13+: a header {capacity, size, ...},
+ * the values, then the order; 3.11: the values alone, preceded by the
+ * order backwards, the count used and the prefix's size (bytes -1, -2).
+ * Returns 0 or -1. */
+static int split_values(pyu_session *s, uint64_t values, int64_t nentries,
+                        uint8_t *head, uint8_t order[256], uint64_t vals[256])
+{
+    if (!s->off.dict_order_before)
+        return pyu_read_quiet(s, values, head, DV_VALUES) < 0 ||
+                       head[1] > head[0] || head[0] == 0 ||
+                       pyu_read_quiet(s, values + DV_VALUES, vals,
+                                      head[0] * 8u) < 0 ||
+                       (head[1] &&
+                        pyu_read_quiet(s, values + DV_VALUES + head[0] * 8u,
+                                       order, head[1]) < 0)
+                   ? -1
+                   : 0;
+    uint8_t pre[256 + 2]; /* order (backwards), used, prefix size */
+    if (values < sizeof pre || nentries <= 0 || nentries > 255 ||
+        pyu_read_quiet(s, values - 2, pre, 2) < 0 || pre[0] > nentries ||
+        pre[1] < pre[0] + 2 ||
+        pyu_read_quiet(s, values - 2 - pre[0], pre + 2, pre[0]) < 0 ||
+        pyu_read_quiet(s, values, vals, (size_t)nentries * 8) < 0)
+        return -1;
+    head[0] = (uint8_t)nentries;
+    head[1] = pre[0];
+    for (unsigned j = 0; j < pre[0]; j++) /* the first is nearest */
+        order[j] = pre[2 + pre[0] - 1 - j];
+    return 0;
+}
+
 static void dict_value(rw *w, uint64_t obj)
 {
     pyu_session *s = w->s;
@@ -569,11 +606,7 @@ static void dict_value(rw *w, uint64_t obj)
     } else { /* split: values and their order in a PyDictValues */
         uint8_t head[DV_VALUES], order[256];
         uint64_t vals[256];
-        if (pyu_read_quiet(s, values, head, sizeof head) < 0 ||
-            head[1] > head[0] || head[0] == 0 ||
-            pyu_read_quiet(s, values + DV_VALUES, vals, head[0] * 8u) < 0 ||
-            (head[1] && pyu_read_quiet(s, values + DV_VALUES + head[0] * 8u,
-                                       order, head[1]) < 0)) {
+        if (split_values(s, values, nentries, head, order, vals) < 0) {
             unreadable(w);
         } else {
             for (size_t j = 0; j < head[1] && shown < PYU_REPR_ITEMS &&

@@ -9,6 +9,8 @@
  */
 #include "internal.h"
 
+#include <inttypes.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,6 +148,13 @@ static int frames(walk_ctx *c, const pyu_interp *in, const pyu_tstate *t,
                   pyu_walk_end *end)
 {
     pyu_session *s = c->s;
+    if (t->frame_unread) { /* 3.11: its _PyCFrame is not readable */
+        end->error = pyu_fail(&s->err, PYU_E_FAULT,
+                              "the thread's _PyCFrame at 0x%" PRIx64
+                              " (its current frame) is unreadable",
+                              t->cframe);
+        return 0;
+    }
     pyu_chain ch = {.first = t->current_frame,
                     .base = t->base_frame,
                     .chunk = t->chunk,
