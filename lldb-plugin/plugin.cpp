@@ -140,6 +140,29 @@ uint64_t runtime_hint(lldb::SBTarget &target)
     return 0;
 }
 
+// Py_Version (PY_VERSION_HEX) as lldb reads it, for a CPython without
+// debug offsets (3.11): from the process, else from the module's file (a
+// core leaves read-only data out); 0 when unknown.
+uint64_t version_hint(lldb::SBTarget &target, lldb::SBProcess &process)
+{
+    for (uint32_t i = 0, n = target.GetNumModules(); i < n; i++) {
+        lldb::SBSymbol sym = target.GetModuleAtIndex(i).FindSymbol("Py_Version");
+        if (!sym.IsValid())
+            continue;
+        lldb::SBAddress at = sym.GetStartAddress();
+        lldb::addr_t a = at.GetLoadAddress(target);
+        uint64_t v = 0;
+        lldb::SBError err;
+        if (a != LLDB_INVALID_ADDRESS &&
+            process.ReadMemory(a, &v, 8, err) == 8 && err.Success() && v)
+            return v;
+        err.Clear();
+        if (target.ReadMemory(at, &v, 8, err) == 8 && err.Success())
+            return v;
+    }
+    return 0;
+}
+
 struct SBTargetRef {
     lldb::SBTarget target;
     lldb::SBProcess process;
@@ -161,6 +184,7 @@ int open_sb_memory(void *arg, pyu_session *s, bool with_signal)
         }
     }
     int pid = static_cast<int>(process.GetProcessID());
+    pyu_set_version_hint(s, version_hint(target, process));
     return pyu_open_memory(s, &sb_ops, m, pid, runtime_hint(target));
 }
 

@@ -307,6 +307,7 @@ struct pyu_session {
     char *found_in;
     uint64_t code_epoch;         /* pyu_code_epoch(); moved on by code.c */
     uint64_t reads;              /* read calls made (source.c) */
+    uint64_t version_hint;       /* pyu_set_version_hint(), or 0 */
     pyu_native_frames_fn native_fn; /* the caller's unwinder, or NULL */
     void *native_arg;
 

@@ -560,19 +560,24 @@ int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
 
 /* The shape of a 3.11 runtime, for a scan of memory without files: the
  * main interpreter lies inside _PyRuntimeState (its _main_interpreter
- * member, at 58936) and interpreters.main (at 48) points at it
+ * member, at 58936) and interpreters.main (at 48) points at it, with
+ * interpreters.head (at 40) set
  * (internal/pycore_runtime.h, pystate.c's _PyInterpreterState_Enable). */
 #define MAIN_INTERP_311 58936
 #define INTERPRETERS_MAIN_311 48
+#define INTERPRETERS_HEAD_311 40
 
 uint64_t pyu_builtin_runtime_at(const uint8_t *buf, size_t len, size_t k,
                                 uint64_t addr)
 {
-    uint64_t main;
+    uint64_t main, head;
     if (k > len || len - k < INTERPRETERS_MAIN_311 + 8 ||
         addr > UINT64_MAX - MAIN_INTERP_311)
         return 0;
     memcpy(&main, buf + k + INTERPRETERS_MAIN_311, 8);
-    /* the micro version is unknown: "3.11" */
-    return main == addr + MAIN_INTERP_311 ? 0x030b0000u : 0;
+    memcpy(&head, buf + k + INTERPRETERS_HEAD_311, 8);
+    /* (an uninitialised runtime is of no use: its interpreter list must
+     * be there, and the caller checks that it points back); the micro
+     * version is unknown: "3.11" */
+    return main == addr + MAIN_INTERP_311 && head ? 0x030b0000u : 0;
 }

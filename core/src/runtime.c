@@ -117,12 +117,14 @@ static int try_candidate(pyu_session *s, uint64_t addr, const char *where,
 
 /* The Py_Version of a file worth trying without a cookie: one older than
  * the debug offsets (3.13), else 0. */
+static uint64_t legacy(uint64_t hex)
+{
+    return (hex >> 24) == 3 && ((hex >> 16) & 0xff) < 13 ? hex : 0;
+}
+
 static uint64_t legacy_version(const pyu_elf_info *info)
 {
-    if (!info->has_py_version || (info->py_version >> 24) != 3 ||
-        ((info->py_version >> 16) & 0xff) >= 13)
-        return 0;
-    return info->py_version;
+    return info->has_py_version ? legacy(info->py_version) : 0;
 }
 
 static void scan_writable(pyu_session *s, const pyu_mapped *g, found *best,
@@ -143,6 +145,10 @@ static void scan_writable(pyu_session *s, const pyu_mapped *g, found *best,
                 for (size_t k = 0; k + 8 <= n; k += 8) {
                     uint64_t legacy = pyu_builtin_runtime_at(
                         (const uint8_t *)buf, n, k, a + k);
+                    /* (the caller may know the micro version) */
+                    if (legacy && ((s->version_hint >> 16) & 0xffff) ==
+                                      ((legacy >> 16) & 0xffff))
+                        legacy = s->version_hint;
                     if (legacy || memcmp(buf + k, cookie, 8) == 0)
                         try_candidate(s, a + k, "a scan of writable memory",
                                       best, verr, legacy);
@@ -182,7 +188,7 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
     int rc = 0;
 
     if (hint)
-        try_candidate(s, hint, "", &best, &verr, 0);
+        try_candidate(s, hint, "", &best, &verr, legacy(s->version_hint));
     if (!best.initialised && s->ops->mappings) {
         if ((rc = pyu_mapped_scan(s, NULL, &g)) < 0)
             goto out;
@@ -203,7 +209,9 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
                                   g.files[i].path, &best, &verr, legacy);
             }
         }
-        if (!best.addr)
+        /* (a file that named a version not read is believed: a scan
+         * would find its runtime by shape) */
+        if (!best.addr && verr.code == PYU_E_OK)
             scan_writable(s, &g, &best, &verr);
     }
     if (!best.addr) {

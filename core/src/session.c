@@ -139,6 +139,12 @@ int pyu_open_core(pyu_session *s, const char *core, const char *exe,
     return rc;
 }
 
+void pyu_set_version_hint(pyu_session *s, uint64_t version_hex)
+{
+    if (s)
+        s->version_hint = version_hex;
+}
+
 void pyu_set_native_frames(pyu_session *s, pyu_native_frames_fn fn,
                            void *arg)
 {

@@ -119,6 +119,41 @@ class Target:
             self.proc.wait()
 
 
+def python_claiming(version_hex, directory):
+    """A copy of Debian 12's /usr/bin/python3.11 whose Py_Version (the
+    version a reader without debug offsets goes by) says version_hex: a
+    runtime of a version pyunwind does not read.  Skips when there is no
+    /usr/bin/python3.11."""
+    src = "/usr/bin/python3.11"
+    if not os.path.exists(src):
+        pytest.skip("/usr/bin/python3.11 is not installed")
+    syms = subprocess.run(["readelf", "-sW", "--dyn-syms", src],
+                          capture_output=True, text=True, check=True).stdout
+    vaddr, = {int(f[1], 16) for f in (line.split() for line in
+                                      syms.splitlines())
+              if len(f) >= 8 and f[7] == "Py_Version"}
+    secs = subprocess.run(["readelf", "-SW", src], capture_output=True,
+                          text=True, check=True).stdout
+    for line in secs.splitlines():
+        f = line.replace("[ ", "[").split()
+        if len(f) > 5 and f[0].startswith("[") and f[2] == "PROGBITS":
+            addr, off, size = (int(x, 16) for x in f[3:6])
+            if addr <= vaddr < addr + size:
+                at = off + vaddr - addr
+                break
+    else:
+        raise AssertionError("no section holds Py_Version")
+    with open(src, "rb") as f:
+        data = bytearray(f.read())
+    assert data[at:at + 8] == (0x030b02f0).to_bytes(8, "little")
+    data[at:at + 8] = version_hex.to_bytes(8, "little")
+    path = os.path.join(str(directory), "python3.11")
+    with open(path, "wb") as f:
+        f.write(data)
+    os.chmod(path, 0o755)
+    return path
+
+
 @contextlib.contextmanager
 def sleeping(python):
     """A process of `python` sleeping in time.sleep, once it has started."""

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import (PYUNWIND, Target, allow_core, assert_matches_truth,
                       interpreters, kernel_cores_land_here, pyunwind,
-                      sleeping, traced_by_strace)
+                      python_claiming, sleeping, traced_by_strace)
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 
@@ -84,13 +84,15 @@ def test_not_python(sleeper):
                           "no CPython runtime found")
 
 
-def test_python_311():
-    py = shutil.which("python3.11", path="/usr/bin")
-    if not py:
-        pytest.skip("/usr/bin/python3.11 is not installed")
-    with sleeping(py) as p:
-        assert_one_line_error(pyunwind("dump", str(p.pid)), 4, "3.11",
-                              "3.13")
+def test_version_not_read(tmp_path):
+    """A runtime whose Py_Version says 3.12.3 (no 3.12 interpreter can be
+    installed here): refused in one line naming the versions read, not
+    read as the 3.11 it is shaped like."""
+    with sleeping(python_claiming(0x030c03f0, tmp_path)) as p:
+        assert_one_line_error(pyunwind("dump", str(p.pid)), 4,
+                              "CPython 3.12.3 is not a version pyunwind "
+                              "reads; it reads CPython 3.11, 3.13, 3.14 "
+                              "and 3.15")
 
 
 def test_permission_denied():

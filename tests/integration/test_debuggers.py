@@ -7,7 +7,6 @@ the target's own record of its stacks, and the text is byte for byte what
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,7 +15,7 @@ import time
 import pytest
 
 from conftest import (ROOT, TARGETS, TIMEOUT, Target, allow_core,
-                      assert_matches_truth, sleeping,
+                      assert_matches_truth, python_claiming, sleeping,
                       assert_prefix_of_truth, has_guard_regions, interpreters,
                       kernel_cores_land_here)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
@@ -274,12 +273,12 @@ def test_not_python(dbg, sleeper):
     assert process_state(sleeper.pid) in "RS"
 
 
-def test_python_311(dbg):
-    py = shutil.which("python3.11", path="/usr/bin")
-    if not py:
-        pytest.skip("/usr/bin/python3.11 is not installed")
-    with sleeping(py) as p:
-        bad_session(dbg, dbg.attach(p.pid), "3.11", "3.13")
+def test_version_not_read(dbg, tmp_path):
+    """A runtime claiming 3.12.3 (conftest.python_claiming): one line."""
+    with sleeping(python_claiming(0x030c03f0, tmp_path)) as p:
+        bad_session(dbg, dbg.attach(p.pid),
+                    "CPython 3.12.3 is not a version pyunwind reads",
+                    "3.11, 3.13, 3.14 and 3.15")
 
 
 def test_core_not_python(dbg, tmp_path):

@@ -236,7 +236,8 @@ def test_values_freed_while_read(tmp_path):
 from debuggers import DEBUGGERS, Server, require_plugin  # noqa: E402
 
 DEBUGGER_PYTHONS = [p for p in PYTHONS if p[0] in
-                    ("3.13.5t", "3.14.7", "3.15.2-debian")] or PYTHONS[:1]
+                    ("3.11.2-debian", "3.13.5t", "3.14.7",
+                     "3.15.2-debian")] or PYTHONS[:1]
 
 
 @pytest.fixture(scope="module", params=DEBUGGER_PYTHONS,

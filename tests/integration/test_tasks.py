@@ -2,8 +2,8 @@
 ps` builds (asyncio.tools.build_task_table over _remote_debugging, run by
 the same interpreter on the same process) equal pyunwind's table rows, live
 and from gcore and kernel cores of the process taken right after the peer
-read it.  Every interpreter of scripts/get-pythons from 3.14 on; 3.13 gets
-a one-line error."""
+read it.  Every interpreter of scripts/get-pythons from 3.14 on; 3.11 and
+3.13 get a one-line error."""
 
 import collections
 import json
@@ -18,8 +18,8 @@ from conftest import (TIMEOUT, Target, interpreters, sleeping,
                       kernel_cores_land_here, pyunwind)
 
 PYTHONS = interpreters()
-ASYNC = [p for p in PYTHONS if not re.match(r"3\.13", p[0])]
-OLD = [p for p in PYTHONS if re.match(r"3\.13", p[0])]
+OLD = [p for p in PYTHONS if re.match(r"3\.1[1-3]\.", p[0])]
+ASYNC = [p for p in PYTHONS if p not in OLD]
 
 # The peer, inside the target's own interpreter.  3.14's
 # RemoteUnwinder.get_all_awaited_by starts its thread walk at the main
@@ -230,7 +230,7 @@ def test_cycle(label, python, tmp_path):
 
 
 @pytest.mark.parametrize("label,python", OLD, ids=[p[0] for p in OLD])
-def test_python_313(label, python):
+def test_before_314(label, python):
     with sleeping(python) as p:
         r = pyunwind("tasks", str(p.pid))
         assert r.returncode == 4

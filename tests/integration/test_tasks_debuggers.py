@@ -105,15 +105,21 @@ def test_kernel_core(dbg, target, tmp_path):
 
 
 def test_not_before_314(dbg, tmp_path):
-    old = [p for p in interpreters() if p[0].startswith("3.13")]
+    old = {}
+    for label, path in interpreters():  # the first 3.11 and 3.13
+        if label[:4] in ("3.11", "3.13"):
+            old.setdefault(label[:4], path)
     if not old:
-        pytest.skip("no 3.13 interpreter")
-    with sleeping(old[0][1]) as p:
-        pre, args, post = dbg.attach(p.pid)
-        tr = dbg.run(["py-tasks", "py-tasks --tree", *post], args, setup=pre)
-        assert_no_python_error(tr)
-        for c in ("py-tasks", "py-tasks --tree"):
-            assert "py-tasks: asyncio tasks need CPython 3.14 or newer" in tr[c]
+        pytest.skip("no 3.11 or 3.13 interpreter")
+    for python in old.values():
+        with sleeping(python) as p:
+            pre, args, post = dbg.attach(p.pid)
+            tr = dbg.run(["py-tasks", "py-tasks --tree", *post], args,
+                         setup=pre)
+            assert_no_python_error(tr)
+            for c in ("py-tasks", "py-tasks --tree"):
+                assert ("py-tasks: asyncio tasks need CPython 3.14 or newer"
+                        in tr[c]), (python, tr[c])
 
 
 def test_dump_async(dbg, tmp_path):

@@ -216,6 +216,13 @@ typedef int (*pyu_native_frames_fn)(void *arg, uint64_t tid,
 PYU_API void pyu_set_native_frames(pyu_session *s, pyu_native_frames_fn fn,
                                    void *arg);
 
+/* The version (PY_VERSION_HEX, the target's Py_Version) of a CPython
+ * without debug offsets (3.11), when the caller knows it: a debugger that
+ * reads the Py_Version symbol.  Call before pyu_open_memory; it lets the
+ * runtime hint, and a runtime found by a scan, be read without the
+ * target's files.  0 forgets it. */
+PYU_API void pyu_set_version_hint(pyu_session *s, uint64_t version_hex);
+
 /* The target's CPython, once opened. */
 typedef struct pyu_python_info {
     uint64_t runtime_addr; /* address of _PyRuntime */
