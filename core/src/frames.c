@@ -76,6 +76,22 @@ int pyu_frame_decode(pyu_session *s, uint64_t addr, const uint8_t *buf,
     return decode(s, addr, buf, fsize, f, NULL);
 }
 
+/* Reports an entry frame at addr; true when fn ended the walk. */
+static bool report_entry(pyu_session *s, pyu_chain *c, uint64_t addr,
+                         int (*fn)(void *arg, const pyu_walk_frame *f),
+                         void *arg)
+{
+    pyu_walk_frame f = {.addr = addr, .instr = PYU_INSTR_UNKNOWN,
+                        .owner = PYU_OWNER_ENTRY, .index = c->index,
+                        .epoch = s->code_epoch};
+    int rc = fn(arg, &f);
+    if (rc == PYU_WALK_NEXT)
+        return false;
+    c->fn_ended = true;
+    c->fn_rc = rc;
+    return true;
+}
+
 int pyu_chain_walk(pyu_session *s, pyu_chain *c,
                    int (*fn)(void *arg, const pyu_walk_frame *f), void *arg)
 {
@@ -119,15 +135,8 @@ int pyu_chain_walk(pyu_session *s, pyu_chain *c,
             return -1;
         if (rc == 0 && c->entries &&
             pyu_u8(buf, fsize, PYU_OFF(o, fr_owner)) >= OWNER_FIRST_SHIM) {
-            f = (pyu_walk_frame){.addr = frame, .instr = PYU_INSTR_UNKNOWN,
-                                 .owner = PYU_OWNER_ENTRY, .index = c->index,
-                                 .epoch = s->code_epoch};
-            rc = fn(arg, &f);
-            if (rc != PYU_WALK_NEXT) {
-                c->fn_ended = true;
-                c->fn_rc = rc;
+            if (report_entry(s, c, frame, fn, arg))
                 return 0;
-            }
         } else if (rc == 1) {
             f.index = c->index++;
             rc = fn(arg, &f);
@@ -136,6 +145,18 @@ int pyu_chain_walk(pyu_session *s, pyu_chain *c,
                 c->fn_rc = rc;
                 return 0;
             }
+        }
+        /* 3.11 has no entry frames: the first frame of each eval loop says
+         * is_entry, and the loop's _PyCFrame (on its C stack, as 3.12+'s
+         * entry frame is) stands for the entry frame below it */
+        if (c->entries && c->cframe && PYU_HAS(o, fr_is_entry) &&
+            pyu_u8(buf, fsize, PYU_OFF(o, fr_is_entry))) {
+            uint64_t at = c->cframe;
+            if (pyu_read_quiet(s, at + PYU_OFF(o, cframe_previous),
+                               &c->cframe, 8) < 0)
+                c->cframe = 0; /* (the rest go unplaced) */
+            if (report_entry(s, c, at, fn, arg))
+                return 0;
         }
         if (frame == c->stop_at) {
             c->stopped = true;

@@ -308,6 +308,7 @@ struct pyu_session {
     uint64_t code_epoch;         /* pyu_code_epoch(); moved on by code.c */
     uint64_t reads;              /* read calls made (source.c) */
     uint64_t version_hint;       /* pyu_set_version_hint(), or 0 */
+    uint64_t none_addr;          /* where None is, once seen (status.c) */
     pyu_native_frames_fn native_fn; /* the caller's unwinder, or NULL */
     void *native_arg;
 
@@ -656,6 +657,8 @@ typedef struct pyu_chain {
     size_t index;        /* index of the first frame reported */
     bool entries;        /* report entry/shim frames too (owner
                             PYU_OWNER_ENTRY, not counted in index) */
+    uint64_t cframe;     /* 3.11: the thread's innermost _PyCFrame (the
+                            entry frames' stand-ins), or 0 */
     /* out */
     int truncated;       /* PYU_TRUNC_DEPTH / _LOOP */
     bool saw_watch, stopped;

@@ -75,6 +75,7 @@ typedef struct fresh {
     uint64_t instr_ptr;
     int32_t tlbc;
     uint8_t owner;
+    bool entry; /* 3.11: the first frame of an eval loop C code called */
 } fresh;
 
 /* One thread: its place in the profile and its frame cache. */
@@ -287,6 +288,8 @@ static inline void take_frame(const pyu_offsets *o, size_t fsize,
                   : 0;
     f->ip = f->instr_ptr ^ ((uint64_t)(uint32_t)f->tlbc << 48);
     f->prev = pyu_u64(buf, fsize, PYU_OFF(o, fr_previous));
+    f->entry = PYU_HAS(o, fr_is_entry) &&
+               pyu_u8(buf, fsize, PYU_OFF(o, fr_is_entry)) != 0;
 }
 
 /* The words of the thread state read again after its frames: its current
@@ -425,6 +428,17 @@ static int commit_stack(pyu_sampler *sm, sthread *t, const fresh *fr,
                                s->err.code == PYU_E_NOPROC
                            ? -1
                            : STACK_TORN;
+            }
+            /* (3.11: no shims; C code called the first frame of each
+             * eval loop but the outermost) */
+            if (f->entry && p > 0 && fr >= 0 &&
+                (sm->o.flags & PYU_SAMPLE_NATIVE)) {
+                long nn = pyu_profile_push(sm->p, parent,
+                                           (uint32_t)sm->native_frame);
+                if (nn < 0)
+                    return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"),
+                           -1;
+                parent = (uint32_t)nn;
             }
             long nd = fr < 0 ? (long)parent
                              : pyu_profile_push(sm->p, parent, (uint32_t)fr);

@@ -8,10 +8,14 @@
 static bool is_exception(pyu_session *s, uint64_t obj)
 {
     uint64_t type = 0;
-    if (!obj || pyu_read_quiet(s, obj + PYU_OFF(&s->off, ob_type), &type,
-                               8) < 0)
+    /* (3.11 keeps None where no exception is handled: known once seen,
+     * it costs no read a sample) */
+    if (!obj || obj == s->none_addr ||
+        pyu_read_quiet(s, obj + PYU_OFF(&s->off, ob_type), &type, 8) < 0)
         return false;
     const pyu_type *t = pyu_type_get(s, type);
+    if (t && t->kind == PYU_TYPE_NONE)
+        s->none_addr = obj; /* (a singleton, never freed) */
     return t && t->kind != PYU_TYPE_NONE && t->kind != PYU_TYPE_UNNAMED;
 }
 

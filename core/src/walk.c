@@ -159,7 +159,8 @@ static int frames(walk_ctx *c, const pyu_interp *in, const pyu_tstate *t,
                     .base = t->base_frame,
                     .chunk = t->chunk,
                     .watch = in->gc_collecting ? in->gc_frame : 0,
-                    .entries = (c->w->flags & PYU_WALK_ENTRY_FRAMES) != 0};
+                    .entries = (c->w->flags & PYU_WALK_ENTRY_FRAMES) != 0,
+                    .cframe = t->cframe};
     pyu_aio_task run = {0};
     /* extra[0]: the running loop, extra[1]: the running task */
     if (c->async && t->extra[0] && t->extra[1] &&

@@ -364,9 +364,23 @@ def debugger_native(dbg, setup, tmp, cli_args):
 
 
 @pytest.mark.debugger
+def debugger_unwinds_to_python(dbg, pid):
+    """Whether the debugger's own `bt` of the main thread reaches the
+    eval loop (it is what py-dump --native uses in the debugger)."""
+    pre, args, post = dbg.attach(pid)
+    tr = dbg.run(["bt", *post], args, setup=pre)
+    return "_PyEval_EvalFrameDefault" in tr["bt"]
+
+
 def test_debugger_attach(dbg, blocked, tmp_path):
     """Attached: the debugger's unwinder gives the very frames libdwfl
     gives the CLI, so the text is the CLI's byte for byte."""
+    if (dbg.name == "lldb" and blocked.label.startswith("3.11") and
+            not debugger_unwinds_to_python(dbg, blocked.pid)):
+        # lldb 19's own unwinder stops in cfunction_vectorcall_NOARGS of
+        # Debian 12's python3.11 (its bt then shows a data symbol)
+        pytest.skip("lldb's own bt does not get past the C call on "
+                    "Debian's python3.11")
     dump, text, cli = debugger_native(dbg, dbg.attach(blocked.pid),
                                       tmp_path, str(blocked.pid))
     for truth in (blocked.truth, blocked.thread_truth):
