@@ -303,6 +303,106 @@ static void test_versions(void)
     CHECK_EQ(pyu_offsets_layout_fields(0x030E00C1), 0); /* pre-release */
     CHECK_EQ(pyu_offsets_layout_fields(0x030C00F0), 0); /* 3.12 */
     CHECK_EQ(pyu_offsets_layout_fields(0x031000F0), 0); /* 3.16 */
+    pyu_version_string(0x030B0000, v, sizeof v); /* (micro unknown) */
+    CHECK(strcmp(v, "3.11") == 0);
+}
+
+/* ----------------------------------------------- CPython 3.11 (no table) */
+
+#define R11 0x200000u /* a 3.11 runtime: main interpreter inside it */
+#define R11_SIZE 0x30000u
+#define I11 (R11 + 58936)
+#define T11 (R11 + 0x28000) /* two thread states */
+
+static uint8_t img11[R11_SIZE];
+
+static void put11(uint64_t addr, uint64_t v)
+{
+    memcpy(img11 + (addr - R11), &v, 8);
+}
+
+static int read11(void *ctx, const pyu_range *r, size_t n)
+{
+    (void)ctx;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].addr < R11 || r[i].addr + r[i].len > R11 + R11_SIZE)
+            return -PYU_E_FAULT;
+        memcpy(r[i].buf, img11 + (r[i].addr - R11), r[i].len);
+    }
+    return 0;
+}
+
+static const pyu_memory_ops ops11 = {.read = read11};
+
+/* Opens the image through its runtime hint, with Py_Version `version`. */
+static int open11(uint64_t version, pyu_session **out)
+{
+    pyu_session *s = pyu_session_new();
+    pyu_set_version_hint(s, version);
+    int rc = pyu_open_memory(s, &ops11, NULL, 0, R11);
+    *out = s;
+    return rc;
+}
+
+static void test_py311(void)
+{
+    pyu_session *s;
+    pyu_offsets o;
+    uint8_t buf[128] = {0};
+
+    /* the built-in layout validates; 3.12 has none and says what is read */
+    s = pyu_session_new();
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030B02F0, &o), 0);
+    CHECK(o.builtin && o.long_size_signed && o.dict_order_before);
+    CHECK(!PYU_HAS(&o, ts_current_frame) && PYU_OFF(&o, ts_cframe) == 56);
+    CHECK(PYU_OFF(&o, co_flags) == 48); /* (not derived from co_argcount) */
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030C03F0, &o), -PYU_E_VERSION);
+    CHECK(strstr(pyu_errmsg(s), "CPython 3.12.3 is not a version pyunwind "
+                                "reads; it reads CPython 3.11, 3.13, 3.14 "
+                                "and 3.15") != NULL);
+    pyu_session_free(s);
+
+    /* the shape a scan looks for: interpreters.main at the embedded main
+     * interpreter, interpreters.head set */
+    memcpy(buf + 8 + 48, &(uint64_t){0x1000 + 8 + 58936}, 8);
+    CHECK_EQ(pyu_builtin_runtime_at(buf, sizeof buf, 8, 0x1000 + 8), 0);
+    memcpy(buf + 8 + 40, &(uint64_t){0x5000}, 8);
+    CHECK_EQ(pyu_builtin_runtime_at(buf, sizeof buf, 8, 0x1000 + 8),
+             0x030B0000);
+    CHECK_EQ(pyu_builtin_runtime_at(buf, sizeof buf, 80, 0x1000 + 80), 0);
+
+    /* a consistent runtime: the interpreter points back, both threads
+     * name it */
+    memset(img11, 0, sizeof img11);
+    put11(R11 + 40, I11);               /* interpreters.head */
+    put11(R11 + 48, I11);               /* interpreters.main */
+    put11(I11 + 40, R11);               /* interp->runtime */
+    put11(I11 + 16, T11);               /* threads.head */
+    put11(T11 + 16, I11);               /* tstate->interp */
+    put11(T11 + 8, T11 + 0x200);        /* next */
+    put11(T11 + 0x200 + 16, I11);
+    CHECK_EQ(open11(0x030B02F0, &s), 0);
+    pyu_python_info info;
+    CHECK_EQ(pyu_python(s, &info), 0);
+    CHECK(strcmp(info.version, "3.11.2") == 0 && info.runtime_addr == R11);
+    pyu_session_free(s);
+    /* without a version there is nothing to go by (no cookie) */
+    CHECK(open11(0, &s) < 0);
+    pyu_session_free(s);
+    /* a thread naming another interpreter: not a runtime */
+    put11(T11 + 0x200 + 16, I11 + 8);
+    CHECK(open11(0x030B02F0, &s) < 0);
+    pyu_session_free(s);
+    put11(T11 + 0x200 + 16, I11);
+    /* an interpreter that does not point back: not a runtime */
+    put11(I11 + 40, R11 + 8);
+    CHECK(open11(0x030B02F0, &s) < 0);
+    pyu_session_free(s);
+    /* a thread list that loops: bounded, refused */
+    put11(I11 + 40, R11);
+    put11(T11 + 0x200 + 8, T11);
+    CHECK(open11(0x030B02F0, &s) < 0);
+    pyu_session_free(s);
 }
 
 
@@ -1389,6 +1489,7 @@ int main(int argc, char **argv)
     test_strings();
     test_core_reader();
     test_versions();
+    test_py311();
     test_fake_runtime();
     test_task_rendering();
     test_walk();
