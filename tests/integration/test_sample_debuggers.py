@@ -447,7 +447,8 @@ def test_anchors_written_while_sampling_and_cleared_after(tmp_path):
     """The one write: while `pyunwind sample` runs, threads carry an anchor
     (last_profiled_frame); when it ends, every one is 0 again.  With
     --read-only none is ever written."""
-    dbg_python = [p for l, p in PYTHONS if l.endswith("-dbg")]
+    dbg_python = [p for l, p in PYTHONS
+                  if l.startswith("3.15") and l.endswith("-dbg")]
     if not dbg_python:
         pytest.skip("no 3.15 debug build among the selected interpreters")
     t = Target(dbg_python[0], "split.py", str(tmp_path),
