@@ -122,8 +122,10 @@ def test_gil_holder(label, python):
 
 def test_scan_refuses_a_lookalike():
     """The scan looks for 3.11's shape and checks it: a process that is not
-    Python is refused, its memory not read as a 3.11 runtime."""
-    p = subprocess.Popen(["sleep", "60"])
+    Python is refused, its memory not read as a 3.11 runtime.  (bash:
+    its heap once held a word that looked like interpreters.main, when the
+    shape did not yet require interpreters.head)"""
+    p = subprocess.Popen(["bash", "-c", "sleep 60; :"])
     try:
         r = pyunwind("dump", str(p.pid))
         assert r.returncode == 4
