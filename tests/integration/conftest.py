@@ -16,6 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TARGETS = os.path.join(ROOT, "tests", "targets")
 PYUNWIND = os.environ.get("PYUNWIND", os.path.join(ROOT, "build", "pyunwind"))
 TIMEOUT = 120
+# What /proc/PID/stat says of a process that is not stopped: running,
+# sleeping, or in a short uninterruptible wait ("D": on I/O, or on its own
+# memory map's lock while a reader holds it). "T" and "t" are stopped.
+RUNNING = "RSD"
 
 
 def pytest_configure(config):

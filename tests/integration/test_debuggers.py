@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import (ROOT, TARGETS, TIMEOUT, Target, allow_core,
+from conftest import (RUNNING, ROOT, TARGETS, TIMEOUT, Target,
+                      allow_core,
                       assert_matches_truth, python_claiming, sleeping,
                       assert_prefix_of_truth, has_guard_regions, interpreters,
                       kernel_cores_land_here)
@@ -120,7 +121,7 @@ def test_attach(dbg, target, tmp_path):
         assert json.loads(api.read_text()) == dump
         assert_matches_truth(json.loads(via_gdb.read_text()), target.truth)
     # detached, running again: not left stopped
-    assert process_state(target.pid) in "RS", process_state(target.pid)
+    assert process_state(target.pid) in RUNNING, process_state(target.pid)
 
 
 def test_remote(dbg, target, tmp_path):
@@ -132,7 +133,7 @@ def test_remote(dbg, target, tmp_path):
         server.close()
     assert_matches_truth(dump, target.truth)
     assert "through %s's memory" % dbg.name in tr.text, tr.text[-2000:]
-    assert process_state(target.pid) in "RS"
+    assert process_state(target.pid) in RUNNING
 
 
 def gcore_of(target):
@@ -270,7 +271,7 @@ def sleeper():
 
 def test_not_python(dbg, sleeper):
     bad_session(dbg, dbg.attach(sleeper.pid), "no CPython runtime found")
-    assert process_state(sleeper.pid) in "RS"
+    assert process_state(sleeper.pid) in RUNNING
 
 
 def test_version_not_read(dbg, tmp_path):

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import (PYUNWIND, ROOT, TIMEOUT, Target, interpreters,
-                      pyunwind)
+from conftest import (RUNNING, PYUNWIND, ROOT, TIMEOUT, Target,
+                      interpreters, pyunwind)
 from test_sample import (SOME, assert_split, collapsed, count, sample,
                          split_target, state_of)
 
@@ -429,7 +429,7 @@ def test_a_killed_run_keeps_its_capture(workdir):
         assert data["samples"] > 1000, data["samples"]
         got = collapsed(report(path, "--format", "collapsed").stdout)
         assert_split(got[t.truth["roles"]["main"]], tolerance=0.1)
-        assert state_of(t.pid) in "RS"
+        assert state_of(t.pid) in RUNNING
     finally:
         t.close()
 

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import (TARGETS, TIMEOUT, Target, interpreters,
+from conftest import (RUNNING, TARGETS, TIMEOUT, Target, interpreters,
                       kernel_cores_land_here, pyunwind, traced_by_strace)
 
 PYTHONS = interpreters()
@@ -239,7 +239,7 @@ def test_live(blocked, tmp_path):
     check_against_gdb(dump, gdb_pcs(["-p", str(blocked.pid)], tmp_path))
     # the target runs again afterwards
     with open("/proc/%d/stat" % blocked.pid) as f:
-        assert f.read().rsplit(")", 1)[1].split()[0] in "RS"
+        assert f.read().rsplit(")", 1)[1].split()[0] in RUNNING
 
 
 def test_text(blocked):

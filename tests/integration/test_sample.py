@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from conftest import (PYUNWIND, ROOT, TARGETS, TIMEOUT, Target, allow_core,
-                      interpreters, pyunwind)
+from conftest import (RUNNING, PYUNWIND, ROOT, TARGETS, TIMEOUT, Target,
+                      allow_core, interpreters, pyunwind)
 
 PYTHONS = interpreters()
 BY_LABEL = dict(PYTHONS)
@@ -90,7 +90,7 @@ def test_wall_mode_shows_the_split(label, python, workdir):
         busy = sum(n for _, n in got[roles["main"]])
         assert sleeping > busy * 0.9, (sleeping, busy)
         assert "samples in" in r.stderr and "failed" in r.stderr
-        assert state_of(t.pid) in "RS"
+        assert state_of(t.pid) in RUNNING
     finally:
         t.close()
 
@@ -187,7 +187,7 @@ def test_frame_cache_gives_the_profile_of_full_reads(label, python, workdir):
         assert cached == full
         churn = collapsed(cached)[t.truth["roles"]["churn"]]
         assert len(churn) > 20  # many different stacks
-        assert state_of(t.pid) in "RS"
+        assert state_of(t.pid) in RUNNING
     finally:
         t.close()
 
@@ -206,7 +206,7 @@ def test_interrupt_keeps_the_profile(workdir):
         assert "interrupted" in err
         assert_split(collapsed(out)[t.truth["roles"]["main"]], tolerance=0.1)
         for _ in range(20):  # never left stopped
-            assert state_of(t.pid) in "RS"
+            assert state_of(t.pid) in RUNNING
             time.sleep(0.01)
     finally:
         t.close()
@@ -298,7 +298,7 @@ def test_sigterm_during_blocking_run_leaves_target_running(workdir):
         assert "interrupted" in err
         assert collapsed(out)[t.truth["roles"]["main"]]
         for _ in range(50):
-            assert state_of(t.pid) in "RS"
+            assert state_of(t.pid) in RUNNING
             time.sleep(0.01)
         with open("/proc/%d/status" % t.pid) as f:
             assert "TracerPid:\t0\n" in f.read()
@@ -387,7 +387,7 @@ def test_blocking_and_read_only(label, python, workdir):
             assert "anchors %s" % anchors in r.stderr, r.stderr
             if anchors == "off":
                 assert ", 0 written" in r.stderr
-            assert state_of(t.pid) in "RS"
+            assert state_of(t.pid) in RUNNING
     finally:
         t.close()
 

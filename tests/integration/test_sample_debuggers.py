@@ -14,7 +14,8 @@ import pytest
 
 import conftest
 
-from conftest import PYUNWIND, TARGETS, Target, interpreters, pyunwind
+from conftest import (RUNNING, PYUNWIND, TARGETS, Target, interpreters,
+                      pyunwind)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN,
                        ForeignServer, Gdb, Lldb, Server, process_state)
 from test_sample import assert_split, calls, collapsed
@@ -86,7 +87,7 @@ def test_window_on_a_live_process(dbg, label, python, tmp_path):
                                  "collapsed", str(t.pid)).stdout)
         names = lambda g, tid: {";".join(f) for f, _ in g[tid]}
         assert names(got, roles["sleeper"]) == names(cli, roles["sleeper"])
-        assert process_state(t.pid) in "RS"  # running again after detach
+        assert process_state(t.pid) in RUNNING  # running again after detach
     finally:
         t.close()
 
@@ -230,7 +231,7 @@ def test_lldb_remote_process_is_sampled_tick_by_tick(tmp_path):
         clean(tr)
         _, missed = check_ticks(tr["py-sample"], t.truth, "lldb")
         assert missed > 0  # (lldb's round trips are slower than 100 Hz)
-        assert process_state(t.pid) in "RS"
+        assert process_state(t.pid) in RUNNING
     finally:
         server.close()
         t.close()
@@ -279,7 +280,7 @@ def test_gdb_remote_process_of_this_machine_is_sampled(tmp_path):
         check_ticks(tr["py-sample -d 1 -r 100 --format collapsed"],
                     t.truth, "gdb")
         assert "received signal" not in tr.text, tr.text[-2000:]
-        assert process_state(t.pid) in "RS"
+        assert process_state(t.pid) in RUNNING
     finally:
         server.close()
         t.close()
@@ -301,7 +302,7 @@ def test_lldb_blocking_stops_at_each_tick(tmp_path):
         got = collapsed("\n".join(l for l in text.splitlines()
                                   if l.startswith("tid:")))
         assert got[t.truth["roles"]["main"]]
-        assert process_state(t.pid) in "RS"
+        assert process_state(t.pid) in RUNNING
     finally:
         t.close()
 
@@ -333,7 +334,7 @@ def test_gdb_blocking_stops_at_each_tick(tmp_path):
         # the sleeper sleeps at every stop
         assert sum(n for _, n in got[t.truth["roles"]["sleeper"]]) == samples
         assert "= 42" in tr["print 40 + 2"]
-        assert process_state(t.pid) in "RS"
+        assert process_state(t.pid) in RUNNING
     finally:
         t.close()
 

@@ -16,7 +16,7 @@ import pytest
 
 import conftest
 
-from conftest import TARGETS, TIMEOUT, Target, interpreters
+from conftest import RUNNING, TARGETS, TIMEOUT, Target, interpreters
 from debuggers import LLDB, LLDB_PLUGIN, PLUGINS, Lldb, process_state
 from test_sample import assert_split, collapsed
 
@@ -118,7 +118,7 @@ def run(debugger):
         key = lambda st: (st[0], st[1])
         assert {tid: sorted(v, key=key) for tid, v in got.items()} == \
             {tid: sorted(v, key=key) for tid, v in from_stacks.items()}
-        assert process_state(t.pid) in "RS"  # running again after detach
+        assert process_state(t.pid) in RUNNING  # running again after detach
     finally:
         t.close()
 
