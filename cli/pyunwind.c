@@ -481,6 +481,19 @@ static int read_capture(const char *path, const pyu_cmd_opts *o,
     return PYU_EXIT_OK;
 }
 
+/* Replaces *p by its copy by line (the diff shows no instructions). */
+static bool drop_instrs(pyu_profile **p)
+{
+    if (!pyu_profile_has_instrs(*p))
+        return true;
+    pyu_profile *q = pyu_profile_by_line(*p);
+    if (!q)
+        return false;
+    pyu_profile_free(*p);
+    *p = q;
+    return true;
+}
+
 static int run_report(const pyu_cmd_opts *o)
 {
     char msg[512];
@@ -488,6 +501,9 @@ static int run_report(const pyu_cmd_opts *o)
     int ex = read_capture(o->capture, o, &p);
     if (ex == PYU_EXIT_OK && o->diff)
         ex = read_capture(o->diff, o, &base);
+    if (ex == PYU_EXIT_OK && base &&
+        (!drop_instrs(&p) || !drop_instrs(&base)))
+        ex = fail("out of memory", PYU_EXIT_INTERNAL);
     if (ex == PYU_EXIT_OK && base) {
         FILE *f = o->output ? fopen(o->output, "w") : stdout;
         int rc = f ? pyu_profile_write_flamegraph_diff(p, base, f)

@@ -34,6 +34,7 @@ enum {
     OPT_BLOCKING,
     OPT_READ_ONLY,
     OPT_NO_CACHE,
+    OPT_OPCODES,
     OPT_FORMAT,
     OPT_SORT,
     OPT_LIMIT,
@@ -65,6 +66,7 @@ static const struct {
     {{"blocking", no_argument, NULL, OPT_BLOCKING}, SAMPLE},
     {{"read-only", no_argument, NULL, OPT_READ_ONLY}, SAMPLE},
     {{"no-cache", no_argument, NULL, OPT_NO_CACHE}, SAMPLE},
+    {{"opcodes", no_argument, NULL, OPT_OPCODES}, SAMPLE},
     {{"format", required_argument, NULL, OPT_FORMAT}, SAMPLE | REPORT},
     {{"sort", required_argument, NULL, OPT_SORT}, SAMPLE | REPORT},
     {{"limit", required_argument, NULL, OPT_LIMIT}, SAMPLE | REPORT},
@@ -100,8 +102,8 @@ static const char cli_help[] =
     "       pyunwind dump [OPTIONS] --core CORE [--exe PYTHON] [--sysroot DIR]\n"
     "       pyunwind --version\n"
     "\n"
-    "Prints the Python stack of every thread of a CPython 3.13-3.15 process\n"
-    "or core file, read from outside the process.\n"
+    "Prints the Python stack of every thread of a CPython 3.11 or 3.13-3.15\n"
+    "process or core file, read from outside the process.\n"
     "\n"
     "  --json          print JSON (docs/json.md) instead of text\n"
     "  -o, --output FILE  write to FILE instead of standard output\n"
@@ -155,8 +157,8 @@ static const char debugger_help[] =
     "               [--native | --native-last] [--verbose]\n"
     "\n"
     "Works on a live process (attached or started here), on a core file\n"
-    "and on a remote target, with or without debug symbols (CPython\n"
-    "3.13-3.15, GIL and free-threaded).  The output is what\n"
+    "and on a remote target, with or without debug symbols (CPython 3.11\n"
+    "and 3.13-3.15, GIL and free-threaded).  The output is what\n"
     "`pyunwind dump` prints for the same process.\n"
     "\n"
     "  --json          print JSON (docs/json.md) instead of text\n"
@@ -183,6 +185,8 @@ static const char debugger_help[] =
     "  --read-only     never write to the target (the frame cache then does\n"\
     "                  without CPython 3.15's last_profiled_frame anchor)\n" \
     "  --no-cache      no frame cache: read every stack whole\n"             \
+    "  --opcodes       each frame names the bytecode instruction it ran\n"  \
+    "                  (json, raw and the heatmap show them)\n"             \
     "  --format FORMAT top (default: functions by self and total samples),\n"\
     "                  collapsed (flame graph input), json (docs/json.md),\n"\
     "                  pprof (go tool pprof; binary: needs -o or a pipe),\n"\
@@ -197,8 +201,9 @@ static const char cli_sample_help[] =
     "usage: pyunwind sample [OPTIONS] PID\n"
     "       pyunwind sample [OPTIONS] -- PROGRAM [ARGS...]\n"
     "\n"
-    "Samples the Python stacks of a running CPython 3.13-3.15 process (or of\n"
-    "PROGRAM, started here and profiled to its exit) and writes a profile.\n"
+    "Samples the Python stacks of a running CPython 3.11 or 3.13-3.15 process\n"
+    "(or of PROGRAM, started here and profiled to its exit) and writes a\n"
+    "profile.\n"
     "Ctrl-C ends the run and keeps the profile.\n"
     SAMPLE_OPTIONS
     "  -o, --output FILE  write the profile to FILE instead of standard output\n"
@@ -464,6 +469,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_BLOCKING: o->sample_flags |= PYU_SAMPLE_BLOCKING; break;
         case OPT_READ_ONLY: o->sample_flags |= PYU_SAMPLE_READ_ONLY; break;
         case OPT_NO_CACHE: o->sample_flags |= PYU_SAMPLE_NO_CACHE; break;
+        case OPT_OPCODES: o->sample_flags |= PYU_SAMPLE_OPCODES; break;
         case 'd': {
             char *end;
             errno = 0;
@@ -709,9 +715,23 @@ static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
 int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
                           char *msg, size_t msglen)
 {
+    /* the formats that show no instructions are written by line */
+    pyu_profile *by_line = NULL;
+    if (pyu_profile_has_instrs(p) && o->format != PYU_CMD_FORMAT_JSON &&
+        o->format != PYU_CMD_FORMAT_RAW &&
+        o->format != PYU_CMD_FORMAT_HEATMAP) {
+        by_line = pyu_profile_by_line(p);
+        if (!by_line) {
+            snprintf(msg, msglen, "out of memory");
+            return PYU_EXIT_INTERNAL;
+        }
+        p = by_line;
+    }
     FILE *f = open_output(o, out, msg, msglen);
-    if (!f)
+    if (!f) {
+        pyu_profile_free(by_line);
         return PYU_EXIT_INTERNAL;
+    }
     int rc = o->format == PYU_CMD_FORMAT_COLLAPSED
                  ? pyu_profile_write_collapsed(p, f)
              : o->format == PYU_CMD_FORMAT_JSON
@@ -729,6 +749,7 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
              : o->format == PYU_CMD_FORMAT_GECKO
                  ? pyu_profile_write_gecko(p, f)
                  : pyu_profile_write_top(p, f, o->sort, o->limit);
+    pyu_profile_free(by_line);
     return close_output(o, f, out, rc, msg, msglen);
 }
 

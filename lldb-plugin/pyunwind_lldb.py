@@ -190,7 +190,7 @@ class Profile:
 
 def sample(debugger=None, duration=None, rate=None, mode=None, thread=None,
            gc=False, native=False, async_stacks=False, read_only=False,
-           no_cache=False, blocking=False):
+           no_cache=False, blocking=False, opcodes=False):
     """Runs the selected process for a sampling window, as py-sample does
     (duration seconds; None: until it stops by itself), and returns the
     Profile: py-sample's options as keywords.  The process is stopped
@@ -208,7 +208,8 @@ def sample(debugger=None, duration=None, rate=None, mode=None, thread=None,
         argv += ["--thread", thread]
     for flag, name in ((gc, "--gc"), (native, "--native"),
                        (async_stacks, "--async"), (read_only, "--read-only"),
-                       (no_cache, "--no-cache"), (blocking, "--blocking")):
+                       (no_cache, "--no-cache"), (blocking, "--blocking"),
+                       (opcodes, "--opcodes")):
         if flag:
             argv.append(name)
     prof = Profile(debugger)

@@ -299,6 +299,20 @@ uint32_t pyu_code_instr(pyu_session *s, const pyu_code *cc,
     return (uint32_t)((instr_ptr - base) / 2);
 }
 
+void pyu_code_opcode(pyu_session *s, uint64_t addr, const char **op,
+                     const char **base)
+{
+    uint8_t unit[2];
+    *op = *base = "";
+    if (pyu_read_quiet(s, addr, unit, sizeof unit) < 0)
+        return;
+    const char *b, *n = pyu_opcode_name(s->off.version_hex, unit[0], &b);
+    if (n) {
+        *op = n;
+        *base = b;
+    }
+}
+
 bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,
                          uint8_t owner, uint64_t instr_ptr)
 {

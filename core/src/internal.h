@@ -607,6 +607,17 @@ PYU_HIDDEN bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,
                                     uint8_t owner, uint64_t instr_ptr);
 /* The line of instruction `instr` (0 when unknown). */
 PYU_HIDDEN int pyu_code_line(const pyu_code *c, uint32_t instr);
+/* The name of the instruction at addr (a code unit of c's bytecode, or of
+ * a thread's copy of it) as the target runs it and as it was compiled, read
+ * from the target; *op and *base "" when it cannot be read or named. */
+PYU_HIDDEN void pyu_code_opcode(pyu_session *s, uint64_t addr,
+                                const char **op, const char **base);
+/* Opcode op's name in CPython version_hex (opcodes.c, written by
+ * scripts/gen-opcodes), and in *base the instruction it specialises or
+ * instruments; NULL (and *base NULL) for a version or number it does not
+ * know. */
+PYU_HIDDEN const char *pyu_opcode_name(uint64_t version_hex, unsigned op,
+                                       const char **base);
 /* Drops the code, string and type caches and moves the epoch on. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
 PYU_HIDDEN void pyu_codes_free(pyu_session *s);

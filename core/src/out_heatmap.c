@@ -14,7 +14,11 @@
  * [{"path", "source": [lines] or null, "self": {LINE: N}, "total":
  * {LINE: N}, "calls": {LINE: [[FILE, LINE, N, NAME]]} (the functions a
  * line called: their file and first line), "callers": {LINE: [[FILE,
- * LINE, N]]} (for a function's first line: the lines that called it)}]}.
+ * LINE, N]]} (for a function's first line: the lines that called it),
+ * "instrs": {LINE: [[INSTR, OP, BASE, SELF, TOTAL]]} (a profile sampled
+ * with PYU_SAMPLE_OPCODES: each instruction of the line that ran, by its
+ * offset in code units, with its self and total samples)}],
+ * "has_instrs": true|false}.
  */
 #include "internal.h"
 
@@ -35,6 +39,7 @@ typedef struct count {
     uint32_t to_file, to_line; /* edges only */
     uint32_t func;             /* callee's function (calls only) */
     uint64_t n;
+    uint64_t n2;               /* instructions: self samples (n: total) */
 } count;
 
 typedef struct counts {
@@ -80,6 +85,7 @@ static int add(counts *c, count k)
     for (; c->slot[j]; j = (j + 1) & (c->nslots - 1))
         if (same_key(&c->v[c->slot[j] - 1], &k)) {
             c->v[c->slot[j] - 1].n += k.n;
+            c->v[c->slot[j] - 1].n2 += k.n2;
             return 0;
         }
     if (!pyu_grow((void **)&c->v, c->n, &c->cap, sizeof *c->v))
@@ -186,6 +192,33 @@ static void put_edges(FILE *out, const pyu_profile_data *d, const counts *c,
     fputc('}', out);
 }
 
+/* {LINE: [[INSTR, OP, BASE, SELF, TOTAL], ...]} of one file's
+ * instructions (to_file: the instruction, to_line: its profile frame). */
+static void put_instrs(FILE *out, const pyu_profile_data *d, const counts *c,
+                       size_t *at, uint32_t file)
+{
+    fputc('{', out);
+    bool first = true;
+    while (*at < c->n && c->v[*at].file == file) {
+        uint32_t line = c->v[*at].line;
+        fprintf(out, "%s\"%" PRIu32 "\": [", first ? "" : ", ", line);
+        first = false;
+        for (bool one = true; *at < c->n && c->v[*at].file == file &&
+                              c->v[*at].line == line;
+             ++*at, one = false) {
+            const count *e = &c->v[*at];
+            const pyu_profile_frame *f = &d->frames[e->to_line];
+            fprintf(out, "%s[%" PRIu32 ", ", one ? "" : ", ", e->to_file);
+            pyu_json_str(out, f->op);
+            fputs(", ", out);
+            pyu_json_str(out, f->base);
+            fprintf(out, ", %" PRIu64 ", %" PRIu64 "]", e->n2, e->n);
+        }
+        fputc(']', out);
+    }
+    fputc('}', out);
+}
+
 /* The profile's files: index of each function's file in files (or
  * UINT32_MAX: not Python). */
 static int file_table(const pyu_profile_data *d, uint32_t *func_file,
@@ -216,7 +249,7 @@ static int file_table(const pyu_profile_data *d, uint32_t *func_file,
 
 static int collect(const pyu_profile_data *d, const uint32_t *func_file,
                    counts *self, counts *total, counts *calls,
-                   counts *callers)
+                   counts *callers, counts *instrs)
 {
     uint32_t *path = NULL;
     size_t cap = 0;
@@ -240,11 +273,22 @@ static int collect(const pyu_profile_data *d, const uint32_t *func_file,
                 const pyu_profile_frame *g = &d->frames[path[q]];
                 seen = func_file[g->func] == file && g->line == f->line;
             }
-            count c = {file, (uint32_t)f->line, 0, 0, 0, st->count};
+            count c = {file, (uint32_t)f->line, 0, 0, 0, st->count, 0};
             if (!seen)
                 rc = add(total, c);
             if (rc == 0 && j + 1 == depth)
                 rc = add(self, c);
+            if (rc == 0 && f->instr >= 0) {
+                /* (total once per stack: the same frame deeper in it is a
+                 * recursion, not another sample) */
+                bool again = false;
+                for (size_t q = 0; q < j && !again; q++)
+                    again = path[q] == path[j];
+                count k = {file, (uint32_t)f->line, (uint32_t)f->instr,
+                           path[j], 0, again ? 0 : st->count,
+                           j + 1 == depth ? st->count : 0};
+                rc = add(instrs, k);
+            }
             if (rc == 0 && j + 1 < depth) {
                 const pyu_profile_frame *g = &d->frames[path[j + 1]];
                 const pyu_profile_func *callee = &d->funcs[g->func];
@@ -252,10 +296,10 @@ static int collect(const pyu_profile_data *d, const uint32_t *func_file,
                 if (cf != UINT32_MAX && callee->first_line > 0) {
                     count e = {file, (uint32_t)f->line, cf,
                                (uint32_t)callee->first_line, g->func,
-                               st->count};
+                               st->count, 0};
                     rc = add(calls, e);
                     count r = {cf, (uint32_t)callee->first_line, file,
-                               (uint32_t)f->line, 0, st->count};
+                               (uint32_t)f->line, 0, st->count, 0};
                     if (rc == 0)
                         rc = add(callers, r);
                 }
@@ -273,19 +317,21 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
                                  sizeof *func_file);
     const char **files = NULL;
     size_t nfiles = 0;
-    counts self = {0}, total = {0}, calls = {0}, callers = {0};
+    counts self = {0}, total = {0}, calls = {0}, callers = {0},
+           instrs = {0};
     int rc = func_file ? file_table(d, func_file, &files, &nfiles)
                        : -PYU_E_NOMEM;
     if (rc == 0)
-        rc = collect(d, func_file, &self, &total, &calls, &callers);
+        rc = collect(d, func_file, &self, &total, &calls, &callers,
+                     &instrs);
     char *data = NULL;
     size_t len = 0;
     FILE *m = rc == 0 ? open_memstream(&data, &len) : NULL;
     if (rc == 0 && !m)
         rc = -PYU_E_NOMEM;
     if (rc == 0) {
-        counts *all[] = {&self, &total, &calls, &callers};
-        for (size_t i = 0; i < 4; i++)
+        counts *all[] = {&self, &total, &calls, &callers, &instrs};
+        for (size_t i = 0; i < 5; i++)
             if (all[i]->n) /* (v is NULL when there is none) */
                 qsort(all[i]->v, all[i]->n, sizeof *all[i]->v, cmp_count);
         const pyu_profile_info *pi = d->info;
@@ -295,10 +341,11 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
                 ", \"mode\": %d, \"duration_ns\": %" PRIu64
                 ", \"samples\": %" PRIu64 ", \"failed\": %" PRIu64
                 ", \"missed\": %" PRIu64 "}, \"total\": %" PRIu64
-                ",\n\"files\": [",
+                ", \"has_instrs\": %s,\n\"files\": [",
                 pi->mode, pi->duration_ns, pi->samples, pi->failed,
-                pi->missed, d->total);
-        size_t at[4] = {0, 0, 0, 0};
+                pi->missed, d->total,
+                pyu_profile_has_instrs(p) ? "true" : "false");
+        size_t at[5] = {0, 0, 0, 0, 0};
         for (size_t f = 0; f < nfiles; f++) {
             fputs(f ? ",\n{\"path\": " : "\n{\"path\": ", m);
             pyu_json_str(m, files[f]);
@@ -312,6 +359,8 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
             put_edges(m, d, &calls, &at[2], (uint32_t)f, true);
             fputs(", \"callers\": ", m);
             put_edges(m, d, &callers, &at[3], (uint32_t)f, false);
+            fputs(",\n \"instrs\": ", m);
+            put_instrs(m, d, &instrs, &at[4], (uint32_t)f);
             fputc('}', m);
         }
         fputs("]}", m);
@@ -333,7 +382,9 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
                      "<label><input type=\"radio\" name=\"by\" value=\"total\" "
                      "checked> colour by total</label> <label><input "
                      "type=\"radio\" name=\"by\" value=\"self\"> by self"
-                     "</label> <a href=\"#\" id=\"to-index\">index</a></div>"
+                     "</label> <label id=\"bytecode-toggle\" hidden><input "
+                     "type=\"checkbox\" id=\"bytecode\"> bytecode</label> "
+                     "<a href=\"#\" id=\"to-index\">index</a></div>"
                      "</header>\n<main id=\"view\"></main>\n"
                      "<script type=\"application/json\" id=\"pyu-data\">",
                 pyu_web_heatmap_css);
@@ -346,8 +397,8 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
     free(data);
     free(func_file);
     free(files);
-    counts *all[] = {&self, &total, &calls, &callers};
-    for (size_t i = 0; i < 4; i++) {
+    counts *all[] = {&self, &total, &calls, &callers, &instrs};
+    for (size_t i = 0; i < 5; i++) {
         free(all[i]->v);
         free(all[i]->slot);
     }

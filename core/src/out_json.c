@@ -34,9 +34,18 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
                 kind_name(f->kind));
     }
     fputs("],\n \"frames\": [", out);
-    for (size_t i = 0; i < d->nframes; i++)
-        fprintf(out, "%s{\"function\": %" PRIu32 ", \"line\": %d}",
-                i ? ", " : "", d->frames[i].func, d->frames[i].line);
+    for (size_t i = 0; i < d->nframes; i++) {
+        const pyu_profile_frame *f = &d->frames[i];
+        fprintf(out, "%s{\"function\": %" PRIu32 ", \"line\": %d",
+                i ? ", " : "", f->func, f->line);
+        if (f->instr >= 0) {
+            fprintf(out, ", \"instr\": %d, \"op\": ", f->instr);
+            pyu_json_str(out, f->op);
+            fputs(", \"base\": ", out);
+            pyu_json_str(out, f->base);
+        }
+        fputc('}', out);
+    }
     fputs("],\n \"threads\": [", out);
     for (size_t i = 0; i < d->nthreads; i++) {
         const pyu_profile_thread *t = &d->threads[i];

@@ -1,7 +1,7 @@
 /* Captures: the raw format, written while sampling and read back by
  * `pyunwind report` (docs/formats.md#raw).
  *
- * A capture is the magic "PYUNWRAW", a version (varint, 2), then records,
+ * A capture is the magic "PYUNWRAW", a version (varint, 3), then records,
  * each a tag byte and unsigned LEB128 varints (signed values zigzag
  * encoded; a string is its length and its UTF-8 bytes):
  *
@@ -11,7 +11,11 @@
  *                                                         version 1 'T'
  *                                                         has no name)
  *   'F' name, file, zigzag(first_line), kind              a function
- *   'L' function, zigzag(line)                            a frame
+ *   'L' function, zigzag(line), zigzag(instr), op, base   a frame
+ *                                                         (version 3; a
+ *                                                         version 1 or 2
+ *                                                         'L' has only
+ *                                                         function, line)
  *   'N' parent node, frame                                a stack: node 1,
  *                                                         2, ... (0 is the
  *                                                         empty stack)
@@ -36,7 +40,7 @@
 #include <time.h>
 
 #define MAGIC "PYUNWRAW"
-#define VERSION 2 /* (reads 1 too) */
+#define VERSION 3 /* (reads 1 and 2 too) */
 #define FLUSH_EVERY_NS 10000000ull /* a killed run loses at most this */
 #define STR_MAX (1u << 20)
 #define ENTRIES_MAX (1u << 24)
@@ -119,6 +123,9 @@ static void put_new(pyu_capture *c, const pyu_profile_data *d)
         putc('L', out);
         put_u(out, f->func);
         put_u(out, zigzag(f->line));
+        put_u(out, zigzag(f->instr));
+        put_s(out, f->op);
+        put_s(out, f->base);
     }
     for (; c->nodes < d->nnodes; c->nodes++) {
         const pyu_profile_node *n = &d->nodes[c->nodes];
@@ -372,6 +379,7 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                    "1 to %d)", version, VERSION);
     pyu_profile_info *pi = pyu_profile_info_of(p);
     char *s1 = NULL, *s2 = NULL;
+    const char *op, *base;
     size_t c1 = 0, c2 = 0;
     map threads = {0}, funcs = {0}, frames = {0}, nodes = {0};
     map_add(&nodes, 0); /* the root */
@@ -451,14 +459,23 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
             break;
         case 'L':
             ok = get_u(&r, &v[0]) && get_u(&r, &v[1]);
+            v[2] = 1; /* (zigzag(-1): no instruction) */
+            op = base = "";
+            if (ok && version >= 3) {
+                ok = get_u(&r, &v[2]) && get_str(&r, &s1, &c1) &&
+                     get_str(&r, &s2, &c2);
+                op = s1;
+                base = s2;
+            }
             if (ok && v[0] >= funcs.n) {
                 rc = bad(&r, "frame of function %" PRIu64 " of %zu", v[0],
                          funcs.n);
                 break;
             }
-            if (ok && !map_add(&frames, pyu_profile_add_frame(
+            if (ok && !map_add(&frames, pyu_profile_add_instr_frame(
                                             p, funcs.v[v[0]],
-                                            (int)unzigzag(v[1]))))
+                                            (int)unzigzag(v[1]),
+                                            (int)unzigzag(v[2]), op, base)))
                 rc = -PYU_E_NOMEM;
             break;
         case 'N':

@@ -56,6 +56,7 @@ struct pyu_profile {
     pyu_profile_event *events;
     size_t nevents, capevents;
     bool cut;
+    bool instrs; /* a frame names its instruction */
     uint64_t origin; /* CLOCK_MONOTONIC at pyu_profile_clock_start; 0:
                         not started */
 };
@@ -246,14 +247,25 @@ long pyu_profile_add_func(pyu_profile *p, const char *name, const char *file,
     return (long)p->nfuncs++;
 }
 
-long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line)
+long pyu_profile_add_instr_frame(pyu_profile *p, uint32_t func, int line,
+                                 int instr, const char *op, const char *base)
 {
     if (func >= p->nfuncs)
         return -PYU_E_INVAL;
-    uint32_t h = mix(((uint64_t)func << 32) | (uint32_t)line);
+    if (instr < 0)
+        instr = -1;
+    const char *o = intern_str(p, instr < 0 ? "" : op);
+    const char *b = o ? intern_str(p, instr < 0 ? "" : base) : NULL;
+    if (!b)
+        return -PYU_E_NOMEM;
+    uint32_t h = mix(((uint64_t)func << 32 | (uint32_t)line) ^
+                     (uint64_t)(uint32_t)instr << 17 ^
+                     (uint64_t)(uintptr_t)o * 31);
     size_t at;
     long e = IX_FIND(&p->iframes, h, &at,
-                     p->frames[e].func == func && p->frames[e].line == line);
+                     p->frames[e].func == func && p->frames[e].line == line &&
+                         p->frames[e].instr == instr &&
+                         p->frames[e].op == o && p->frames[e].base == b);
     if (e >= 0)
         return e;
     if (!room((void **)&p->frames, p->nframes, &p->capframes,
@@ -261,9 +273,87 @@ long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line)
         !ix_room(&p->iframes))
         return -PYU_E_NOMEM;
     IX_FIND(&p->iframes, h, &at, false);
-    p->frames[p->nframes] = (pyu_profile_frame){func, line};
+    p->frames[p->nframes] = (pyu_profile_frame){func, line, instr, o, b};
+    p->instrs |= instr >= 0;
     ix_put(&p->iframes, at, h, p->nframes);
     return (long)p->nframes++;
+}
+
+long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line)
+{
+    return pyu_profile_add_instr_frame(p, func, line, -1, "", "");
+}
+
+int pyu_profile_has_instrs(pyu_profile *p)
+{
+    return p->instrs;
+}
+
+pyu_profile *pyu_profile_by_line(pyu_profile *p)
+{
+    pyu_profile *q = pyu_profile_new();
+    uint32_t *fmap = malloc((p->nframes + 1) * sizeof *fmap);
+    uint32_t *nmap = malloc(p->nnodes * sizeof *nmap);
+    bool ok = q && fmap && nmap;
+    if (ok)
+        q->info = p->info;
+    for (size_t i = 0; ok && i < p->nfuncs; i++) {
+        const pyu_profile_func *f = &p->funcs[i];
+        ok = pyu_profile_add_func(q, f->name, f->file, f->first_line,
+                                  f->kind) == (long)i;
+    }
+    for (size_t i = 0; ok && i < p->nframes; i++) {
+        long e = pyu_profile_add_frame(q, p->frames[i].func,
+                                       p->frames[i].line);
+        fmap[i] = (uint32_t)e;
+        ok = e >= 0;
+    }
+    if (ok)
+        nmap[0] = 0;
+    for (size_t i = 1; ok && i < p->nnodes; i++) {
+        /* (a parent comes before its children) */
+        long e = pyu_profile_push(q, nmap[p->nodes[i].parent],
+                                  fmap[p->nodes[i].frame]);
+        nmap[i] = (uint32_t)e;
+        ok = e >= 0;
+    }
+    for (size_t i = 0; ok && i < p->nthreads; i++) {
+        const pyu_profile_thread *t = &p->threads[i];
+        ok = pyu_profile_add_thread(q, t->thread_id, t->native_thread_id,
+                                    t->interpreter_id, t->main) == (long)i &&
+             pyu_profile_name_thread(q, (uint32_t)i, t->name) == 0;
+    }
+    /* the counts without the timeline, then the timeline as it was */
+    q->cut = true;
+    for (size_t i = 0; ok && i < p->nstacks; i++) {
+        const pyu_profile_stack *st = &p->stacks[i];
+        ok = pyu_profile_count(q, st->thread, nmap[st->node], st->count,
+                               st->status) == 0;
+    }
+    q->cut = p->cut;
+    if (ok && p->nticks) {
+        q->ticks = malloc(p->nticks * sizeof *q->ticks);
+        q->events = malloc((p->nevents + 1) * sizeof *q->events);
+        ok = q->ticks && q->events;
+    }
+    if (ok && p->nticks) {
+        memcpy(q->ticks, p->ticks, p->nticks * sizeof *q->ticks);
+        q->nticks = q->capticks = p->nticks;
+        for (size_t i = 0; i < p->nevents; i++) {
+            q->events[i] = p->events[i];
+            q->events[i].node = nmap[p->events[i].node];
+        }
+        q->nevents = p->nevents;
+        q->capevents = p->nevents + 1;
+    }
+    q->origin = ok ? p->origin : 0;
+    free(fmap);
+    free(nmap);
+    if (!ok) {
+        pyu_profile_free(q);
+        return NULL;
+    }
+    return q;
 }
 
 long pyu_profile_push(pyu_profile *p, uint32_t parent, uint32_t frame)

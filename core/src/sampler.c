@@ -203,6 +203,23 @@ static inline memo_slot *memo_find(pyu_sampler *sm, uint64_t code,
     }
 }
 
+/* The profile frame of function func at instruction instr of c (at
+ * address at in the target): with PYU_SAMPLE_OPCODES one per instruction,
+ * named as the target runs it; else one per line. */
+static long add_frame(pyu_sampler *sm, uint32_t func, const pyu_code *c,
+                      uint32_t instr, uint64_t at)
+{
+    int line = pyu_code_line(c, instr);
+    if (!(sm->o.flags & PYU_SAMPLE_OPCODES))
+        return pyu_profile_add_frame(sm->p, func, line);
+    if (instr == PYU_INSTR_UNKNOWN)
+        return pyu_profile_add_instr_frame(sm->p, func, line, -1, "", "");
+    const char *op, *base;
+    pyu_code_opcode(sm->s, at, &op, &base);
+    return pyu_profile_add_instr_frame(sm->p, func, line, (int)instr, op,
+                                       base);
+}
+
 /* The profile frame a Python frame ran: -1 when its executable is not a
  * code object (not a Python frame), -2 on an error (record set). */
 static long frame_of(pyu_sampler *sm, const fresh *f)
@@ -236,8 +253,8 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
         long func = pyu_profile_add_func(sm->p, c->qualname, c->filename,
                                          c->firstlineno, PYU_FUNC_PYTHON);
         frame = func < 0 ? func
-                         : pyu_profile_add_frame(sm->p, (uint32_t)func,
-                                                 pyu_code_line(c, instr));
+                         : add_frame(sm, (uint32_t)func, c, instr,
+                                     f->instr_ptr);
         if (frame < 0) {
             pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
             return -2;
@@ -1394,11 +1411,15 @@ static int ws_thread_end(void *arg, const pyu_walk_thread *t,
             return w->err = -PYU_E_STATE, 2;
         const pyu_code *c = pyu_walk_code(s, &w->frames[i]);
         long func = pyu_profile_add_func(sm->p, d.function, d.file,
-                                         c ? c->firstlineno : 0,
+                                         c->firstlineno,
                                          PYU_FUNC_PYTHON);
+        /* (the instruction in the code object's own bytecode: a thread's
+         * copy, on free-threaded builds, runs the same instructions) */
+        uint64_t at = c->addr + PYU_OFF(&s->off, co_code_adaptive) +
+                      2 * (uint64_t)w->frames[i].instr;
         long fr = func < 0 ? func
-                           : pyu_profile_add_frame(sm->p, (uint32_t)func,
-                                                   d.line);
+                           : add_frame(sm, (uint32_t)func, c,
+                                       w->frames[i].instr, at);
         node = fr < 0 ? fr : pyu_profile_push(sm->p, (uint32_t)node,
                                               (uint32_t)fr);
     }

@@ -2,13 +2,16 @@
 // self and total samples, coloured by one of them, with links from a line
 // to the functions it called and from a function's first line to the
 // lines that called it.  Clicking a link shows the target line and makes
-// it flash, every time it is clicked.  Drawn from the #pyu-data JSON that
+// it flash, every time it is clicked.  A profile sampled with --opcodes
+// adds a bytecode panel: under each line, the instructions that ran on it
+// with their self and total samples.  Drawn from the #pyu-data JSON that
 // core/src/out_heatmap.c writes; no network access.
 'use strict';
 (function () {
   const D = JSON.parse(document.getElementById('pyu-data').textContent);
   const $ = (id) => document.getElementById(id);
   let by = 'total';
+  let bytecode = false;
 
   function pct(n) {
     return D.total ? (100 * n / D.total).toFixed(2) + '%' : '0.00%';
@@ -170,6 +173,8 @@
       for (const [tf, tl, cnt] of f.callers[n] || [])
         links.push(['called from ' + D.files[tf].path.split('/').pop() +
                     ':' + tl + ' (' + cnt + ')', tf, tl, 'caller']);
+      if (bytecode && f.instrs && f.instrs[n])
+        code.appendChild(instrs(f.instrs[n]));
       if (links.length) {
         const d = document.createElement('div');
         d.className = 'links';
@@ -187,6 +192,40 @@
     });
     v.appendChild(t);
     if (line) flash(line);
+  }
+
+  // A line's instructions: dis's offset (2 bytes a code unit), the name
+  // the target ran it by (with the instruction it specialises when that
+  // differs), self and total samples, and a bar of the total.
+  function instrs(list) {
+    const t = document.createElement('table');
+    t.className = 'bytecode';
+    t.innerHTML = '<tr><th>offset</th><th class="op">instruction</th>' +
+                  '<th>self</th><th>total</th><th></th></tr>';
+    const max = Math.max(1, ...list.map((x) => x[4]));
+    for (const [instr, op, base, self, total] of list) {
+      const r = t.insertRow();
+      r.dataset.instr = instr;
+      r.dataset.self = self;
+      r.dataset.total = total;
+      r.insertCell().textContent = 2 * instr;
+      const c = r.insertCell();
+      c.className = 'op';
+      c.textContent = op || '?';
+      if (base && base !== op) {
+        const b = document.createElement('span');
+        b.className = 'base';
+        b.textContent = ' (' + base + ')';
+        c.appendChild(b);
+      }
+      r.insertCell().textContent = self;
+      r.insertCell().textContent = total;
+      const bar = document.createElement('div');
+      bar.className = 'bar';
+      bar.style.width = Math.round(120 * total / max) + 'px';
+      r.insertCell().appendChild(bar);
+    }
+    return t;
   }
 
   let current = -1;
@@ -233,6 +272,13 @@
       by = e.target.value;
       route();
     });
+  if (D.has_instrs) {
+    $('bytecode-toggle').hidden = false;
+    $('bytecode').addEventListener('change', (e) => {
+      bytecode = e.target.checked;
+      route();
+    });
+  }
   $('to-index').addEventListener('click', (e) => {
     e.preventDefault();
     location.hash = '';

@@ -720,7 +720,7 @@ def _window(argv):
 
 def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
            native=False, async_stacks=False, read_only=False,
-           no_cache=False, blocking=False):
+           no_cache=False, blocking=False, opcodes=False):
     """Runs the selected live inferior for a sampling window (duration
     seconds; None: until it stops or Ctrl-C) and returns the Profile:
     py-sample's options as keywords.  The inferior is stopped again at the
@@ -736,7 +736,8 @@ def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
         argv += ["--thread", str(thread)]
     for flag, name in ((gc, "--gc"), (native, "--native"),
                        (async_stacks, "--async"), (read_only, "--read-only"),
-                       (no_cache, "--no-cache"), (blocking, "--blocking")):
+                       (no_cache, "--no-cache"), (blocking, "--blocking"),
+                       (opcodes, "--opcodes")):
         if flag:
             argv.append(name)
     return _window(argv)[0]

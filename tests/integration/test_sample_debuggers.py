@@ -18,6 +18,7 @@ from conftest import (RUNNING, PYUNWIND, TARGETS, Target, interpreters,
                       pyunwind)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN,
                        ForeignServer, Gdb, Lldb, Server, process_state)
+from test_opcodes import check_instrs
 from test_sample import assert_split, calls, collapsed
 
 pytestmark = pytest.mark.debugger
@@ -472,3 +473,21 @@ def test_anchors_written_while_sampling_and_cleared_after(tmp_path):
         assert set(anchors(t.pid, tmp_path)) == {0}
     finally:
         t.close()
+
+
+def test_opcodes_in_the_window(dbg, tmp_path):
+    """py-sample --opcodes in gdb and lldb: the json names, for busy()'s
+    loop, several instructions, each the target's own (its dis)."""
+    python = py315()
+    t = Target(python, "split.py", str(tmp_path), expect_threads=False)
+    try:
+        out = tmp_path / "ops.json"
+        setup, args, teardown = dbg.attach(t.pid)
+        tr = dbg.run(["py-sample -d 1 --opcodes --format json -o %s" % out,
+                      *teardown], args, setup=setup)
+        clean(tr)
+        data = json.loads(out.read_text())
+    finally:
+        t.close()
+    counts = check_instrs(data, t.truth["file"], python)
+    assert len([k for k in counts if k[0] == "busy"]) >= 3, counts

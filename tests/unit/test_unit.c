@@ -1398,6 +1398,77 @@ static void test_task_rendering(void)
     free(out);
 }
 
+/* Frames at instructions (PYU_SAMPLE_OPCODES): interned with their
+ * instruction, kept by a raw capture, and merged by line in the copy the
+ * other formats are written from (counts and timeline on the merged
+ * stacks). */
+static void test_profile_instrs(void)
+{
+    pyu_profile *p = pyu_profile_new();
+    long th = pyu_profile_add_thread(p, 1, 11, 0, 1);
+    long fn = pyu_profile_add_func(p, "f", "/x/f.py", 1, PYU_FUNC_PYTHON);
+    long a = pyu_profile_add_instr_frame(p, (uint32_t)fn, 2, 5,
+                                         "BINARY_OP_ADD_INT", "BINARY_OP");
+    long b = pyu_profile_add_instr_frame(p, (uint32_t)fn, 2, 7, "STORE_FAST",
+                                         "STORE_FAST");
+    long line = pyu_profile_add_frame(p, (uint32_t)fn, 2);
+    CHECK(th == 0 && a >= 0 && b > a && line > b);
+    CHECK_EQ(pyu_profile_add_instr_frame(p, (uint32_t)fn, 2, 5,
+                                         "BINARY_OP_ADD_INT", "BINARY_OP"),
+             a);
+    CHECK_EQ(pyu_profile_add_instr_frame(p, (uint32_t)fn, 2, -3, "X", "Y"),
+             line); /* (no instruction: no names) */
+    CHECK(pyu_profile_has_instrs(p));
+    long na = pyu_profile_push(p, 0, (uint32_t)a);
+    long nb = pyu_profile_push(p, 0, (uint32_t)b);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)na, 2, PYU_STATUS_HAS_GIL), 0);
+    CHECK_EQ(pyu_profile_mark(p, 1000, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nb, 1, PYU_STATUS_HAS_GIL), 0);
+    CHECK_EQ(pyu_profile_mark(p, 2000, 0), 0);
+    pyu_profile_info_of(p)->samples = 2;
+    /* a capture keeps them */
+    char *buf = NULL, msg[256];
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK_EQ(pyu_profile_write_raw(p, f), 0);
+    fclose(f);
+    pyu_profile *q = pyu_profile_new();
+    f = fmemopen(buf, len, "r");
+    CHECK_EQ(pyu_capture_read(f, NULL, q, msg, sizeof msg), 0);
+    fclose(f);
+    free(buf);
+    const pyu_profile_data *d = pyu_profile_get(q);
+    int found = 0;
+    for (size_t i = 0; i < d->nframes; i++)
+        found += d->frames[i].instr == 5 &&
+                 strcmp(d->frames[i].op, "BINARY_OP_ADD_INT") == 0 &&
+                 strcmp(d->frames[i].base, "BINARY_OP") == 0;
+    CHECK_EQ(found, 1);
+    CHECK(pyu_profile_has_instrs(q));
+    pyu_profile_free(q);
+    /* by line: one frame, one stack of 3 with its status, the timeline's
+     * events on it */
+    q = pyu_profile_by_line(p);
+    CHECK(q != NULL);
+    d = pyu_profile_get(q);
+    CHECK(!pyu_profile_has_instrs(q));
+    CHECK_EQ(d->nnodes, 2);
+    CHECK_EQ(d->nstacks, 1);
+    CHECK(d->stacks[0].node == 1 && d->stacks[0].count == 3 &&
+          d->stacks[0].status == PYU_STATUS_HAS_GIL);
+    CHECK(d->frames[d->nodes[1].frame].line == 2 &&
+          d->frames[d->nodes[1].frame].instr == -1);
+    CHECK(d->total == 3 && d->threads[0].samples == 3 &&
+          d->threads[0].status[0] == 3);
+    pyu_profile_timeline tl;
+    pyu_profile_timeline_get(q, &tl);
+    CHECK(tl.nticks == 2 && tl.nevents == 2 && tl.events[0].node == 1 &&
+          tl.events[1].node == 1 && tl.events[0].n == 2 && !tl.cut);
+    CHECK_EQ(pyu_profile_info_of(q)->samples, 2);
+    pyu_profile_free(q);
+    pyu_profile_free(p);
+}
+
 /* The timeline: marks close samples, counts after the last mark are
  * pending; a profile's raw capture keeps the times (and a report's window
  * cuts by them); the timeline stops at a whole sample at its limits. */
@@ -1499,6 +1570,7 @@ int main(int argc, char **argv)
     test_sampler_torn_thread();
     test_sampler_code_checked();
     test_profile_timeline();
+    test_profile_instrs();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

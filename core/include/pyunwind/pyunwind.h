@@ -630,6 +630,13 @@ typedef struct pyu_profile_func {
 typedef struct pyu_profile_frame {
     uint32_t func; /* index into funcs */
     int line;      /* line of the instruction it ran; 0 when unknown */
+    int instr;     /* with PYU_SAMPLE_OPCODES: the instruction's offset in
+                      code units (dis's offset / 2); else -1 */
+    const char *op; /* with PYU_SAMPLE_OPCODES: the instruction's name as
+                       the target ran it (specialised: "BINARY_OP_ADD_INT");
+                       else "" */
+    const char *base; /* the instruction as compiled ("BINARY_OP", dis's
+                         name for it); else "" */
 } pyu_profile_frame;
 
 typedef struct pyu_profile_node {
@@ -717,6 +724,17 @@ PYU_API long pyu_profile_add_func(pyu_profile *p, const char *name,
                                   const char *file, int first_line,
                                   int kind);
 PYU_API long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line);
+/* A frame at one instruction: its offset in code units, its name as run
+ * and as compiled (both "" when unknown). */
+PYU_API long pyu_profile_add_instr_frame(pyu_profile *p, uint32_t func,
+                                         int line, int instr, const char *op,
+                                         const char *base);
+/* Whether any frame of p names its instruction. */
+PYU_API int pyu_profile_has_instrs(pyu_profile *p);
+/* A copy of p whose frames name no instruction (frames of one function at
+ * one line merged, and the stacks through them): what the formats that do
+ * not show instructions are written from.  NULL when out of memory. */
+PYU_API pyu_profile *pyu_profile_by_line(pyu_profile *p);
 /* The node for stack `parent` with `frame` added innermost. */
 PYU_API long pyu_profile_push(pyu_profile *p, uint32_t parent,
                               uint32_t frame);
@@ -874,6 +892,9 @@ typedef struct pyu_sampler pyu_sampler;
 #define PYU_SAMPLE_NO_CACHE 32u /* no frame cache: every stack is read and
                                    resolved whole (the reference the cache
                                    is tested against) */
+#define PYU_SAMPLE_OPCODES 64u  /* each frame names the instruction it ran
+                                   (pyu_profile_frame's instr, op, base), as
+                                   CPython's sampler --opcodes */
 
 typedef struct pyu_sampler_opts {
     int mode;        /* PYU_MODE_* */
