@@ -719,7 +719,8 @@ int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
     pyu_profile *by_line = NULL;
     if (pyu_profile_has_instrs(p) && o->format != PYU_CMD_FORMAT_JSON &&
         o->format != PYU_CMD_FORMAT_RAW &&
-        o->format != PYU_CMD_FORMAT_HEATMAP) {
+        o->format != PYU_CMD_FORMAT_HEATMAP &&
+        o->format != PYU_CMD_FORMAT_FLAMEGRAPH) {
         by_line = pyu_profile_by_line(p);
         if (!by_line) {
             snprintf(msg, msglen, "out of memory");

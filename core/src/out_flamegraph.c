@@ -10,7 +10,8 @@
  *
  * The data: {"info": {pid, python, mode, interval_ns, duration_ns,
  * samples, failed, missed}, "functions": [[name, file, first_line, kind]],
- * "frames": [[function, line]], "nodes": [[parent, frame]] (node 0 the
+ * "frames": [[function, line]] (with --opcodes [function, line, instr,
+ * op]), "nodes": [[parent, frame]] (node 0 the
  * empty stack), "threads": [[native_id, thread_id, main]], "stacks":
  * [[thread, node, count, status]]}: the profile's own tables (status:
  * PYU_STATUS_* bits).
@@ -60,9 +61,15 @@ static void put_data(FILE *out, const pyu_profile_data *d)
         fprintf(out, ", %d, %d]", f->first_line, f->kind);
     }
     fputs("],\n\"frames\": [", out);
-    for (size_t i = 0; i < d->nframes; i++)
-        fprintf(out, "%s[%" PRIu32 ", %d]", i ? "," : "", d->frames[i].func,
-                d->frames[i].line);
+    for (size_t i = 0; i < d->nframes; i++) {
+        const pyu_profile_frame *f = &d->frames[i];
+        fprintf(out, "%s[%" PRIu32 ", %d", i ? "," : "", f->func, f->line);
+        if (f->instr >= 0) {
+            fprintf(out, ", %d, ", f->instr);
+            pyu_json_str(out, f->op);
+        }
+        fputc(']', out);
+    }
     fputs("],\n\"nodes\": [", out);
     for (size_t i = 0; i < d->nnodes; i++)
         fprintf(out, "%s[%" PRIu32 ", %" PRIu32 "]", i ? "," : "",

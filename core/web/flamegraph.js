@@ -95,7 +95,7 @@
       if (!keepThread(X, th) || !keepStatus(st)) continue;
       const seq = pathOf(X, node), keys = funcKeys(X);
       const inv = state.inverted, len = seq.length;
-      let n = root;
+      let n = root, leaf = null;
       root.total += count;
       for (let j = 0; j < len; j++) {
         const f = seq[inv ? len - 1 - j : j];
@@ -107,8 +107,16 @@
         }
         c.total += count;
         n = c;
+        if (j === 0) leaf = c;
       }
       n.self += count;
+      // (--opcodes: the instruction the innermost frame ran, by name)
+      const lf = len ? X.frames[X.nodes[node][1]] : null;
+      if (lf && lf.length > 3) {
+        const at = inv ? leaf : n;
+        if (!at.ops) at.ops = new Map();
+        at.ops.set(lf[3], (at.ops.get(lf[3]) || 0) + count);
+      }
     }
     return root;
   }
@@ -205,6 +213,10 @@
     if (zoomNode && zoomNode !== root && zoomNode !== n)
       t += '; ' + pct(n.total, zoomNode.total) + ' of ' +
            fnName(zoomNode.fn);
+    if (n.ops)
+      t += '\ninstructions (self): ' + [...n.ops.entries()]
+          .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
+          .map(([op, c]) => (op || '?') + ' ' + c).join(', ');
     if (B) {
       const b = baseOf(n), d = delta(n);
       t += '\nbaseline ' + pct(b ? b.total : 0, baseRoot.total) +

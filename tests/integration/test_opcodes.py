@@ -154,3 +154,44 @@ def test_heatmap_bytecode_panel_in_chromium(workdir):
     shown = {line: sorted(rows, key=lambda x: (x[0], x[1]))
              for line, rows in got["lines"].items()}
     assert shown == dict(want)
+
+
+def ops_of(titles):
+    """{op: self samples} summed over tooltips' "instructions (self):"."""
+    out = collections.Counter()
+    for t in titles:
+        for line in t.splitlines():
+            if line.startswith("instructions (self): "):
+                for part in line.split(": ", 1)[1].split(", "):
+                    op, n = part.rsplit(" ", 1)
+                    out[op] += int(n)
+    return dict(out)
+
+
+def test_flamegraph_tooltips_name_instructions(workdir):
+    """The flame graph of a capture with --opcodes, in headless chromium:
+    busy()'s frames say which instructions they ran, with the self samples
+    the capture's json gives each, in the graph and in the inverted
+    view."""
+    python = dict(PYTHONS)["3.15.2-debian"]
+    path, truth = opcodes_capture(python, workdir)
+    data = json.loads(report(path, "--format", "json").stdout)
+    page = os.path.join(workdir, "flame.html")
+    report(path, "--format", "flamegraph", "-o", page)
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    r = subprocess.run(["node", os.path.join(WEB, "flamegraph_ops.mjs"),
+                        node_modules(), page,
+                        os.path.join(ARTIFACTS, "flamegraph-opcodes"),
+                        "busy"],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["errors"] == [], got["errors"]
+    want = collections.Counter()
+    for (name, _, _, op, _), (self, _) in instr_counts(
+            data, truth["file"]).items():
+        if name == "busy" and self:
+            want[op] += self
+    assert len(want) >= 3, want
+    assert ops_of(got["titles"]) == dict(want)
+    assert ops_of(got["inverted"]) == dict(want)
