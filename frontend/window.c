@@ -2,8 +2,10 @@
  * runs in a thread of its own while the debugger runs the inferior. */
 #include "window.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,8 @@ struct pyu_cmd_window {
     pyu_session *s;   /* owned: reads the process directly */
     pyu_cmd_opts o;
     pyu_profile *p;   /* borrowed */
+    FILE *raw;        /* --format raw -o FILE: the capture, streamed */
+    bool streamed;    /* ... and so written already */
     void (*interrupt)(void *arg);
     void *arg;
     volatile sig_atomic_t stop;
@@ -29,7 +33,7 @@ static void *window_main(void *arg)
     sigset_t all;
     sigfillset(&all); /* the debugger's signal handlers stay in its thread */
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    pyu_cmd_sample_hooks h = {.stop = &w->stop};
+    pyu_cmd_sample_hooks h = {.stop = &w->stop, .raw = w->raw};
     w->ex = pyu_cmd_sample_run(w->s, &w->o, &h, w->p, w->diagf, w->msg,
                                sizeof w->msg);
     if (!w->stop) { /* the duration ended, or the target did */
@@ -59,6 +63,16 @@ int pyu_cmd_window_start(int pid, const pyu_cmd_opts *o, pyu_profile *p,
     }
     w->o = *o;
     w->o.output = NULL;
+    /* a capture goes to its file as it samples, as the CLI's: a window
+     * cut short (the debugger killed) keeps what it had */
+    w->streamed = o->format == PYU_CMD_FORMAT_RAW && o->output;
+    if (w->streamed && !(w->raw = fopen(o->output, "wb"))) {
+        snprintf(msg, msglen, "cannot write %s: %s", o->output,
+                 strerror(errno));
+        pyu_session_free(w->s);
+        free(w);
+        return PYU_EXIT_INTERNAL;
+    }
     w->p = p;
     w->interrupt = interrupt;
     w->arg = arg;
@@ -66,6 +80,8 @@ int pyu_cmd_window_start(int pid, const pyu_cmd_opts *o, pyu_profile *p,
     if (!w->diagf || pthread_create(&w->thread, NULL, window_main, w) != 0) {
         if (w->diagf)
             fclose(w->diagf);
+        if (w->raw)
+            fclose(w->raw);
         free(w->diag);
         pyu_session_free(w->s);
         free(w);
@@ -84,6 +100,15 @@ int pyu_cmd_window_end(pyu_cmd_window *w, bool *timed_out, char *msg,
     fflush(w->diagf);
     *timed_out = w->timed_out;
     snprintf(msg, msglen, "%s", w->msg);
+    if (w->raw) {
+        bool bad = fclose(w->raw) != 0;
+        w->raw = NULL;
+        if (bad && w->ex == PYU_EXIT_OK) {
+            snprintf(msg, msglen, "writing the capture failed: %s",
+                     strerror(errno));
+            return PYU_EXIT_INTERNAL;
+        }
+    }
     return w->ex;
 }
 
@@ -97,7 +122,14 @@ void pyu_cmd_window_free(pyu_cmd_window *w)
     if (!w)
         return;
     fclose(w->diagf);
+    if (w->raw)
+        fclose(w->raw);
     free(w->diag);
     pyu_session_free(w->s);
     free(w);
+}
+
+bool pyu_cmd_window_streamed(const pyu_cmd_window *w)
+{
+    return w->o.format == PYU_CMD_FORMAT_RAW && w->streamed;
 }

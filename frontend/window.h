@@ -29,6 +29,11 @@ int pyu_cmd_window_start(int pid, const pyu_cmd_opts *o, pyu_profile *p,
 int pyu_cmd_window_end(pyu_cmd_window *w, bool *timed_out, char *msg,
                        size_t msglen);
 
+/* Whether the window wrote its profile itself: --format raw -o FILE is
+ * streamed to FILE while it samples (as the CLI's), so the caller writes
+ * nothing more. */
+bool pyu_cmd_window_streamed(const pyu_cmd_window *w);
+
 /* The summary the run wrote (valid until the window is freed). */
 const char *pyu_cmd_window_diag(const pyu_cmd_window *w);
 

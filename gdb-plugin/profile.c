@@ -8,7 +8,8 @@
  *        inferior (SIGINT, which gdb stops on and does not pass)
  *   .window_end() -> (code, out, diag, msg, timed_out): ends the window
  *        (the inferior has stopped, for whatever reason), waits for the
- *        thread, and writes the profile as the options ask (out: bytes);
+ *        thread, and writes the profile as the options ask (out: bytes;
+ *        None when the window streamed it to -o: --format raw);
  *        timed_out: the window's duration ended it
  *   .add_sample(session, thread) -> stacks: one sample of the stopped
  *        inferior through an opened Session (thread 0: every thread)
@@ -159,7 +160,11 @@ static PyObject *Profile_window_end(Profile *self, PyObject *unused)
     int ex = end_window(self, &timed_out, msg, sizeof msg);
     const char *d = pyu_cmd_window_diag(self->w);
     PyObject *diag = PyBytes_FromStringAndSize(d, (Py_ssize_t)strlen(d));
-    PyObject *out = diag ? profile_bytes(self->p, &self->wo) : NULL;
+    /* (None: the window streamed its capture to -o itself) */
+    PyObject *out = !diag ? NULL
+                    : pyu_cmd_window_streamed(self->w)
+                        ? Py_NewRef(Py_None)
+                        : profile_bytes(self->p, &self->wo);
     pyu_cmd_window_free(self->w);
     self->w = NULL;
     argvec_free(&self->wa);

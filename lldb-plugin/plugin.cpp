@@ -508,9 +508,13 @@ int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
 // (after a line saying why the window ended early, if it did) goes to
 // notes.  On failure the message is in msg and the exit code is returned.
 // py-sample and `py-profile sample` both run their windows here.
+// *streamed: the window wrote the profile itself (--format raw -o FILE,
+// streamed to FILE while it sampled), nothing is left to write.
 int run_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
-               pyu_profile *p, std::string *notes, std::string *msg)
+               pyu_profile *p, std::string *notes, std::string *msg,
+               bool *streamed)
 {
+    *streamed = false;
     lldb::SBTarget target = debugger.GetSelectedTarget();
     lldb::SBProcess process = target.IsValid() ? target.GetProcess()
                                                : lldb::SBProcess();
@@ -561,6 +565,7 @@ int run_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         ex = pyu_cmd_window_end(w, &timed_out, why, sizeof why);
         std::string early = early_stop(process, timed_out);
         *notes = pyu_cmd_window_diag(w);
+        *streamed = pyu_cmd_window_streamed(w);
         if (!early.empty())
             *notes = "py-sample: the window ended early: " + early + "\n" +
                      *notes;
@@ -588,8 +593,9 @@ int sample_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         *msg = "out of memory";
         return PYU_EXIT_INTERNAL;
     }
-    int ex = run_window(debugger, o, p, notes, msg);
-    if (ex == PYU_EXIT_OK)
+    bool streamed;
+    int ex = run_window(debugger, o, p, notes, msg, &streamed);
+    if (ex == PYU_EXIT_OK && !streamed)
         ex = profile_text(p, o, text, msg);
     pyu_profile_free(p);
     return ex;
@@ -938,7 +944,8 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         if (!p)
             return fail(result, "out of memory");
         std::string notes, why;
-        int ex = run_window(debugger, o, p, &notes, &why);
+        bool streamed;
+        int ex = run_window(debugger, o, p, &notes, &why, &streamed);
         if (!notes.empty())
             result.Printf("%s", notes.c_str());
         if (ex != PYU_EXIT_OK) {
@@ -948,7 +955,7 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         slot.drop(); // (its sampler fed the profile replaced here)
         pyu_profile_free(slot.profile);
         slot.profile = p;
-        if (o.output) {
+        if (o.output && !streamed) {
             std::string text;
             if (profile_text(p, o, &text, &why) != PYU_EXIT_OK)
                 return fail(result, why.c_str());

@@ -833,7 +833,9 @@ class PySample(_Command):
                       gdb.STDERR)
         if prof.diagnostics:
             gdb.write(prof.diagnostics, gdb.STDERR)
-        if opts["output"]:
+        if out is None:
+            pass  # (a capture, streamed to -o while it sampled)
+        elif opts["output"]:
             try:
                 with open(opts["output"], "wb") as f:
                     f.write(out)

@@ -491,3 +491,56 @@ def test_opcodes_in_the_window(dbg, tmp_path):
         t.close()
     counts = check_instrs(data, t.truth["file"], python)
     assert len([k for k in counts if k[0] == "busy"]) >= 3, counts
+
+
+def test_raw_capture_streamed_from_the_window(dbg, tmp_path):
+    """py-sample --format raw -o FILE streams the capture while the window
+    samples, as the CLI does: a window that ends leaves a whole capture;
+    with the debugger killed in the middle of a window, the file keeps the
+    samples taken, which pyunwind report reads (noting the cut) and which
+    show the target's split."""
+    python = py315()
+    t = Target(python, "split.py", str(tmp_path), expect_threads=False)
+    try:
+        whole = tmp_path / "whole.raw"
+        setup, args, teardown = dbg.attach(t.pid)
+        tr = dbg.run(["py-sample -d 1 --format raw -o %s" % whole,
+                      *teardown], args, setup=setup)
+        clean(tr)
+        r = pyunwind("report", str(whole), "--format", "collapsed")
+        assert r.returncode == 0 and "ends early" not in r.stderr, r.stderr
+        assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                     tolerance=0.1)
+        # the debugger killed 2 s into a 60 s window (the command among
+        # its arguments, so that pkill finds it by the file's name)
+        cut = tmp_path / ("cut-%s.raw" % dbg.name)
+        command = "py-sample -d 60 --format raw -o %s" % cut
+        if dbg.name == "gdb":
+            argv = ["gdb", "-nx", "-batch", "-ex", "source " + GDB_SCRIPT,
+                    "-ex", command, "-p", str(t.pid)]
+        else:
+            argv = [LLDB, "-x", "--no-use-colors", "-o",
+                    "plugin load " + LLDB_PLUGIN, "-o",
+                    "process attach --pid %d" % t.pid, "-o", command]
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 30
+            while time.time() < deadline and not (
+                    cut.exists() and cut.stat().st_size > 0):
+                time.sleep(0.05)
+            time.sleep(2)
+        finally:
+            p.kill()
+            p.wait()
+        r = pyunwind("report", str(cut), "--format", "json")
+        assert r.returncode == 0, r.stderr
+        assert "the capture ends early" in r.stderr, r.stderr
+        data = json.loads(r.stdout)
+        assert data["samples"] > 500, data["samples"]
+        r = pyunwind("report", str(cut), "--format", "collapsed")
+        assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                     tolerance=0.1)
+    finally:
+        t.close()
