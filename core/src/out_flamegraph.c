@@ -143,6 +143,8 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
           "(i)</label>\n"
           "<label><input type=\"checkbox\" id=\"files\"> file paths"
           "</label>\n"
+          "<label><input type=\"checkbox\" id=\"modules\"> modules"
+          "</label>\n"
           "<label id=\"elided-box\" hidden><input type=\"checkbox\" "
           "id=\"elided\"> elided (stacks of the baseline that vanished)"
           "</label></div></header>\n"

@@ -26,8 +26,8 @@
   const $ = (id) => document.getElementById(id);
   const ROW = 18;
   const state = { thread: -1, status: 0, inverted: false, zoom: [],
-                  search: '', files: false, selected: null, elided: false,
-                  sandwich: null };
+                  search: '', files: false, modules: false, selected: null,
+                  elided: false, sandwich: null };
 
   // a function's identity across profiles (its name and file) as a
   // number: one per distinct name and file, shared by the profile and its
@@ -69,6 +69,25 @@
   }
 
   function fnName(f) { return D.functions[f][0]; }
+  // the module a function's file is, as an import names it: the path
+  // below site-packages, dist-packages or lib/pythonX.Y, else the file's
+  // name; "" for <GC> and <native>
+  function fnModule(f) {
+    const fn = D.functions[f];
+    if (fn[3] !== 0 || !fn[1]) return '';
+    let p = fn[1];
+    const m = /\/(?:site-packages|dist-packages|lib\/python\d+\.\d+t?)\/(.*)$/
+        .exec(p);
+    p = m ? m[1] : p.split('/').pop();
+    p = p.replace(/\.pyw?$/, '').replace(/\/__init__$/, '');
+    return p.split('/').join('.');
+  }
+  // a frame's label: the function, with its file and line or its module
+  // when asked for
+  function label(f) {
+    const extra = state.files ? fnWhere(f) : state.modules ? fnModule(f) : '';
+    return fnName(f) + (extra ? ' (' + extra + ')' : '');
+  }
   function fnWhere(f) {
     const fn = D.functions[f];
     return fn[3] === 0 ? fn[1] + ':' + fn[2] : '';
@@ -199,7 +218,8 @@
     if (!state.search) return false;
     const s = state.search.toLowerCase();
     return fnName(f).toLowerCase().includes(s) ||
-           (state.files && fnWhere(f).toLowerCase().includes(s));
+           (state.files && fnWhere(f).toLowerCase().includes(s)) ||
+           (state.modules && fnModule(f).toLowerCase().includes(s));
   }
 
   let root = null, baseRoot = null, zoomNode = null, all = 0;
@@ -273,10 +293,7 @@
       } else {
         el.style.background = colour(n.fn);
       }
-      const label = fnName(n.fn) +
-                    (state.files && fnWhere(n.fn) ? ' (' + fnWhere(n.fn) + ')'
-                                                  : '');
-      if (w > 24) el.textContent = label;
+      if (w > 24) el.textContent = label(n.fn);
       el.title = describe(n);
       el.dataset.fn = fnName(n.fn);
       el.dataset.total = n.total;
@@ -446,6 +463,13 @@
       ['sampling efficiency', pct(i.samples - i.failed, ticks)],
       ['stacks', D.stacks.reduce((a, s) => a + s[2], 0)],
     ];
+    // the threads' status over the stacks: the GIL held, waited for, the
+    // garbage collector, an exception being handled
+    const stacks = D.stacks.reduce((a, s) => a + s[2], 0);
+    const share = (bit) => pct(D.stacks.reduce(
+        (a, s) => a + (((s[3] || 0) & bit) ? s[2] : 0), 0), stacks);
+    parts.push(['GIL held', share(1)], ['GIL waited for', share(2)],
+               ['GC', share(8)], ['exception', share(16)]);
     parts.forEach(([k, v], n) => {
       if (n) $('summary').appendChild(document.createTextNode(' · '));
       $('summary').appendChild(document.createTextNode(k + ' '));
@@ -509,6 +533,10 @@
   });
   $('files').addEventListener('change', (e) => {
     state.files = e.target.checked;
+    render();
+  });
+  $('modules').addEventListener('change', (e) => {
+    state.modules = e.target.checked;
     render();
   });
   document.addEventListener('keydown', (e) => {

@@ -762,6 +762,16 @@ def test_flamegraph_in_chromium(label, python, workdir):
                 st["count"]
     assert {f["fn"]: f["total"] for f in got["gil"]} == dict(gil), got["gil"]
     assert set(gil) == {"<module>"}, gil
+    # labels with modules: threading's functions and split.py's, each
+    # named as an import names its module
+    assert "Thread.run (threading)" in got["modules"], got["modules"]
+    assert "main (split)" in got["modules"], got["modules"]
+    # the summary's shares of the threads' status: the GIL held in the
+    # main thread's stacks (about half of all), never waited for here
+    held = 100 * sum(gil.values()) / stacks
+    m = re.search(r"GIL held ([\d.]+)%", got["summary"])
+    assert m and abs(float(m.group(1)) - held) <= 0.0051, got["summary"]
+    assert 40 < held <= 50.01, held
 
 
 def share(data, func):

@@ -10,6 +10,8 @@
 //   hotspots  the hotspot links: [function, self samples]
 //   sandwich  the hotspot link of SEARCH clicked: {part, depth, fn, total}
 //   gil       Status "holding the GIL" chosen: the outermost row
+//   modules   "modules" checked (any status): the frames' labels
+//   summary   the summary line
 //   errors    console errors and page errors
 // and saves a screenshot of each step as OUT_PREFIX-STEP.png.
 //
@@ -94,6 +96,13 @@ try {
   out.gil = (await frames(page)).filter((f) => f.depth === 0)
       .map((f) => ({ fn: f.fn, total: f.total }));
   await shot(page, 'gil');
+  await page.select('#status', '0');
+  await page.click('#modules');
+  out.modules = await page.evaluate(() => [...document.querySelectorAll(
+      '#graph .frame')].map((e) => e.textContent).filter((t) => t));
+  out.summary = await page.evaluate(
+      () => document.getElementById('summary').textContent);
+  await shot(page, 'modules');
 } catch (e) {
   errors.push('harness: ' + e.message);
 } finally {
