@@ -37,8 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
     pyu_sampler *sm = NULL;
     /* (the mode and flags from the header's pid: each gets its turn) */
     static const unsigned flag_sets[] = {
-        0, PYU_SAMPLE_GC | PYU_SAMPLE_NATIVE, PYU_SAMPLE_ASYNC,
-        PYU_SAMPLE_READ_ONLY, PYU_SAMPLE_NO_CACHE};
+        0, PYU_SAMPLE_GC | PYU_SAMPLE_NATIVE | PYU_SAMPLE_OPCODES,
+        PYU_SAMPLE_ASYNC | PYU_SAMPLE_OPCODES, PYU_SAMPLE_READ_ONLY,
+        PYU_SAMPLE_NO_CACHE};
     pyu_sampler_opts o = {(int)((unsigned)S.pid / 5 % 4),
                           flag_sets[(unsigned)S.pid % 5], 0};
     if (s && p && pyu_open_memory(s, &snap_ops, &S, S.pid, S.runtime) == 0 &&
