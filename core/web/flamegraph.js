@@ -7,7 +7,8 @@
 // Click a frame: it becomes the graph's full width (zoom), and the info
 // line gives its total and self samples as a share of the whole run and
 // of the frame zoomed before.  Esc or the crumbs zoom out; "/" searches;
-// "i" inverts; ArrowUp zooms to the parent.
+// "i" inverts; ArrowUp zooms to the parent, ArrowDown into the heaviest
+// callee, ArrowLeft and ArrowRight to the neighbours.
 //
 // "Sandwich" (w, or a hotspot link): the callers of one function (its
 // callers below it, then theirs) and its callees, over every stack it is
@@ -560,6 +561,21 @@
       state.zoom = state.zoom.slice(0, -1);
       state.selected = null;
       render();
+    } else if (e.key === 'ArrowDown' && !state.sandwich && zoomNode) {
+      // into the zoomed frame's heaviest callee
+      const kids = [...zoomNode.kids.values()];
+      if (kids.length) {
+        e.preventDefault();
+        zoomTo(kids.reduce((a, b) => (b.total > a.total ? b : a)));
+      }
+    } else if ((e.key === 'ArrowLeft' || e.key === 'ArrowRight') &&
+               !state.sandwich && zoomNode && zoomNode.parent) {
+      // to the zoomed frame's neighbour, in the order they are drawn
+      const sibs = [...zoomNode.parent.kids.values()]
+          .sort((a, b) => b.total - a.total);
+      const at = sibs.indexOf(zoomNode) +
+                 (e.key === 'ArrowRight' ? 1 : -1);
+      if (at >= 0 && at < sibs.length) zoomTo(sibs[at]);
     }
   });
   window.addEventListener('resize', render);

@@ -723,6 +723,21 @@ def test_flamegraph_in_chromium(label, python, workdir):
         got["zoom"]
     assert abs(three / main - 0.75) < 0.1
     assert got["escape"] == len(got["load"])
+    # keyboard: ArrowDown zooms into the heaviest outermost function (the
+    # two are about even: either, when they tie), ArrowRight to the other,
+    # ArrowLeft back, ArrowDown into its heaviest callee
+    keys = got["keys"]
+    first = keys["down"][0]
+    assert top[first] == max(top.values()), (keys, top)
+    assert keys["right"] == [next(f for f in top if f != first)], keys
+    assert keys["left"] == keys["down"] == [first], keys
+    kids = collections.Counter()
+    funcs, frames = data["functions"], data["frames"]
+    for st in data["stacks"]:
+        names = [funcs[frames[f]["function"]]["name"] for f in st["frames"]]
+        if len(names) > 1 and names[0] == first:
+            kids[names[1]] += st["count"]
+    assert keys["down2"] == [kids.most_common(1)[0][0]], (keys, kids)
     inv = got["inverted"]
     assert abs(sum(f["width"] for f in inv) - got["graphWidth"]) < 1, inv
     # the outermost row, inverted, is each function's self samples (frames

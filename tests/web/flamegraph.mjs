@@ -5,6 +5,8 @@
 //   click     clicking the first frame named CLICK: the info line
 //   zoom      clicking ZOOM, then hovering CLICK inside it: its title
 //   escape    Esc: the number of frames (the unzoomed view again)
+//   keys      the outermost row after ArrowDown, ArrowRight, ArrowLeft,
+//             ArrowDown (keyboard navigation from the unzoomed view)
 //   inverted  the inverted view's outermost row and the graph's width
 //   search    typing SEARCH: frames marked, the "matched" line
 //   hotspots  the hotspot links: [function, self samples]
@@ -67,6 +69,17 @@ try {
   await shot(page, 'zoom');
   await page.keyboard.press('Escape');
   out.escape = (await frames(page)).length;
+  const row0 = async () => (await frames(page)).filter((f) => f.depth === 0)
+      .map((f) => f.fn);
+  await page.keyboard.press('ArrowDown');
+  out.keys = { down: await row0() };
+  await page.keyboard.press('ArrowRight');
+  out.keys.right = await row0();
+  await page.keyboard.press('ArrowLeft');
+  out.keys.left = await row0();
+  await page.keyboard.press('ArrowDown');
+  out.keys.down2 = await row0();
+  await page.keyboard.press('Escape');
   await page.keyboard.press('i');
   out.inverted = (await frames(page)).filter((f) => f.depth === 0);
   await shot(page, 'inverted');
