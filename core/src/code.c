@@ -299,18 +299,47 @@ uint32_t pyu_code_instr(pyu_session *s, const pyu_code *cc,
     return (uint32_t)((instr_ptr - base) / 2);
 }
 
-void pyu_code_opcode(pyu_session *s, uint64_t addr, const char **op,
-                     const char **base)
+/* The most code units read to find a 3.11 cache entry's instruction. */
+#define OWNER_SCAN_MAX (1u << 18)
+
+void pyu_code_opcode(pyu_session *s, uint64_t bytecode, uint32_t *instr,
+                     const char **op, const char **base)
 {
+    const pyu_offsets *o = &s->off;
+    uint32_t at = *instr;
     uint8_t unit[2];
+    const char *b, *n = NULL;
+    unsigned k;
     *op = *base = "";
-    if (pyu_read_quiet(s, addr, unit, sizeof unit) < 0)
+    if (o->instr_in_caches) {
+        /* the frame may point at the last inline cache entry of its
+         * instruction (3.11: a caller's prev_instr): the instruction is
+         * the one whose entries cover it, found by stepping over whole
+         * instructions from the start of the bytecode */
+        if (at >= OWNER_SCAN_MAX)
+            return;
+        size_t len = 2 * ((size_t)at + 1);
+        uint8_t *units = malloc(len);
+        if (!units || pyu_read_quiet(s, bytecode, units, len) < 0) {
+            free(units);
+            return;
+        }
+        uint32_t i = 0;
+        while ((n = pyu_opcode_name(o->version_hex, units[2 * i], &b, &k)) &&
+               i + 1 + k <= at)
+            i += 1 + k;
+        free(units);
+        if (!n)
+            return; /* (a byte no instruction of this version has) */
+        at = i;
+    } else if (pyu_read_quiet(s, bytecode + 2 * (uint64_t)at, unit,
+                              sizeof unit) < 0 ||
+               !(n = pyu_opcode_name(o->version_hex, unit[0], &b, &k))) {
         return;
-    const char *b, *n = pyu_opcode_name(s->off.version_hex, unit[0], &b);
-    if (n) {
-        *op = n;
-        *base = b;
     }
+    *instr = at;
+    *op = n;
+    *base = b;
 }
 
 bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,

@@ -270,6 +270,9 @@ typedef struct pyu_offsets {
     bool dict_order_before;
     /* the layout is pyunwind's own (a version without debug offsets) */
     bool builtin;
+    /* a frame's instruction pointer can be the last inline cache entry of
+     * its instruction (3.11's prev_instr, in a frame that made a call) */
+    bool instr_in_caches;
 } pyu_offsets;
 
 #define PYU_OFF(o, f) ((o)->v[PYU_F_##f])
@@ -607,17 +610,21 @@ PYU_HIDDEN bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,
                                     uint8_t owner, uint64_t instr_ptr);
 /* The line of instruction `instr` (0 when unknown). */
 PYU_HIDDEN int pyu_code_line(const pyu_code *c, uint32_t instr);
-/* The name of the instruction at addr (a code unit of c's bytecode, or of
- * a thread's copy of it) as the target runs it and as it was compiled, read
- * from the target; *op and *base "" when it cannot be read or named. */
-PYU_HIDDEN void pyu_code_opcode(pyu_session *s, uint64_t addr,
-                                const char **op, const char **base);
+/* The instruction a frame runs, for PYU_SAMPLE_OPCODES: *instr (its
+ * index in code units in the bytecode at `bytecode`: the code object's, or
+ * a thread's copy of it) moved to the instruction itself when the frame
+ * points into its inline cache (o->instr_in_caches), and its names as the
+ * target runs it and as it was compiled, read from the target; *op and
+ * *base "" when it cannot be read or named. */
+PYU_HIDDEN void pyu_code_opcode(pyu_session *s, uint64_t bytecode,
+                                uint32_t *instr, const char **op,
+                                const char **base);
 /* Opcode op's name in CPython version_hex (opcodes.c, written by
- * scripts/gen-opcodes), and in *base the instruction it specialises or
- * instruments; NULL (and *base NULL) for a version or number it does not
- * know. */
+ * scripts/gen-opcodes), in *base the instruction it specialises or
+ * instruments, in *caches the code units of inline cache after it; NULL
+ * (*base NULL, *caches 0) for a version or number it does not know. */
 PYU_HIDDEN const char *pyu_opcode_name(uint64_t version_hex, unsigned op,
-                                       const char **base);
+                                       const char **base, unsigned *caches);
 /* Drops the code, string and type caches and moves the epoch on. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
 PYU_HIDDEN void pyu_codes_free(pyu_session *s);

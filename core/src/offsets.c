@@ -554,6 +554,7 @@ int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
     o->builtin = true;
     o->long_size_signed = true;
     o->dict_order_before = true;
+    o->instr_in_caches = true;
     add_known_facts(o);
     return validate(s, o, ver);
 }

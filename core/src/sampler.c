@@ -203,11 +203,11 @@ static inline memo_slot *memo_find(pyu_sampler *sm, uint64_t code,
     }
 }
 
-/* The profile frame of function func at instruction instr of c (at
- * address at in the target): with PYU_SAMPLE_OPCODES one per instruction,
- * named as the target runs it; else one per line. */
+/* The profile frame of function func at instruction instr of c (in the
+ * bytecode at `bytecode` in the target): with PYU_SAMPLE_OPCODES one per
+ * instruction, named as the target runs it; else one per line. */
 static long add_frame(pyu_sampler *sm, uint32_t func, const pyu_code *c,
-                      uint32_t instr, uint64_t at)
+                      uint32_t instr, uint64_t bytecode)
 {
     int line = pyu_code_line(c, instr);
     if (!(sm->o.flags & PYU_SAMPLE_OPCODES))
@@ -215,7 +215,7 @@ static long add_frame(pyu_sampler *sm, uint32_t func, const pyu_code *c,
     if (instr == PYU_INSTR_UNKNOWN)
         return pyu_profile_add_instr_frame(sm->p, func, line, -1, "", "");
     const char *op, *base;
-    pyu_code_opcode(sm->s, at, &op, &base);
+    pyu_code_opcode(sm->s, bytecode, &instr, &op, &base);
     return pyu_profile_add_instr_frame(sm->p, func, line, (int)instr, op,
                                        base);
 }
@@ -254,7 +254,7 @@ static long frame_of(pyu_sampler *sm, const fresh *f)
                                          c->firstlineno, PYU_FUNC_PYTHON);
         frame = func < 0 ? func
                          : add_frame(sm, (uint32_t)func, c, instr,
-                                     f->instr_ptr);
+                                     f->instr_ptr - 2 * (uint64_t)instr);
         if (frame < 0) {
             pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
             return -2;
@@ -1415,11 +1415,11 @@ static int ws_thread_end(void *arg, const pyu_walk_thread *t,
                                          PYU_FUNC_PYTHON);
         /* (the instruction in the code object's own bytecode: a thread's
          * copy, on free-threaded builds, runs the same instructions) */
-        uint64_t at = c->addr + PYU_OFF(&s->off, co_code_adaptive) +
-                      2 * (uint64_t)w->frames[i].instr;
         long fr = func < 0 ? func
                            : add_frame(sm, (uint32_t)func, c,
-                                       w->frames[i].instr, at);
+                                       w->frames[i].instr,
+                                       c->addr + PYU_OFF(&s->off,
+                                                         co_code_adaptive));
         node = fr < 0 ? fr : pyu_profile_push(sm->p, (uint32_t)node,
                                               (uint32_t)fr);
     }
