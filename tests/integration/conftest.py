@@ -47,6 +47,15 @@ def py315(pythons):
     pytest.skip("no CPython 3.15 among the selected interpreters (PYU_ONLY)")
 
 
+def labelled(pythons, label):
+    """The path of the interpreter labelled label among pythons; skips the
+    test when PYU_ONLY left it out."""
+    for lab, path in pythons:
+        if lab == label:
+            return path
+    pytest.skip("no %s among the selected interpreters (PYU_ONLY)" % label)
+
+
 def pyunwind(*args, timeout=TIMEOUT, **kw):
     """Runs the CLI; returns the CompletedProcess (text mode)."""
     return subprocess.run([PYUNWIND, *args], capture_output=True, text=True,

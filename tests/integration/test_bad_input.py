@@ -16,7 +16,7 @@ import pytest
 
 from conftest import (PYUNWIND, Target, allow_core, assert_matches_truth,
                       interpreters, kernel_cores_land_here, pyunwind,
-                      python_claiming, sleeping, traced_by_strace)
+                      python_claiming, sleeping, traced_by_strace, py315)
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 
@@ -456,7 +456,7 @@ def test_a_thousand_threads_that_come_and_go(tmp_path):
     stacks of hundreds of threads; never a crash, a hang or a target left
     stopped."""
     import json
-    python = dict(interpreters())["3.15.2-debian"]
+    python = py315(interpreters())
     t = Target(python, "threads.py", str(tmp_path), expect_threads=False)
     try:
         main = t.truth["main"]
@@ -492,7 +492,7 @@ def test_target_killed_mid_read(tmp_path):
     """The target SIGKILLed while a dump reads it (stopping it, or not):
     the dump ends with its result or one line, never a crash or a hang."""
     rng = random.Random(3)
-    python = dict(interpreters())["3.15.2-debian"]
+    python = py315(interpreters())
     for i in range(8):
         d = tmp_path / str(i)  # (a fresh truth file each time)
         d.mkdir()
@@ -519,7 +519,7 @@ def test_forking_target(tmp_path):
     a little and exiting): the parent samples as usual, and a child, a
     CPython process of its own, dumps with the stack it runs."""
     import json
-    python = dict(interpreters())["3.15.2-debian"]
+    python = py315(interpreters())
     script = tmp_path / "forker.py"
     script.write_text(
         "import os, sys, time\n"
@@ -576,7 +576,7 @@ def test_target_under_another_tracer(tmp_path):
     dump reads it without stopping it (one note on --verbose), sampling
     works, and strace still traces it afterwards."""
     import json
-    python = dict(interpreters())["3.15.2-debian"]
+    python = py315(interpreters())
     t = Target(python, "stacks.py", str(tmp_path),
                ["--threads", "2", "--depth", "5"])
     try:
@@ -598,7 +598,7 @@ def test_sampling_a_stopped_process(tmp_path):
     """A process someone stopped (SIGSTOP): sampling reads it (its stacks
     do not move), blocking or not, and leaves it stopped."""
     import json
-    python = dict(interpreters())["3.15.2-debian"]
+    python = py315(interpreters())
     t = Target(python, "stacks.py", str(tmp_path),
                ["--threads", "2", "--depth", "5", "--no-subinterpreter"])
     try:

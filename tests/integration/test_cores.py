@@ -17,7 +17,7 @@ import pytest
 
 from conftest import (ROOT, Target, allow_core, assert_matches_truth,
                       dump_json, interpreters, kernel_cores_land_here,
-                      pyunwind)
+                      labelled, pyunwind)
 from test_bad_input import assert_no_crash, assert_one_line_error
 
 PYTHONS = interpreters()
@@ -36,7 +36,7 @@ def kernel_core(label, *args):
     if not kernel_cores_land_here():
         pytest.skip("core_pattern sends cores elsewhere")
     d = tempfile.mkdtemp(prefix="pyu-cores-")
-    python = dict(PYTHONS)[label]
+    python = labelled(PYTHONS, label)
     t = Target(python, "stacks.py", d, list(args))
     path = t.abort()
     assert path, "the kernel wrote no core file"
@@ -147,7 +147,7 @@ def test_exe_of_another_build(pie_core):
     """--exe naming another build of the interpreter (the free-threaded one
     of the same version): refused in one line naming both build-ids, as
     readelf gives them, never a wrong stack; the right --exe reads."""
-    other = dict(PYTHONS)["3.14.7t"]
+    other = labelled(PYTHONS, "3.14.7t")
     r = pyunwind("dump", "--core", pie_core["path"], "--exe", other)
     assert_one_line_error(r, 3, "is not the file the process ran",
                           "its build-id is %s" % build_id(other),
@@ -167,7 +167,7 @@ def container(tmp_path_factory):
     which on this machine is another file or none."""
     root = str(tmp_path_factory.mktemp("container") / "R")
     tree = os.path.dirname(os.path.dirname(os.path.dirname(
-        dict(PYTHONS)["3.15.2-debian"])))
+        labelled(PYTHONS, "3.15.2-debian"))))
     if subprocess.run(["cp", "-al", tree, root]).returncode != 0:
         subprocess.run(["cp", "-a", tree, root], check=True)
     app = os.path.join(root, "app")

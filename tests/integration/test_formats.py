@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import (RUNNING, PYUNWIND, ROOT, TIMEOUT, Target,
-                      interpreters, pyunwind)
+from conftest import (PYUNWIND, ROOT, RUNNING, TIMEOUT, Target, interpreters,
+                      labelled, pyunwind)
 from test_sample import (SOME, assert_split, collapsed, count, sample,
                          split_target, state_of)
 
@@ -112,8 +112,8 @@ def test_pprof_read_by_go_tool_pprof(label, python, workdir):
                              gil).group(1)) - main_samples) <= \
         main_samples * 0.02, gil
     # the thread_name label: the name the target gave the sleeper, which
-    # CPython 3.14+ passes to the kernel
-    if not label.startswith("3.13"):
+    # CPython 3.14+ passes to the kernel (3.11 and 3.13 do not)
+    if not label.startswith(("3.11", "3.13")):
         named = go_pprof("-top", "-sample_index=samples", "-tagfocus",
                          "thread_name=sleeper", out)
         assert int(re.search(r"Showing nodes accounting for (\d+)",
@@ -151,7 +151,7 @@ def test_pprof_from_the_debuggers(workdir):
     pprof: go tool pprof reads them, their totals are the profile's (gdb:
     the same Profile's data()), and the split is the target's."""
     from debuggers import LLDB, LLDB_PLUGIN, Gdb, Lldb
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     gdb_out = os.path.join(workdir, "gdb.pb.gz")
     lldb_out = os.path.join(workdir, "lldb.pb.gz")
@@ -262,7 +262,7 @@ def test_speedscope_opened_by_speedscope(workdir):
     1 ms, to the app's two decimals); the main thread's split is the
     target's."""
     from debuggers import Gdb
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     ss = os.path.join(workdir, "profile.speedscope.json")
     js = os.path.join(workdir, "profile.json")
@@ -386,7 +386,7 @@ def test_report_filters(workdir):
     windows exactly; --mode gil narrows a wall capture to the thread
     holding the GIL (the sleeper never does); a mode the capture cannot
     give is refused in one line."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     path, stacks, truth = capture(python, workdir)
     roles = truth["roles"]
     only = collapsed(report(path, "--format", "collapsed", "--thread",
@@ -413,7 +413,7 @@ def test_a_killed_run_keeps_its_capture(workdir):
     """SIGKILL to the sampler mid-run: the capture holds every sample up
     to its last flush (at most 10 ms before), the report says it ends
     early, the split is there, and the target runs on."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     path = os.path.join(workdir, "killed.raw")
     try:
@@ -439,7 +439,7 @@ def test_report_on_bad_captures(workdir):
     anywhere (a few hundred variations of a real one): never a crash,
     exit 0 (what was whole, with a note when cut) or 3 with one line
     naming the byte."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     path, _, _ = capture(python, workdir, seconds="0.3")
     with open(path, "rb") as f:
         good = f.read()
@@ -574,9 +574,9 @@ def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
     roles = t.truth["roles"]
     data = json.loads(report(path, "--format", "json").stdout)
     # the threads' names: the ones the target gave them, which CPython
-    # 3.14+ passes to the kernel (3.13 does not: no names)
+    # 3.14+ passes to the kernel (3.11 and 3.13 do not: no names)
     names = {t["native_thread_id"]: t["name"] for t in data["threads"]}
-    want = {tid: ("" if role == "main" or label.startswith("3.13")
+    want = {tid: ("" if role == "main" or label.startswith(("3.11", "3.13"))
                   else role) for role, tid in roles.items()}
     assert names == want, (names, want)
     gecko = os.path.join(workdir, "run.gecko.json")
@@ -609,7 +609,7 @@ def test_gecko_from_the_cli_and_the_debuggers(workdir):
     gdb's raw capture of a window now has the samples' times: --to and
     --from halves add up to the whole, each about half."""
     from debuggers import LLDB, LLDB_PLUGIN, Gdb, Lldb
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     cli_out = os.path.join(workdir, "cli.gecko.json")
     gdb_out = os.path.join(workdir, "gdb.gecko.json")
@@ -802,7 +802,7 @@ def test_flamegraph_diff_in_chromium(workdir):
     three() blue, each frame's change equal to the two captures' json; a
     run where one() is never called (--one-ms 0) lists its stacks of the
     baseline as vanished, with their baseline share."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     runs = {}
     for ms in ("1", "3", "0"):
         t = Target(python, "split.py", workdir, ("--one-ms", ms),
@@ -877,7 +877,7 @@ def test_heatmap_in_chromium(workdir):
     and total samples equal the same capture's json; three()'s call line
     links to busy()'s first line, and each click on the link restarts its
     highlight."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     path, stacks, truth = capture(python, workdir)
     data = json.loads(report(path, "--format", "json").stdout)
     page = os.path.join(workdir, "heat.html")
@@ -940,7 +940,7 @@ def test_live_view_on_a_terminal(workdir):
     with exit 0, and the profile goes to -o; without a terminal --live is
     refused in one line."""
     import select
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     out = os.path.join(workdir, "live.json")
     try:
@@ -991,7 +991,7 @@ def test_live_view_ends_on_ctrl_c(workdir):
     terminal's line editing and echo given back."""
     import select
     import termios
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     out = os.path.join(workdir, "live.json")
     try:
@@ -1073,7 +1073,7 @@ def test_collapsed_read_by_speedscope(workdir):
     """The collapsed format, opened by speedscope's app (which imports
     Brendan Gregg's format): one profile, no error, and the Sandwich view
     gives three()'s and one()'s call frames the samples the file has."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = split_target(python, workdir)
     out = os.path.join(workdir, "profile.collapsed.txt")
     try:

@@ -20,7 +20,8 @@ import time
 import pytest
 
 from conftest import (RUNNING, TARGETS, TIMEOUT, Target, interpreters,
-                      kernel_cores_land_here, pyunwind, traced_by_strace)
+                      kernel_cores_land_here, labelled, pyunwind,
+                      traced_by_strace)
 
 PYTHONS = interpreters()
 EXT_SOURCE = os.path.join(TARGETS, "ext", "crashext.c")
@@ -394,8 +395,7 @@ def test_debugger_attach(dbg, blocked, tmp_path):
 @pytest.mark.skipif(not kernel_cores_land_here(),
                     reason="core_pattern sends cores elsewhere")
 def test_debugger_core(dbg, tmp_path):
-    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
-                  PYTHONS[0][1])
+    python = labelled(PYTHONS, "3.15.2-debian")
     t, core = crashed(python, tmp_path)
     dump, text, cli = debugger_native(dbg, dbg.core(python, core), tmp_path,
                                       "--core %s --exe %s" % (core, python))
@@ -465,8 +465,7 @@ def test_gdb_bt_shows_python(blocked, tmp_path):
                     reason="core_pattern sends cores elsewhere")
 def test_gdb_bt_core(tmp_path):
     from debuggers import Gdb
-    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
-                  PYTHONS[0][1])
+    python = labelled(PYTHONS, "3.15.2-debian")
     t, core = crashed(python, tmp_path)
     tr = Gdb().run(["bt"], [python, core])
     lines = [line for _, ls in bt_python(tr["bt"]) for line in ls]
@@ -494,8 +493,7 @@ def test_another_tracer(tmp_path):
     """Another tracer (strace) holds the process: the Python stacks are
     read as always; the native ones cannot be (ptrace allows one tracer),
     which each thread says, and exit 5 with one line says why."""
-    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
-                  PYTHONS[0][1])
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = NativeTarget(python, str(tmp_path), "block")
     try:
         with traced_by_strace(t.pid):
@@ -517,8 +515,7 @@ def test_names_from_separate_debug_file(tmp_path):
     """A stripped extension with its symbols in a separate debug file
     (objcopy --only-keep-debug, found through .gnu_debuglink): its static
     functions are named from that file; without it, they are not."""
-    python = next((p for label, p in PYTHONS if label == "3.15.2-debian"),
-                  PYTHONS[0][1])
+    python = labelled(PYTHONS, "3.15.2-debian")
     t = NativeTarget(python, str(tmp_path), "block", threads=False)
     try:
         so = next(os.path.join(t.ext, n) for n in os.listdir(t.ext)

@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import TIMEOUT, interpreters, pyunwind
+from conftest import TIMEOUT, interpreters, labelled, pyunwind
 from test_formats import ARTIFACTS, WEB, node_modules, report
 from test_sample import assert_split, collapsed, split_target
 
@@ -130,7 +130,7 @@ def test_heatmap_bytecode_panel_in_chromium(workdir):
     """The heat map of a capture with --opcodes, in headless chromium: the
     bytecode toggle shows under each line the instructions that ran on it,
     with the self and total samples the capture's json gives them."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     path, truth = opcodes_capture(python, workdir)
     data = json.loads(report(path, "--format", "json").stdout)
     page = os.path.join(workdir, "heat.html")
@@ -173,7 +173,7 @@ def test_flamegraph_tooltips_name_instructions(workdir):
     busy()'s frames say which instructions they ran, with the self samples
     the capture's json gives each, in the graph and in the inverted
     view."""
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     path, truth = opcodes_capture(python, workdir)
     data = json.loads(report(path, "--format", "json").stdout)
     page = os.path.join(workdir, "flame.html")

@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 from conftest import (ROOT, TIMEOUT, Target, assert_matches_truth,
-                      interpreters)
+                      interpreters, py315)
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +26,7 @@ def root(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory):
-    python = dict(interpreters())["3.15.2-debian"]
+    python = py315(interpreters())
     t = Target(python, "stacks.py", str(tmp_path_factory.mktemp("t")),
                ["--threads", "2", "--depth", "5"])
     yield t

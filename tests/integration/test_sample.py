@@ -17,15 +17,15 @@ import time
 
 import pytest
 
-from conftest import (RUNNING, PYUNWIND, ROOT, TARGETS, TIMEOUT, Target,
-                      allow_core, interpreters, pyunwind)
+from conftest import (PYUNWIND, ROOT, RUNNING, TARGETS, TIMEOUT, Target,
+                      allow_core, interpreters, labelled, pyunwind)
 
 PYTHONS = interpreters()
 BY_LABEL = dict(PYTHONS)
 SAMPLE_PAIR = os.path.join(os.path.dirname(PYUNWIND), "sample_pair")
 # the tests that need no particular version run on these
-SOME = [p for p in PYTHONS if p[0].startswith(("3.13.5t", "3.14.7",
-                                               "3.15.2-debian"))
+SOME = [p for p in PYTHONS if p[0].startswith(("3.11.2-debian", "3.13.5t",
+                                               "3.14.7", "3.15.2-debian"))
         and not p[0].endswith("-dbg") and p[0] != "3.14.7t"]
 PY315 = [p for p in PYTHONS if p[0].startswith("3.15")]
 LINE = re.compile(r"^tid:(\d+)((?:;[^;]*)*) (\d+)$")
@@ -534,7 +534,7 @@ def test_target_in_a_pid_namespace(workdir):
     for /proc), and the thread names are found; from inside the namespace
     (nsenter), by its pid there: the same dump."""
     import json
-    python = dict(PYTHONS)["3.15.2-debian"]
+    python = labelled(PYTHONS, "3.15.2-debian")
     truth_path = os.path.join(workdir, "truth.json")
     p = subprocess.Popen(
         ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc",

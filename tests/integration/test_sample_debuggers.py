@@ -23,7 +23,8 @@ from test_sample import assert_split, calls, collapsed
 
 pytestmark = pytest.mark.debugger
 PYTHONS = interpreters()
-SOME = [p for p in PYTHONS if p[0] in ("3.13.5", "3.14.7t", "3.15.2-debian")]
+SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.14.7t",
+                                       "3.15.2-debian")]
 gdb = Gdb()
 
 

@@ -124,6 +124,9 @@ def test_not_before_314(dbg, tmp_path):
 
 def test_dump_async(dbg, tmp_path):
     """py-dump --async in the debugger is pyunwind dump --async."""
+    if not ASYNC:
+        pytest.skip("no interpreter with asyncio debug offsets among the "
+                    "selected ones (PYU_ONLY)")
     label, python = ASYNC[-1]
     t = Target(python, "tasks.py", str(tmp_path), ["--running"],
                expect_threads=False)
