@@ -394,18 +394,20 @@ class Profile:
 
     def stacks(self):
         """[(native thread id, [(function, file, line), ...] outermost
-        first, count)]"""
+        first, count)]: one entry per thread and stack, as collapsed has
+        them (the statuses and, with opcodes, the instructions summed)."""
         d = self.data()
-        out = []
+        counts = {}  # a stack's statuses and instructions are merged
         for st in d["stacks"]:
             frames = []
             for k in st["frames"]:
                 fr = d["frames"][k]
                 fn = d["functions"][fr["function"]]
                 frames.append((fn["name"], fn["file"], fr["line"]))
-            out.append((d["threads"][st["thread"]]["native_thread_id"],
-                        frames, st["count"]))
-        return out
+            key = (d["threads"][st["thread"]]["native_thread_id"],
+                   tuple(frames))
+            counts[key] = counts.get(key, 0) + st["count"]
+        return [(tid, list(frames), n) for (tid, frames), n in counts.items()]
 
 
 def _signal_handling(name):

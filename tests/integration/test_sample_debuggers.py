@@ -494,6 +494,49 @@ def test_opcodes_in_the_window(dbg, tmp_path):
     assert len([k for k in counts if k[0] == "busy"]) >= 3, counts
 
 
+def test_scripted_stacks_with_opcodes(dbg, tmp_path):
+    """A scripted window with opcodes: Profile.stacks() gives each thread's
+    stack once (its instructions and statuses summed), as the same
+    profile's collapsed output has it, in gdb's module and lldb's."""
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    out = tmp_path / "stacks.json"
+    try:
+        setup, args, teardown = dbg.attach(t.pid)
+        if dbg.name == "gdb":
+            cmds = ["python import json, pyunwind_gdb",
+                    "python p = pyunwind_gdb.sample(duration=1, opcodes=True)",
+                    "python json.dump([p.stacks(), p.write(format="
+                    "'collapsed'), p.data()], open(%r, 'w'))" % str(out)]
+        else:
+            module = os.path.join(os.path.dirname(LLDB_PLUGIN),
+                                  "pyunwind_lldb.py")
+            setup = setup + ["command script import " + module]
+            cmds = ["script import json",
+                    "script p = pyunwind_lldb.sample(lldb.debugger, "
+                    "duration=1, opcodes=True)",
+                    "script json.dump([p.stacks(), p.write(format="
+                    "'collapsed'), p.data()], open(%r, 'w'))" % str(out)]
+        tr = dbg.run([*cmds, *teardown], args, setup=setup)
+        clean(tr)
+        stacks, text, data = json.loads(out.read_text())
+    finally:
+        t.close()
+    # the profile does tell instructions apart
+    assert any(fr.get("instr", -1) >= 0 for fr in data["frames"])
+    keys = [(tid, tuple(map(tuple, frames))) for tid, frames, _ in stacks]
+    assert len(keys) == len(set(keys)), "a stack listed twice"
+    want = collapsed(text)
+    got = {}
+    for tid, frames, n in stacks:
+        got.setdefault(tid, []).append((
+            ["%s:%s:%d" % (os.path.basename(f), fn, line)
+             for fn, f, line in frames], n))
+    key = lambda st: (st[0], st[1])
+    assert {tid: sorted(v, key=key) for tid, v in got.items()} == \
+        {tid: sorted(v, key=key) for tid, v in want.items()}
+    assert_split(got[t.truth["roles"]["main"]], tolerance=0.1)
+
+
 def test_raw_capture_streamed_from_the_window(dbg, tmp_path):
     """py-sample --format raw -o FILE streams the capture while the window
     samples, as the CLI does: a window that ends leaves a whole capture;
