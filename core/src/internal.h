@@ -460,6 +460,78 @@ PYU_HIDDEN bool pyu_table_grow(void **slots, size_t *cap, size_t el,
  * doubling *cap (first: 8); false when out of memory. */
 PYU_HIDDEN bool pyu_grow(void **array, size_t n, size_t *cap, size_t el);
 
+/* An index over the elements of an array, whose elements are their own
+ * keys: a slot holds an element number + 1 (0: free) and the key's hash,
+ * so that most probes compare no element.  Up to UINT32_MAX - 1 elements;
+ * capacities are powers of two (64 first). */
+typedef struct pyu_ix_slot {
+    uint32_t elem1;
+    uint32_t hash;
+} pyu_ix_slot;
+
+typedef struct pyu_ix {
+    pyu_ix_slot *slots; /* owned */
+    size_t cap, n;
+} pyu_ix;
+
+/* Doubles the index; false when out of memory. */
+PYU_HIDDEN bool pyu_ix_grow(pyu_ix *x);
+
+/* Makes room for one more element (after a failed find, find again: the
+ * free slot may have moved). */
+static inline bool pyu_ix_room(pyu_ix *x)
+{
+    return (x->n + 1) * 4 < x->cap * 3 || pyu_ix_grow(x);
+}
+
+/* Fills the free slot `at` (from PYU_IX_FIND) with element elem. */
+static inline void pyu_ix_put(pyu_ix *x, size_t at, uint32_t h, size_t elem)
+{
+    x->slots[at] = (pyu_ix_slot){(uint32_t)elem + 1, h};
+    x->n++;
+}
+
+/* Probes x (which has room: cap > 0) for hash h: the element number e of
+ * the first slot whose element the expression EQ (over e) accepts, or -1
+ * with *at set to the free slot to fill. */
+#define PYU_IX_FIND(x, h, at, EQ)                                              \
+    ({                                                                         \
+        long found_ = -1;                                                      \
+        size_t i_ = (h) & ((x)->cap - 1);                                      \
+        for (; (x)->slots[i_].elem1; i_ = (i_ + 1) & ((x)->cap - 1)) {         \
+            if ((x)->slots[i_].hash == (h)) {                                  \
+                size_t e = (x)->slots[i_].elem1 - 1;                           \
+                (void)e;                                                       \
+                if (EQ) {                                                      \
+                    found_ = (long)e;                                          \
+                    break;                                                     \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        *(at) = i_;                                                            \
+        found_;                                                                \
+    })
+
+/* A 64-bit hash's bits mixed down to 32 (for an index). */
+static inline uint32_t pyu_mix(uint64_t h)
+{
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return (uint32_t)h;
+}
+
+/* FNV-1a of n bytes. */
+static inline uint64_t pyu_hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
+    return h;
+}
+
 /* A string table: remote address -> owned UTF-8 copy. */
 PYU_HIDDEN pyu_strtab *pyu_strtab_new(void);
 PYU_HIDDEN void pyu_strtab_free(pyu_strtab *t);

@@ -45,8 +45,7 @@ typedef struct count {
 typedef struct counts {
     count *v;
     size_t n, cap;
-    uint32_t *slot; /* index + 1 into v, by key; 0: free */
-    size_t nslots;
+    pyu_ix ix; /* over v, by key */
 } counts;
 
 static uint64_t key_hash(const count *k)
@@ -64,34 +63,21 @@ static bool same_key(const count *a, const count *b)
 
 static int add(counts *c, count k)
 {
-    if ((c->n + 1) * 2 > c->nslots) {
-        size_t ncap = c->nslots ? c->nslots * 2 : 1024;
-        uint32_t *ns = calloc(ncap, sizeof *ns);
-        if (!ns || c->n >= UINT32_MAX - 1) {
-            free(ns);
-            return -PYU_E_NOMEM;
-        }
-        for (size_t i = 0; i < c->n; i++) {
-            size_t j = pyu_slot(key_hash(&c->v[i]), ncap);
-            while (ns[j])
-                j = (j + 1) & (ncap - 1);
-            ns[j] = (uint32_t)i + 1;
-        }
-        free(c->slot);
-        c->slot = ns;
-        c->nslots = ncap;
-    }
-    size_t j = pyu_slot(key_hash(&k), c->nslots);
-    for (; c->slot[j]; j = (j + 1) & (c->nslots - 1))
-        if (same_key(&c->v[c->slot[j] - 1], &k)) {
-            c->v[c->slot[j] - 1].n += k.n;
-            c->v[c->slot[j] - 1].n2 += k.n2;
-            return 0;
-        }
-    if (!pyu_grow((void **)&c->v, c->n, &c->cap, sizeof *c->v))
+    if (!pyu_ix_room(&c->ix))
         return -PYU_E_NOMEM;
-    c->v[c->n++] = k;
-    c->slot[j] = (uint32_t)c->n;
+    uint32_t h = pyu_mix(key_hash(&k));
+    size_t at;
+    long e = PYU_IX_FIND(&c->ix, h, &at, same_key(&c->v[e], &k));
+    if (e >= 0) {
+        c->v[e].n += k.n;
+        c->v[e].n2 += k.n2;
+        return 0;
+    }
+    if (c->n >= UINT32_MAX - 1 ||
+        !pyu_grow((void **)&c->v, c->n, &c->cap, sizeof *c->v))
+        return -PYU_E_NOMEM;
+    c->v[c->n] = k;
+    pyu_ix_put(&c->ix, at, h, c->n++);
     return 0;
 }
 
@@ -166,36 +152,42 @@ static void put_lines(FILE *out, const counts *c, size_t *at, uint32_t file)
     fputc('}', out);
 }
 
-static void put_edges(FILE *out, const pyu_profile_data *d, const counts *c,
-                      size_t *at, uint32_t file, bool with_name)
+/* Writes one counter of a group as a JSON array. */
+typedef void put_one(FILE *out, const pyu_profile_data *d, const count *e);
+
+/* A call or caller: [TO_FILE, TO_LINE, N], with the callee's name for
+ * calls. */
+static void put_call(FILE *out, const pyu_profile_data *d, const count *e)
 {
-    fputc('{', out);
-    bool first = true;
-    while (*at < c->n && c->v[*at].file == file) {
-        uint32_t line = c->v[*at].line;
-        fprintf(out, "%s\"%" PRIu32 "\": [", first ? "" : ", ", line);
-        first = false;
-        for (bool one = true; *at < c->n && c->v[*at].file == file &&
-                              c->v[*at].line == line;
-             ++*at, one = false) {
-            const count *e = &c->v[*at];
-            fprintf(out, "%s[%" PRIu32 ", %" PRIu32 ", %" PRIu64,
-                    one ? "" : ", ", e->to_file, e->to_line, e->n);
-            if (with_name) {
-                fputs(", ", out);
-                pyu_json_str(out, d->funcs[e->func].name);
-            }
-            fputc(']', out);
-        }
-        fputc(']', out);
-    }
-    fputc('}', out);
+    fprintf(out, "[%" PRIu32 ", %" PRIu32 ", %" PRIu64 ", ", e->to_file,
+            e->to_line, e->n);
+    pyu_json_str(out, d->funcs[e->func].name);
+    fputc(']', out);
 }
 
-/* {LINE: [[INSTR, OP, BASE, SELF, TOTAL], ...]} of one file's
- * instructions (to_file: the instruction, to_line: its profile frame). */
-static void put_instrs(FILE *out, const pyu_profile_data *d, const counts *c,
-                       size_t *at, uint32_t file)
+static void put_caller(FILE *out, const pyu_profile_data *d, const count *e)
+{
+    (void)d;
+    fprintf(out, "[%" PRIu32 ", %" PRIu32 ", %" PRIu64 "]", e->to_file,
+            e->to_line, e->n);
+}
+
+/* An instruction (to_file: the instruction, to_line: its profile frame):
+ * [INSTR, OP, BASE, SELF, TOTAL]. */
+static void put_instr(FILE *out, const pyu_profile_data *d, const count *e)
+{
+    const pyu_profile_frame *f = &d->frames[e->to_line];
+    fprintf(out, "[%" PRIu32 ", ", e->to_file);
+    pyu_json_str(out, f->op);
+    fputs(", ", out);
+    pyu_json_str(out, f->base);
+    fprintf(out, ", %" PRIu64 ", %" PRIu64 "]", e->n2, e->n);
+}
+
+/* {LINE: [ONE, ...], ...} of one file's counters in c (sorted), from *at
+ * on, each written by one. */
+static void put_groups(FILE *out, const pyu_profile_data *d, const counts *c,
+                       size_t *at, uint32_t file, put_one *one)
 {
     fputc('{', out);
     bool first = true;
@@ -203,16 +195,12 @@ static void put_instrs(FILE *out, const pyu_profile_data *d, const counts *c,
         uint32_t line = c->v[*at].line;
         fprintf(out, "%s\"%" PRIu32 "\": [", first ? "" : ", ", line);
         first = false;
-        for (bool one = true; *at < c->n && c->v[*at].file == file &&
-                              c->v[*at].line == line;
-             ++*at, one = false) {
-            const count *e = &c->v[*at];
-            const pyu_profile_frame *f = &d->frames[e->to_line];
-            fprintf(out, "%s[%" PRIu32 ", ", one ? "" : ", ", e->to_file);
-            pyu_json_str(out, f->op);
-            fputs(", ", out);
-            pyu_json_str(out, f->base);
-            fprintf(out, ", %" PRIu64 ", %" PRIu64 "]", e->n2, e->n);
+        for (bool head = true; *at < c->n && c->v[*at].file == file &&
+                               c->v[*at].line == line;
+             ++*at, head = false) {
+            if (!head)
+                fputs(", ", out);
+            one(out, d, &c->v[*at]);
         }
         fputc(']', out);
     }
@@ -356,11 +344,11 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
             fputs(", \"total\": ", m);
             put_lines(m, &total, &at[1], (uint32_t)f);
             fputs(",\n \"calls\": ", m);
-            put_edges(m, d, &calls, &at[2], (uint32_t)f, true);
+            put_groups(m, d, &calls, &at[2], (uint32_t)f, put_call);
             fputs(", \"callers\": ", m);
-            put_edges(m, d, &callers, &at[3], (uint32_t)f, false);
+            put_groups(m, d, &callers, &at[3], (uint32_t)f, put_caller);
             fputs(",\n \"instrs\": ", m);
-            put_instrs(m, d, &instrs, &at[4], (uint32_t)f);
+            put_groups(m, d, &instrs, &at[4], (uint32_t)f, put_instr);
             fputc('}', m);
         }
         fputs("]}", m);
@@ -400,7 +388,7 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
     counts *all[] = {&self, &total, &calls, &callers, &instrs};
     for (size_t i = 0; i < 5; i++) {
         free(all[i]->v);
-        free(all[i]->slot);
+        free(all[i]->ix.slots);
     }
     return rc;
 }

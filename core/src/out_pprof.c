@@ -108,79 +108,36 @@ static void field_msg(buf *b, unsigned field, buf *m)
 }
 
 /* The string table: each string once, "" at index 0. */
-typedef struct str_slot {
-    uint64_t hash;
-    size_t index; /* + 1; 0: free */
-} str_slot;
-
 typedef struct strings {
     char **s; /* owned copies, in table order */
     size_t n, cap;
-    str_slot *slot;
-    size_t nslots;
+    pyu_ix ix; /* over s */
     bool failed;
 } strings;
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
-
-static bool strings_grow(strings *t)
-{
-    size_t ncap = t->nslots ? t->nslots * 2 : 1024;
-    str_slot *ns = calloc(ncap, sizeof *ns);
-    if (!ns)
-        return false;
-    str_slot *old = t->slot;
-    size_t oldn = t->nslots;
-    t->slot = ns;
-    t->nslots = ncap;
-    for (size_t i = 0; i < oldn; i++) {
-        const str_slot *o = &old[i];
-        if (!o->index)
-            continue;
-        size_t j = pyu_slot(o->hash, ncap);
-        while (t->slot[j].index)
-            j = (j + 1) & (ncap - 1);
-        t->slot[j] = *o;
-    }
-    free(old);
-    return true;
-}
 
 /* The index of s in the table (added when new). */
 static int64_t str_index(strings *t, const char *s)
 {
     if (t->failed)
         return 0;
-    if ((t->n + 1) * 2 > t->nslots && !strings_grow(t)) {
+    if (t->n >= UINT32_MAX - 1 || !pyu_ix_room(&t->ix)) {
         t->failed = true;
         return 0;
     }
-    uint64_t h = hash_str(s);
-    size_t j = pyu_slot(h, t->nslots);
-    for (; t->slot[j].index; j = (j + 1) & (t->nslots - 1))
-        if (t->slot[j].hash == h &&
-            strcmp(t->s[t->slot[j].index - 1], s) == 0)
-            return (int64_t)(t->slot[j].index - 1);
-    if (t->n == t->cap &&
-        !pyu_grow((void **)&t->s, t->n, &t->cap, sizeof *t->s)) {
-        t->failed = true;
-        return 0;
-    }
-    char *copy = strdup(s);
-    if (!copy) {
+    uint32_t h = pyu_mix(pyu_hash_bytes(s, strlen(s)));
+    size_t at;
+    long e = PYU_IX_FIND(&t->ix, h, &at, strcmp(t->s[e], s) == 0);
+    if (e >= 0)
+        return e;
+    char *copy = NULL;
+    if (!pyu_grow((void **)&t->s, t->n, &t->cap, sizeof *t->s) ||
+        !(copy = strdup(s))) {
         t->failed = true;
         return 0;
     }
     t->s[t->n] = copy;
-    t->slot[j].hash = h;
-    t->slot[j].index = ++t->n;
-    return (int64_t)(t->n - 1);
+    pyu_ix_put(&t->ix, at, h, t->n);
+    return (int64_t)t->n++;
 }
 
 static void strings_free(strings *t)
@@ -188,7 +145,7 @@ static void strings_free(strings *t)
     for (size_t i = 0; i < t->n; i++)
         free(t->s[i]);
     free(t->s);
-    free(t->slot);
+    free(t->ix.slots);
 }
 
 static void value_type(buf *b, buf *m, unsigned field, int64_t type,

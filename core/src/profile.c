@@ -12,18 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-/* An index over one array: slot = element number + 1 (0: free) and the
- * key's hash, so that most probes compare no element. */
-typedef struct ix_slot {
-    uint32_t elem1;
-    uint32_t hash;
-} ix_slot;
-
-typedef struct ix {
-    ix_slot *slots;
-    size_t cap, n;
-} ix;
-
 typedef struct pstr {
     char *text; /* owned */
     size_t len;
@@ -44,7 +32,7 @@ struct pyu_profile {
     size_t nthreads, capthreads;
     pyu_profile_stack *stacks;
     size_t nstacks, capstacks;
-    ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
+    pyu_ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
     uint64_t total;
     /* each count since pyu_profile_journal_start, for a capture */
     bool journaling;
@@ -61,76 +49,6 @@ struct pyu_profile {
                         not started */
 };
 
-static inline uint32_t mix(uint64_t h)
-{
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33;
-    h *= 0xc4ceb9fe1a85ec53ull;
-    h ^= h >> 33;
-    return (uint32_t)h;
-}
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
-static bool ix_grow(ix *x)
-{
-    size_t ncap = x->cap ? x->cap * 2 : 64;
-    ix_slot *ns = calloc(ncap, sizeof *ns);
-    if (!ns)
-        return false;
-    for (size_t k = 0; k < x->cap; k++) {
-        if (!x->slots[k].elem1)
-            continue;
-        size_t i = x->slots[k].hash & (ncap - 1);
-        while (ns[i].elem1)
-            i = (i + 1) & (ncap - 1);
-        ns[i] = x->slots[k];
-    }
-    free(x->slots);
-    x->slots = ns;
-    x->cap = ncap;
-    return true;
-}
-
-/* Probes for hash: returns the element number of the first slot whose
- * element `eq` accepts, or -1 with *at set to the free slot to fill. */
-#define IX_FIND(x, h, at, EQ)                                               \
-    ({                                                                      \
-        long found_ = -1;                                                   \
-        size_t i_ = (h) & ((x)->cap - 1);                                   \
-        for (; (x)->slots[i_].elem1; i_ = (i_ + 1) & ((x)->cap - 1)) {      \
-            if ((x)->slots[i_].hash == (h)) {                               \
-                size_t e = (x)->slots[i_].elem1 - 1;                        \
-                (void)e;                                                    \
-                if (EQ) {                                                   \
-                    found_ = (long)e;                                       \
-                    break;                                                  \
-                }                                                           \
-            }                                                               \
-        }                                                                   \
-        *(at) = i_;                                                         \
-        found_;                                                             \
-    })
-
-/* Makes room before an insertion (after a failed find, find again). */
-static bool ix_room(ix *x)
-{
-    return (x->n + 1) * 4 < x->cap * 3 || ix_grow(x);
-}
-
-static void ix_put(ix *x, size_t at, uint32_t h, size_t elem)
-{
-    x->slots[at] = (ix_slot){(uint32_t)elem + 1, h};
-    x->n++;
-}
-
 /* The elements of each array are limited to what 32-bit ids can name. */
 #define MAX_ELEMS (UINT32_MAX - 1)
 
@@ -144,9 +62,9 @@ pyu_profile *pyu_profile_new(void)
     pyu_profile *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
-    if (!ix_grow(&p->istrs) || !ix_grow(&p->ifuncs) ||
-        !ix_grow(&p->iframes) || !ix_grow(&p->inodes) ||
-        !ix_grow(&p->ithreads) || !ix_grow(&p->istacks) ||
+    if (!pyu_ix_grow(&p->istrs) || !pyu_ix_grow(&p->ifuncs) ||
+        !pyu_ix_grow(&p->iframes) || !pyu_ix_grow(&p->inodes) ||
+        !pyu_ix_grow(&p->ithreads) || !pyu_ix_grow(&p->istacks) ||
         !room((void **)&p->nodes, 0, &p->capnodes, sizeof *p->nodes)) {
         pyu_profile_free(p);
         return NULL;
@@ -171,8 +89,8 @@ void pyu_profile_free(pyu_profile *p)
     free(p->journal);
     free(p->ticks);
     free(p->events);
-    ix *all[] = {&p->istrs, &p->ifuncs, &p->iframes,
-                 &p->inodes, &p->ithreads, &p->istacks};
+    pyu_ix *all[] = {&p->istrs,  &p->ifuncs,   &p->iframes,
+                     &p->inodes, &p->ithreads, &p->istacks};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         free(all[i]->slots);
     free(p);
@@ -198,10 +116,10 @@ static const char *intern_str(pyu_profile *p, const char *s)
     if (!s)
         s = "";
     size_t len = strlen(s), at;
-    uint32_t h = mix(hash_bytes(s, len));
-    long e = IX_FIND(&p->istrs, h, &at,
-                     p->strs[e].len == len &&
-                         memcmp(p->strs[e].text, s, len) == 0);
+    uint32_t h = pyu_mix(pyu_hash_bytes(s, len));
+    long e = PYU_IX_FIND(&p->istrs, h, &at,
+                         p->strs[e].len == len &&
+                             memcmp(p->strs[e].text, s, len) == 0);
     if (e >= 0)
         return p->strs[e].text;
     if (!room((void **)&p->strs, p->nstrs, &p->capstrs, sizeof *p->strs))
@@ -210,13 +128,13 @@ static const char *intern_str(pyu_profile *p, const char *s)
     if (!copy)
         return NULL;
     memcpy(copy, s, len + 1);
-    if (!ix_room(&p->istrs)) {
+    if (!pyu_ix_room(&p->istrs)) {
         free(copy);
         return NULL;
     }
-    IX_FIND(&p->istrs, h, &at, false);
+    PYU_IX_FIND(&p->istrs, h, &at, false);
     p->strs[p->nstrs] = (pstr){copy, len};
-    ix_put(&p->istrs, at, h, p->nstrs);
+    pyu_ix_put(&p->istrs, at, h, p->nstrs);
     p->nstrs++;
     return copy;
 }
@@ -227,23 +145,22 @@ long pyu_profile_add_func(pyu_profile *p, const char *name, const char *file,
     const char *n = intern_str(p, name), *f = n ? intern_str(p, file) : NULL;
     if (!f)
         return -PYU_E_NOMEM;
-    uint32_t h = mix((uint64_t)(uintptr_t)n * 31 ^ (uint64_t)(uintptr_t)f ^
-                     ((uint64_t)(uint32_t)first_line << 32) ^
-                     (uint64_t)kind << 60);
+    uint32_t h =
+        pyu_mix((uint64_t)(uintptr_t)n * 31 ^ (uint64_t)(uintptr_t)f ^
+                ((uint64_t)(uint32_t)first_line << 32) ^ (uint64_t)kind << 60);
     size_t at;
-    long e = IX_FIND(&p->ifuncs, h, &at,
-                     p->funcs[e].name == n && p->funcs[e].file == f &&
-                         p->funcs[e].first_line == first_line &&
-                         p->funcs[e].kind == kind);
+    long e = PYU_IX_FIND(&p->ifuncs, h, &at,
+                         p->funcs[e].name == n && p->funcs[e].file == f &&
+                             p->funcs[e].first_line == first_line &&
+                             p->funcs[e].kind == kind);
     if (e >= 0)
         return e;
-    if (!room((void **)&p->funcs, p->nfuncs, &p->capfuncs,
-              sizeof *p->funcs) ||
-        !ix_room(&p->ifuncs))
+    if (!room((void **)&p->funcs, p->nfuncs, &p->capfuncs, sizeof *p->funcs) ||
+        !pyu_ix_room(&p->ifuncs))
         return -PYU_E_NOMEM;
-    IX_FIND(&p->ifuncs, h, &at, false);
+    PYU_IX_FIND(&p->ifuncs, h, &at, false);
     p->funcs[p->nfuncs] = (pyu_profile_func){n, f, first_line, kind};
-    ix_put(&p->ifuncs, at, h, p->nfuncs);
+    pyu_ix_put(&p->ifuncs, at, h, p->nfuncs);
     return (long)p->nfuncs++;
 }
 
@@ -258,24 +175,25 @@ long pyu_profile_add_instr_frame(pyu_profile *p, uint32_t func, int line,
     const char *b = o ? intern_str(p, instr < 0 ? "" : base) : NULL;
     if (!b)
         return -PYU_E_NOMEM;
-    uint32_t h = mix(((uint64_t)func << 32 | (uint32_t)line) ^
-                     (uint64_t)(uint32_t)instr << 17 ^
-                     (uint64_t)(uintptr_t)o * 31);
+    uint32_t h =
+        pyu_mix(((uint64_t)func << 32 | (uint32_t)line) ^
+                (uint64_t)(uint32_t)instr << 17 ^ (uint64_t)(uintptr_t)o * 31);
     size_t at;
-    long e = IX_FIND(&p->iframes, h, &at,
-                     p->frames[e].func == func && p->frames[e].line == line &&
-                         p->frames[e].instr == instr &&
-                         p->frames[e].op == o && p->frames[e].base == b);
+    long e =
+        PYU_IX_FIND(&p->iframes, h, &at,
+                    p->frames[e].func == func && p->frames[e].line == line &&
+                        p->frames[e].instr == instr && p->frames[e].op == o &&
+                        p->frames[e].base == b);
     if (e >= 0)
         return e;
     if (!room((void **)&p->frames, p->nframes, &p->capframes,
               sizeof *p->frames) ||
-        !ix_room(&p->iframes))
+        !pyu_ix_room(&p->iframes))
         return -PYU_E_NOMEM;
-    IX_FIND(&p->iframes, h, &at, false);
+    PYU_IX_FIND(&p->iframes, h, &at, false);
     p->frames[p->nframes] = (pyu_profile_frame){func, line, instr, o, b};
     p->instrs |= instr >= 0;
-    ix_put(&p->iframes, at, h, p->nframes);
+    pyu_ix_put(&p->iframes, at, h, p->nframes);
     return (long)p->nframes++;
 }
 
@@ -360,21 +278,20 @@ long pyu_profile_push(pyu_profile *p, uint32_t parent, uint32_t frame)
 {
     if (parent >= p->nnodes || frame >= p->nframes)
         return -PYU_E_INVAL;
-    uint32_t h = mix(((uint64_t)parent << 32) | frame);
+    uint32_t h = pyu_mix(((uint64_t)parent << 32) | frame);
     size_t at;
-    long e = IX_FIND(&p->inodes, h, &at,
-                     p->nodes[e].parent == parent &&
-                         p->nodes[e].frame == frame && e != 0);
+    long e = PYU_IX_FIND(&p->inodes, h, &at,
+                         p->nodes[e].parent == parent &&
+                             p->nodes[e].frame == frame && e != 0);
     if (e >= 0)
         return e;
-    if (!room((void **)&p->nodes, p->nnodes, &p->capnodes,
-              sizeof *p->nodes) ||
-        !ix_room(&p->inodes))
+    if (!room((void **)&p->nodes, p->nnodes, &p->capnodes, sizeof *p->nodes) ||
+        !pyu_ix_room(&p->inodes))
         return -PYU_E_NOMEM;
-    IX_FIND(&p->inodes, h, &at, false);
+    PYU_IX_FIND(&p->inodes, h, &at, false);
     p->nodes[p->nnodes] =
         (pyu_profile_node){parent, frame, p->nodes[parent].depth + 1};
-    ix_put(&p->inodes, at, h, p->nnodes);
+    pyu_ix_put(&p->inodes, at, h, p->nnodes);
     return (long)p->nnodes++;
 }
 
@@ -382,23 +299,23 @@ long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
                             uint64_t native_thread_id, int64_t interpreter_id,
                             int main)
 {
-    uint32_t h = mix(thread_id * 31 ^ native_thread_id ^
-                     (uint64_t)interpreter_id << 48);
+    uint32_t h = pyu_mix(thread_id * 31 ^ native_thread_id ^
+                         (uint64_t)interpreter_id << 48);
     size_t at;
-    long e = IX_FIND(&p->ithreads, h, &at,
-                     p->threads[e].thread_id == thread_id &&
-                         p->threads[e].native_thread_id ==
-                             native_thread_id &&
-                         p->threads[e].interpreter_id == interpreter_id);
+    long e =
+        PYU_IX_FIND(&p->ithreads, h, &at,
+                    p->threads[e].thread_id == thread_id &&
+                        p->threads[e].native_thread_id == native_thread_id &&
+                        p->threads[e].interpreter_id == interpreter_id);
     if (e >= 0) {
         p->threads[e].main |= main != 0;
         return e;
     }
     if (!room((void **)&p->threads, p->nthreads, &p->capthreads,
               sizeof *p->threads) ||
-        !ix_room(&p->ithreads))
+        !pyu_ix_room(&p->ithreads))
         return -PYU_E_NOMEM;
-    IX_FIND(&p->ithreads, h, &at, false);
+    PYU_IX_FIND(&p->ithreads, h, &at, false);
     p->threads[p->nthreads] = (pyu_profile_thread){
         .thread_id = thread_id,
         .native_thread_id = native_thread_id,
@@ -406,7 +323,7 @@ long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
         .main = main != 0,
         .name = "",
     };
-    ix_put(&p->ithreads, at, h, p->nthreads);
+    pyu_ix_put(&p->ithreads, at, h, p->nthreads);
     return (long)p->nthreads++;
 }
 
@@ -453,21 +370,21 @@ int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
                 (pyu_profile_event){thread, node, (uint32_t)n, status};
         }
     }
-    uint32_t h = mix(((uint64_t)thread << 32 | node) ^
-                     (uint64_t)status << 56);
+    uint32_t h =
+        pyu_mix(((uint64_t)thread << 32 | node) ^ (uint64_t)status << 56);
     size_t at;
-    long e = IX_FIND(&p->istacks, h, &at,
-                     p->stacks[e].thread == thread &&
-                         p->stacks[e].node == node &&
-                         p->stacks[e].status == status);
+    long e = PYU_IX_FIND(&p->istacks, h, &at,
+                         p->stacks[e].thread == thread &&
+                             p->stacks[e].node == node &&
+                             p->stacks[e].status == status);
     if (e < 0) {
         if (!room((void **)&p->stacks, p->nstacks, &p->capstacks,
                   sizeof *p->stacks) ||
-            !ix_room(&p->istacks))
+            !pyu_ix_room(&p->istacks))
             return -PYU_E_NOMEM;
-        IX_FIND(&p->istacks, h, &at, false);
+        PYU_IX_FIND(&p->istacks, h, &at, false);
         p->stacks[p->nstacks] = (pyu_profile_stack){thread, node, 0, status};
-        ix_put(&p->istacks, at, h, p->nstacks);
+        pyu_ix_put(&p->istacks, at, h, p->nstacks);
         e = (long)p->nstacks++;
     }
     p->stacks[e].count += n;

@@ -1,5 +1,6 @@
 /* Open-addressing tables keyed by a remote address, the string table built
- * on them (remote address -> owned UTF-8 copy), and growing arrays. */
+ * on them (remote address -> owned UTF-8 copy), indexes over arrays
+ * (pyu_ix) and growing arrays. */
 #include "internal.h"
 
 #include <stdlib.h>
@@ -28,6 +29,26 @@ bool pyu_table_grow(void **slots, size_t *cap, size_t el, size_t first)
     free(*slots);
     *slots = nt;
     *cap = ncap;
+    return true;
+}
+
+bool pyu_ix_grow(pyu_ix *x)
+{
+    size_t ncap = x->cap ? x->cap * 2 : 64;
+    pyu_ix_slot *ns = calloc(ncap, sizeof *ns);
+    if (!ns)
+        return false;
+    for (size_t k = 0; k < x->cap; k++) {
+        if (!x->slots[k].elem1)
+            continue;
+        size_t i = x->slots[k].hash & (ncap - 1);
+        while (ns[i].elem1)
+            i = (i + 1) & (ncap - 1);
+        ns[i] = x->slots[k];
+    }
+    free(x->slots);
+    x->slots = ns;
+    x->cap = ncap;
     return true;
 }
 
