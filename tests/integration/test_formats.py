@@ -205,17 +205,23 @@ def node_modules():
     return d
 
 
+def web_harness(script, page, artifact, *args):
+    """Runs tests/web/SCRIPT (over tests/web/browser.mjs) on the page or
+    file `page`, its screenshots named after ARTIFACTS/artifact; returns
+    the JSON object it prints."""
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    r = subprocess.run(["node", os.path.join(WEB, script), node_modules(),
+                        page, os.path.join(ARTIFACTS, artifact), *args],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
 def speedscope_app(profile, name):
     """speedscope's own app in headless chromium (tests/web/speedscope.mjs):
     (page title, console errors, [Sandwich view rows per profile: {name:
     (total ns, self ns)}], [profile names])."""
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    r = subprocess.run(["node", os.path.join(WEB, "speedscope.mjs"),
-                        node_modules(), profile,
-                        os.path.join(ARTIFACTS, name)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    out = json.loads(r.stdout)
+    out = web_harness("speedscope.mjs", profile, name)
     # (times with their unit; unitless weights, as imported from the
     # collapsed format, as "1,000")
     units = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9, "": 1}
@@ -669,13 +675,7 @@ def test_gecko_from_the_cli_and_the_debuggers(workdir):
 
 def flamegraph_page(page, name, click, zoom, search):
     """tests/web/flamegraph.mjs: the page used in headless chromium."""
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    r = subprocess.run(["node", os.path.join(WEB, "flamegraph.mjs"),
-                        node_modules(), page, os.path.join(ARTIFACTS, name),
-                        click, zoom, search],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return web_harness("flamegraph.mjs", page, name, click, zoom, search)
 
 
 def totals(data, pred=lambda names: True):
@@ -841,12 +841,7 @@ def test_flamegraph_diff_in_chromium(workdir):
 
 
 def diff_page(page, name):
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    r = subprocess.run(["node", os.path.join(WEB, "flamegraph_diff.mjs"),
-                        node_modules(), page, os.path.join(ARTIFACTS, name)],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+    return web_harness("flamegraph_diff.mjs", page, name)
 
 
 # ------------------------------------------------------------------ heatmap
@@ -883,13 +878,7 @@ def test_heatmap_in_chromium(workdir):
     page = os.path.join(workdir, "heat.html")
     report(path, "--format", "heatmap", "-o", page)
     src = truth["file"]
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    r = subprocess.run(["node", os.path.join(WEB, "heatmap.mjs"),
-                        node_modules(), page,
-                        os.path.join(ARTIFACTS, "heatmap"), src, "busy"],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    got = json.loads(r.stdout)
+    got = web_harness("heatmap.mjs", page, "heatmap", src, "busy")
     assert got["errors"] == [], got["errors"]
     assert got["index"][0][1] == src, got["index"]
     assert sum(n for n, _ in got["index"]) == stacks

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from conftest import TIMEOUT, interpreters, labelled, pyunwind
-from test_formats import ARTIFACTS, WEB, node_modules, report
+from test_formats import report, web_harness
 from test_sample import assert_split, collapsed, split_target
 
 PYTHONS = interpreters()
@@ -136,13 +136,7 @@ def test_heatmap_bytecode_panel_in_chromium(workdir):
     page = os.path.join(workdir, "heat.html")
     report(path, "--format", "heatmap", "-o", page)
     src = truth["file"]
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    r = subprocess.run(["node", os.path.join(WEB, "heatmap_bytecode.mjs"),
-                        node_modules(), page,
-                        os.path.join(ARTIFACTS, "heatmap-bytecode"), src],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    got = json.loads(r.stdout)
+    got = web_harness("heatmap_bytecode.mjs", page, "heatmap-bytecode", src)
     assert got["errors"] == [], got["errors"]
     assert got["hidden_before"] == 0, got  # shown only when asked for
     want = collections.defaultdict(list)
@@ -178,14 +172,8 @@ def test_flamegraph_tooltips_name_instructions(workdir):
     data = json.loads(report(path, "--format", "json").stdout)
     page = os.path.join(workdir, "flame.html")
     report(path, "--format", "flamegraph", "-o", page)
-    os.makedirs(ARTIFACTS, exist_ok=True)
-    r = subprocess.run(["node", os.path.join(WEB, "flamegraph_ops.mjs"),
-                        node_modules(), page,
-                        os.path.join(ARTIFACTS, "flamegraph-opcodes"),
-                        "busy"],
-                       capture_output=True, text=True, timeout=TIMEOUT)
-    assert r.returncode == 0, r.stderr
-    got = json.loads(r.stdout)
+    got = web_harness("flamegraph_ops.mjs", page, "flamegraph-opcodes",
+                      "busy")
     assert got["errors"] == [], got["errors"]
     want = collections.Counter()
     for (name, _, _, op, _), (self, _) in instr_counts(

@@ -18,20 +18,10 @@
 // and saves a screenshot of each step as OUT_PREFIX-STEP.png.
 //
 //   node flamegraph.mjs NODE_MODULES_DIR PAGE OUT_PREFIX CLICK ZOOM SEARCH
-import path from 'node:path';
-import { createRequire } from 'node:module';
+import { fileUrl, run } from './browser.mjs';
 
 const [modules, page_, outPrefix, clickName, zoomName, searchText] =
     process.argv.slice(2);
-const require = createRequire(path.join(modules, 'x.js'));
-const puppeteer = require('puppeteer-core');
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox'],
-});
-const errors = [];
-const out = { errors };
 const frames = (page) => page.evaluate(() =>
   [...document.querySelectorAll('#graph .frame')].map((e) => ({
     fn: e.dataset.fn, total: Number(e.dataset.total),
@@ -46,16 +36,8 @@ const clickFrame = (page, name) => page.evaluate((n) => {
 }, name);
 const shot = (page, step) =>
   page.screenshot({ path: `${outPrefix}-${step}.png` });
-try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1400, height: 800 });
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('request', (r) => {
-    if (!r.url().startsWith('file:') && !r.url().startsWith('data:'))
-      errors.push('network request: ' + r.url());
-  });
-  await page.goto(`file://${path.resolve(page_)}`);
+await run(modules, fileUrl(page_), { width: 1400, height: 800 },
+          async (page, out) => {
   out.load = await frames(page);
   out.graphWidth = await page.evaluate(() => document.getElementById('graph').clientWidth);
   await shot(page, 'load');
@@ -116,9 +98,4 @@ try {
   out.summary = await page.evaluate(
       () => document.getElementById('summary').textContent);
   await shot(page, 'modules');
-} catch (e) {
-  errors.push('harness: ' + e.message);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

@@ -5,23 +5,11 @@
 // "elided": [{path, share}]}; saves a screenshot as OUT.png.
 //
 //   node flamegraph_diff.mjs NODE_MODULES_DIR PAGE OUT
-import path from 'node:path';
-import { createRequire } from 'node:module';
+import { fileUrl, run } from './browser.mjs';
 
 const [modules, page_, outPath] = process.argv.slice(2);
-const require = createRequire(path.join(modules, 'x.js'));
-const puppeteer = require('puppeteer-core');
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true, args: ['--no-sandbox'] });
-const errors = [];
-const out = { errors };
-try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1200, height: 500 });
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(`file://${path.resolve(page_)}`);
+await run(modules, fileUrl(page_), { width: 1200, height: 500 },
+          async (page, out) => {
   await page.click('#elided');
   Object.assign(out, await page.evaluate(() => ({
     title: document.getElementById('title').textContent,
@@ -34,9 +22,4 @@ try {
       path: e.dataset.path, share: Number(e.dataset.share) })),
   })));
   await page.screenshot({ path: outPath + '.png' });
-} catch (e) {
-  errors.push('harness: ' + e.message);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

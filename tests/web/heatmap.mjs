@@ -7,23 +7,11 @@
 // total]}, link: {file, line}, flashes, visible}; screenshots OUT-*.png.
 //
 //   node heatmap.mjs NODE_MODULES_DIR PAGE OUT FILE FUNC
-import path from 'node:path';
-import { createRequire } from 'node:module';
+import { fileUrl, run } from './browser.mjs';
 
 const [modules, page_, out_, file, func] = process.argv.slice(2);
-const require = createRequire(path.join(modules, 'x.js'));
-const puppeteer = require('puppeteer-core');
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true, args: ['--no-sandbox'] });
-const errors = [];
-const out = { errors };
-try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1200, height: 700 });
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(`file://${path.resolve(page_)}`);
+await run(modules, fileUrl(page_), { width: 1200, height: 700 },
+          async (page, out) => {
   out.index = await page.evaluate(() => [...document.querySelectorAll('.file-row')]
       .map((r) => [Number(r.cells[0].textContent), r.cells[3].textContent]));
   out.tree = await page.evaluate(() => [...document.querySelectorAll(
@@ -69,9 +57,4 @@ try {
     return r.top >= 0 && r.bottom <= window.innerHeight;
   }, out.link.line);
   await page.screenshot({ path: out_ + '-file.png' });
-} catch (e) {
-  errors.push('harness: ' + e.message);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

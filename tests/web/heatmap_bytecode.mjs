@@ -6,23 +6,11 @@
 // screenshot OUT-file.png.
 //
 //   node heatmap_bytecode.mjs NODE_MODULES_DIR PAGE OUT FILE
-import path from 'node:path';
-import { createRequire } from 'node:module';
+import { fileUrl, run } from './browser.mjs';
 
 const [modules, page_, out_, file] = process.argv.slice(2);
-const require = createRequire(path.join(modules, 'x.js'));
-const puppeteer = require('puppeteer-core');
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true, args: ['--no-sandbox'] });
-const errors = [];
-const out = { errors };
-try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1200, height: 900 });
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  await page.goto(`file://${path.resolve(page_)}`);
+await run(modules, fileUrl(page_), { width: 1200, height: 900 },
+          async (page, out) => {
   const opened = await page.evaluate((f) => {
     const a = [...document.querySelectorAll('.file-row a')]
         .find((x) => x.textContent === f);
@@ -57,9 +45,4 @@ try {
   if (hot) await page.evaluate((l) => document.getElementById('L' + l)
       .scrollIntoView({ block: 'center' }), hot);
   await page.screenshot({ path: out_ + '-file.png' });
-} catch (e) {
-  errors.push('harness: ' + e.message);
-} finally {
-  await browser.close();
-}
-console.log(JSON.stringify(out));
+});

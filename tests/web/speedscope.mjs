@@ -11,11 +11,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createRequire } from 'node:module';
+import { run } from './browser.mjs';
 
 const [modules, profile, outPrefix] = process.argv.slice(2);
-const require = createRequire(path.join(modules, 'x.js'));
-const puppeteer = require('puppeteer-core');
 const app = path.join(modules, 'speedscope', 'dist', 'release', 'index.html');
 
 const js = path.join(os.tmpdir(), `pyunwind-speedscope-${process.pid}.js`);
@@ -23,26 +21,15 @@ fs.writeFileSync(js, `speedscope.loadFileFromBase64(${JSON.stringify(
     path.basename(profile))}, ${JSON.stringify(
     fs.readFileSync(profile).toString('base64'))})`);
 
-const browser = await puppeteer.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  headless: true,
-  args: ['--no-sandbox', '--allow-file-access-from-files'],
-});
-const errors = [];
-const result = { errors, profiles: [] };
-try {
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1400, height: 900 });
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
-  page.on('pageerror', (e) => errors.push(String(e)));
-  page.on('dialog', async (d) => { errors.push('dialog: ' + d.message()); await d.dismiss(); });
-  await page.goto(`file://${app}#localProfilePath=${js}`);
+const url = `file://${app}#localProfilePath=${js}`;
+await run(modules, url, { width: 1400, height: 900 },
+          async (page, out) => {
   // the flame graph's canvas appears once the profile is imported
   await page.waitForFunction(
       () => document.title !== 'speedscope' || document.querySelector('canvas'),
       { timeout: 20000 });
   await new Promise((r) => setTimeout(r, 500));
-  result.title = await page.title();
+  out.title = await page.title();
   // the Sandwich view: its keyboard shortcut
   await page.keyboard.press('3');
   await new Promise((r) => setTimeout(r, 500));
@@ -51,16 +38,11 @@ try {
   for (let i = 0; i < 64; i++) {
     const text = await page.evaluate(() => document.body.innerText);
     await page.screenshot({ path: `${outPrefix}-${i}.png` });
-    result.profiles.push({ text });
+    out.profiles.push({ text });
     const m = /\((\d+)\/(\d+)\)/.exec(text);
     if (!m || Number(m[1]) >= Number(m[2])) break;
     await page.keyboard.press('n');
     await new Promise((r) => setTimeout(r, 400));
   }
-} catch (e) {
-  errors.push('harness: ' + e.message);
-} finally {
-  await browser.close();
-  fs.unlinkSync(js);
-}
-console.log(JSON.stringify(result));
+}, { args: ['--allow-file-access-from-files'], out: { profiles: [] },
+     cleanup: () => fs.unlinkSync(js) });
