@@ -474,10 +474,12 @@ def test_a_thousand_threads_that_come_and_go(tmp_path):
         prof = json.loads(r.stdout)
         assert prof["samples"] > 100 and prof["total"] > 100 * 100, \
             (prof["samples"], prof["total"])
-        # threads came and went: more of them over the run than alive at
-        # any one time
-        assert len(prof["threads"]) > len(dump["threads"]), \
-            (len(prof["threads"]), len(dump["threads"]))
+        # threads came and went: the run sampled threads born after the
+        # dump before it (a loaded machine keeps fewer threads alive and
+        # replaces them more slowly, so no count is asked for)
+        before = {th["native_thread_id"] for th in dump["threads"]}
+        born = {th["native_thread_id"] for th in prof["threads"]} - before
+        assert len(born) >= 10, (len(born), len(prof["threads"]), len(before))
         for tid in os.listdir("/proc/%d/task" % t.pid)[:50]:
             try:
                 with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:

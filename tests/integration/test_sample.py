@@ -560,7 +560,11 @@ def test_target_in_a_pid_namespace(workdir):
         r = sample(host, "-d", "1", "--mode", "cpu", "--format", "json")
         prof = json.loads(r.stdout)
         threads = {t["native_thread_id"]: t for t in prof["threads"]}
-        assert set(threads) == {roles["main"]}, threads
+        # (the dump just before stopped the sleeper too: its sleep, restarted
+        # on the detach, may find it runnable in a sample or two)
+        assert roles["main"] in threads, threads
+        assert all(th["samples"] <= 3 for tid, th in threads.items()
+                   if tid != roles["main"]), threads
         assert threads[roles["main"]]["status"]["on_cpu"] == \
             threads[roles["main"]]["samples"] > 100
         r = sample(host, "-d", "0.3", "--format", "json")
