@@ -63,16 +63,18 @@ void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
 static void stats_line(FILE *diag, const pyu_sampler_stats *st)
 {
     fprintf(diag,
-            "pyunwind: %" PRIu64 " stacks, %" PRIu64 " reads (%.2f a sample); "
-            "frames: %" PRIu64 " read, %" PRIu64 " from the cache; stacks: "
-            "%" PRIu64 " from the cache but the innermost frame, %" PRIu64
-            " read whole, %" PRIu64 " torn, %" PRIu64 " unproven; anchors %s, "
-            "%" PRIu64 " written\n",
+            "pyunwind: %" PRIu64 " stacks, %" PRIu64 " reads (%.2f a sample, "
+            "%" PRIu64 " snapshots of one thread); frames: %" PRIu64
+            " read, %" PRIu64 " from the cache; stacks: %" PRIu64
+            " from the cache but the innermost frame, %" PRIu64
+            " read whole, %" PRIu64 " of them from the current frame read "
+            "after the frames; %" PRIu64 " read again (torn), %" PRIu64
+            " with <unknown>, %" PRIu64 " grafted; anchors %s, %" PRIu64 " written\n",
             st->stacks, st->reads,
             st->samples ? (double)st->reads / (double)st->samples : 0.0,
-            st->frames_read, st->frames_cached, st->cache_full,
-            st->cache_miss, st->torn, st->unproven,
-            st->anchors ? "on" : "off", st->anchor_writes);
+            st->snapshots, st->frames_read, st->frames_cached,
+            st->cache_full, st->cache_miss, st->later, st->torn,
+            st->unknown, st->grafted, st->anchors ? "on" : "off", st->anchor_writes);
 }
 
 /* The file a live target runs (/proc/PID/exe), to notice an exec. */

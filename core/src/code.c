@@ -259,6 +259,9 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     c->tlbc_array = PYU_HAS(o, co_tlbc) && o->free_threaded
                         ? pyu_u64(buf, len, PYU_OFF(o, co_tlbc))
                         : 0;
+    /* (a code object is a variable-size object of its code units) */
+    int64_t units = (int64_t)pyu_u64(buf, len, PYU_OFF(o, ob_size));
+    c->ncode = units > 0 && units < (1 << 24) ? (uint32_t)units : 0;
     c->memo_instr = PYU_INSTR_UNKNOWN;
     c->tlbc_memo_index = 0;
     if (read_linetable(s, c->linetable_addr, c) < 0) {
@@ -294,7 +297,8 @@ uint32_t pyu_code_instr(pyu_session *s, const pyu_code *cc,
         c->tlbc_memo_base = entry;
     }
     if (instr_ptr < base ||
-        (instr_ptr - base) / 2 > (uint64_t)c->linetable_len * 8 + 8)
+        (c->ncode ? (instr_ptr - base) / 2 >= c->ncode
+                  : (instr_ptr - base) / 2 > (uint64_t)c->linetable_len * 8 + 8))
         return PYU_INSTR_UNKNOWN;
     return (uint32_t)((instr_ptr - base) / 2);
 }

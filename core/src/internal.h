@@ -213,7 +213,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(err_exc_value) X(err_previous_item)                                    \
     X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)               \
     X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index)         \
-    X(fr_is_entry)                                                           \
+    X(fr_is_entry) X(fr_funcobj) X(fr_stacktop) X(fr_return_offset)          \
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
@@ -647,6 +647,7 @@ typedef struct pyu_code {
     uint32_t linetable_len;
     int firstlineno;
     int32_t firsttraceable; /* 3.11: code units before the first RESUME */
+    uint32_t ncode;       /* its code units (0: unknown) */
     uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
     int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
     uint64_t tlbc_memo_base;
@@ -725,6 +726,74 @@ PYU_HIDDEN const uint8_t *pyu_chunks_find(pyu_session *s, uint64_t addr,
 PYU_HIDDEN void pyu_chunks_free(pyu_session *s);
 
 /* ============================================== frames (frames.c) */
+
+/* The fields of a frame that walks and the sampler's checks use, as one
+ * copy of it shows them. */
+typedef struct pyu_frame_raw {
+    uint64_t addr, prev;
+    uint64_t code;      /* f_executable, tag bits cleared */
+    uint64_t instr_ptr;
+    uint64_t ip;        /* instr_ptr with the thread-local bytecode index
+                           mixed in: a key for (code, instruction) memos */
+    uint64_t func;      /* the function it runs (f_funcobj; 3.11 f_func),
+                           tag bits cleared; 0 where unknown */
+    uint64_t sp;        /* the top of its value stack as the frame last saved
+                           it (3.13: 0 while it runs), remote; 0: unknown */
+    int32_t tlbc;       /* free-threaded: its thread-local bytecode */
+    uint8_t owner;      /* PYU_OWNER_*; PYU_OWNER_ENTRY and up: a shim */
+    bool entry;         /* 3.11: the first frame of an eval loop C code
+                           called */
+} pyu_frame_raw;
+
+/* Takes a frame's fields from a copy of fsize bytes of it. */
+PYU_HIDDEN void pyu_frame_raw_take(const pyu_offsets *o, uint64_t addr,
+                                   const uint8_t *buf, size_t fsize,
+                                   pyu_frame_raw *f);
+
+/* How a chain walk ended. */
+enum {
+    PYU_CHAIN_NULL = 1, /* at a frame whose previous is NULL */
+    PYU_CHAIN_BASE,     /* at the thread's base frame (3.15) */
+    PYU_CHAIN_STOP,     /* at stop_at, or the callback ended it */
+    PYU_CHAIN_DEPTH,    /* after PYU_MAX_FRAMES frames */
+    PYU_CHAIN_LOOP,     /* at a frame seen before */
+    PYU_CHAIN_UNREAD,   /* at a frame that could not be read (quiet) */
+};
+
+/* One walk of a thread's chain, from `first` through each frame's
+ * previous: where the frames' bytes are found, and how the walk ended. */
+typedef struct pyu_chain_it {
+    /* in */
+    uint64_t first;
+    uint64_t base;     /* 3.15: the chain ends at this frame; else 0 */
+    uint64_t stop_at;  /* end after this frame, or 0 */
+    const pyu_chunk_span *span; /* copies read beforehand (a sampler's
+                                   snapshot), searched first */
+    size_t nspan;
+    uint64_t chunk;    /* the thread's current chunk: frames in no span
+                          come from copies of the chunks (chunks.c) once
+                          `singles` of them were read alone; 0: never */
+    size_t singles;
+    bool quiet;        /* a frame that cannot be read ends the walk
+                          (PYU_CHAIN_UNREAD) without an error; the process
+                          gone is still one */
+    /* out */
+    int end;           /* PYU_CHAIN_* */
+    size_t n;          /* frames walked */
+    size_t outside;    /* ... of them, found in no span */
+    /* (private) */
+    bool copying;
+    int read_error;
+} pyu_chain_it;
+
+/* The one walk of a chain: calls fn(arg, frame, its bytes, how many bytes
+ * of the copy follow the frame's start) for each frame, innermost first,
+ * including shims; fn returns 0 to go on, 1 to end after this frame, -1 on
+ * an error.  Returns 0, or -1 (record set). */
+PYU_HIDDEN int pyu_chain_each(pyu_session *s, pyu_chain_it *it,
+                              int (*fn)(void *arg, const pyu_frame_raw *f,
+                                        const uint8_t *buf, size_t avail),
+                              void *arg);
 
 /* Decodes a copy of an interpreter frame at addr (fsize bytes): 1 and *f
  * filled (all but index) for a frame running Python code, 0 for a frame

@@ -215,6 +215,9 @@ static const check checks[] = {
     {L(fr_instr_ptr), L(fr_size), 8, true},
     {L(fr_owner), L(fr_size), 1, true},
     {L(fr_stackpointer), L(fr_size), 8, false},
+    {L(fr_funcobj), L(fr_size), 8, false},
+    {L(fr_stacktop), L(fr_size), 4, false},
+    {L(fr_return_offset), L(fr_size), 2, false},
     {L(fr_tlbc_index), L(fr_size), 4, false},
     {L(co_filename), L(co_size), 8, true},
     {L(co_name), L(co_size), 8, true},
@@ -341,6 +344,19 @@ static void add_known_facts(pyu_offsets *o)
             o->v[PYU_F_ts_holds_gil] = o->v[PYU_F_ts_status] + 4;
         o->holds_gil_mask = UINT32_MAX;
     }
+    /* _PyInterpreterFrame (internal/pycore_frame.h; 3.14+
+     * pycore_interpframe_structs.h): f_executable, previous, then the
+     * function, in every version since 3.13; 3.13 keeps the top of the
+     * value stack as an int index (`stacktop`, -1 while the frame runs)
+     * where 3.14 has the published stackpointer */
+    if (minor >= 13)
+        o->v[PYU_F_fr_funcobj] = 16;
+    /* ... and ends with `uint16_t return_offset; char owner;` (3.13-3.15):
+     * the size of the call instruction a caller made, 0 in a new frame */
+    if (minor >= 13 && PYU_HAS(o, fr_owner) && PYU_OFF(o, fr_owner) >= 2)
+        o->v[PYU_F_fr_return_offset] = PYU_OFF(o, fr_owner) - 2;
+    if (minor == 13)
+        o->v[PYU_F_fr_stacktop] = 64;
     /* generator-like objects (Include/internal/pycore_frame.h): the
      * gi_frame_state values were renumbered in 3.15, where the awaited
      * object also moved one slot down the value stack */
@@ -513,6 +529,7 @@ static const known layout_311[] = {
     {L(fr_size), 80}, {L(fr_executable), 32 /* f_code */},
     {L(fr_previous), 48}, {L(fr_instr_ptr), 56 /* prev_instr */},
     {L(fr_is_entry), 68}, {L(fr_owner), 69}, {L(fr_localsplus), 72},
+    {L(fr_funcobj), 0 /* f_func */}, {L(fr_stacktop), 64},
     {L(co_size), 192}, {L(co_flags), 48}, {L(co_argcount), 56},
     {L(co_kwonlyargcount), 64}, {L(co_firstlineno), 72},
     {L(co_localsplusnames), 96}, {L(co_localspluskinds), 104},

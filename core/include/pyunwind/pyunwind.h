@@ -619,9 +619,12 @@ typedef struct pyu_profile pyu_profile;
 #define PYU_FUNC_PYTHON 0 /* Python code */
 #define PYU_FUNC_GC 1     /* "<GC>": the thread runs the garbage collector */
 #define PYU_FUNC_NATIVE 2 /* "<native>": C code outside the eval loop */
+#define PYU_FUNC_UNKNOWN 3 /* "<unknown>": a sampler could not read the
+                              frames above it consistently (the thread
+                              alone when none) */
 
 typedef struct pyu_profile_func {
-    const char *name; /* co_qualname, or "<GC>", "<native>" */
+    const char *name; /* co_qualname, or "<GC>", "<native>", "<unknown>" */
     const char *file; /* co_filename ("" for the others) */
     int first_line;   /* co_firstlineno (0 for the others) */
     int kind;         /* PYU_FUNC_* */
@@ -904,21 +907,35 @@ typedef struct pyu_sampler_opts {
 
 typedef struct pyu_sampler_stats {
     uint64_t samples;        /* pyu_sampler_take calls */
-    uint64_t failed;         /* samples with a stack left out */
+    uint64_t failed;         /* samples in which nothing usable was read
+                                of a thread's stack (counted as the thread
+                                alone with <unknown>), or of the target */
     uint64_t stacks;         /* stacks recorded */
-    uint64_t torn;           /* thread stacks that changed under the read
-                                (read again once, then left out) */
+    uint64_t torn;           /* stacks that did not pass the acceptance
+                                rules and were read again */
     uint64_t reads;          /* read calls made to the memory source */
     uint64_t frames_read;    /* frames read from the target */
     uint64_t frames_cached;  /* frames taken from the frame cache */
     uint64_t cache_full;     /* stacks whose frames below the innermost
-                                came from the cache */
+                                came from the cache (3.15's anchor) */
     uint64_t cache_miss;     /* stacks read whole */
-    uint64_t unproven;       /* stacks recorded without the anchor's proof
-                                that the thread had them (3.13, 3.14,
-                                read-only: all of them) */
+    uint64_t unproven;       /* stacks recorded from a snapshot that
+                                passed the rules, without an anchor's
+                                proof (3.11-3.14, read-only: all of them) */
     uint64_t anchor_writes;  /* anchors written into the target */
     int anchors;             /* 1 when the sampler writes anchors */
+    uint64_t unknown;        /* stacks recorded with an <unknown> frame on
+                                top: read again and again, they never
+                                passed the rules */
+    uint64_t snapshots;      /* reads of one thread's snapshot beyond the
+                                sample's batched read */
+    uint64_t later;          /* stacks taken from the current frame read
+                                again right after the frames (the one read
+                                before them did not pass the rules) */
+    uint64_t grafted;        /* ... of them, with the innermost frames the
+                                first read found put back on top (they had
+                                ended: a generator yielded, a call from C
+                                returned) */
 } pyu_sampler_stats;
 
 /* A sampler over an opened session, recording into p (which it fills in

@@ -1,0 +1,439 @@
+/* The acceptance rules: when a stack read from a running thread is one
+ * the thread really had.
+ *
+ * A sample of a running thread reads its thread state and the memory its
+ * frames lie in with one process_vm_readv: the thread state first, then
+ * each range of frames, outermost first (read_plan.c).  The kernel copies
+ * the ranges one after another while the thread goes on running, so the
+ * copy is a near-atomic snapshot, not an atomic one: a frame may be
+ * popped, and its slot reused by another call, between the read of the
+ * current frame pointer and the copy of the frames below it.  Walking the
+ * copy from the current frame then meets frames that never were on the
+ * stack together: a frame left behind by a call that returned (its memory
+ * is not cleared), under a caller that is another call by now.  That is
+ * the torn stack ("b1 -> a2" in a loop that alternates a1 -> a2 and
+ * b1 -> b2: the walk found a2's leftover frame above b1).
+ *
+ * What does not make a stack wrong is a change after the copy: the stack
+ * the copy shows is the one the thread had when it was copied, whatever
+ * the thread did next.  An earlier rule here left out every stack whose
+ * innermost frames or current frame had moved by the time they were read
+ * a second time; moves are frequent exactly in short, often called
+ * functions, so the profiles it kept over-weighted long-running ones.
+ * Nothing here compares the snapshot with a later read of the target.
+ *
+ * Instead each link of the chain is checked for evidence, inside the
+ * snapshot, that the caller made the call the frame above it is:
+ *
+ *   - The chain ends where a thread's chain ends: at the thread's base
+ *     frame (3.15), at an entry frame whose previous is NULL (3.12+: the
+ *     eval loop C code entered first), or (3.11) at a frame of the data
+ *     stack that started an eval loop and has no previous.  A walk that
+ *     meets NULL anywhere else went through a frame left behind: a
+ *     suspended generator's frame has no previous.
+ *   - Every Python frame runs a code object, and its instruction pointer
+ *     lies inside that code object's bytecode.  A frame being written
+ *     while it was copied (a new call filling a reused slot) shows one
+ *     call's code object with another call's instruction pointer.
+ *   - A frame on the data stack was pushed by its caller's current
+ *     instruction.  When that instruction is a call (CALL, CALL_KW,
+ *     CALL_FUNCTION_EX and their specialised forms), the caller saved the
+ *     top of its value stack before pushing the frame, and the callable
+ *     sits at that top (3.11: or one word above, after the NULL or self
+ *     that 3.11 pushes first): it is the function the new frame runs.  A
+ *     frame left behind by another call runs another function, and the
+ *     caller's stack names its own callee.  The word is read from the same
+ *     copy as the caller.  A caller whose instruction pushes frames in
+ *     another way (a property getter, __getitem__, a generator's send,
+ *     the shim that runs __init__, an instrumented instruction) gives no
+ *     such evidence and is taken as it is; a caller whose instruction
+ *     pushes no frame at all (it is running: the frame above was left
+ *     behind) is not.
+ *   - Frames C code called (behind an entry frame, 3.11's is_entry) carry
+ *     no evidence of their caller: C code between them and their caller
+ *     made the call.
+ *
+ * The instruction a caller stands at is read from the target once per
+ * (code object, instruction) and remembered until the caches are flushed.
+ *
+ * What the rules cannot exclude.  Versions without an anchor (3.11, 3.13,
+ * 3.14) cannot rule out by reading alone that a slot was reused by an
+ * identical call (ABA), and neither can the rules: a frame left behind
+ * passes when its caller, at a call, names the function the leftover
+ * frame runs, which needs the caller's stack to hold that function
+ * (its own pending call of it, or a stale word exactly where a new call
+ * has saved nothing yet, during the few instructions between a frame's
+ * creation and its first push).  On the alternating target of
+ * tests/targets/alternate.py at 20 kHz this was measured at 0 in 10^6
+ * samples on 3.13 (4 % of the stacks read without the rules were
+ * impossible); the tests assert at most 1 in 100,000 (bench/README.md).
+ * On 3.15 a thread whose anchor proves its stack is not read at all
+ * (frame_cache.c); the rest is read under the same rules.
+ *
+ * A stack that fails is read again from a new snapshot (sampler.c); the
+ * outer frames that passed are kept if it keeps failing.
+ */
+#include "sampling.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define KIND_MAX (1u << 16) /* memo entries */
+
+/* ------------------------------------------------- what a caller is at */
+
+static bool base_is(const char *base, const char *const *names)
+{
+    for (; *names; names++)
+        if (strcmp(base, *names) == 0)
+            return true;
+    return false;
+}
+
+/* The kind of instruction op (compiled as base) is. */
+static uint8_t classify(const char *op, const char *base)
+{
+    static const char *const calls[] = {"CALL", "CALL_KW",
+                                        "CALL_FUNCTION_EX", NULL};
+    static const char *const pushers[] = {
+        "LOAD_ATTR",      /* a property's getter, __getattribute__ */
+        "BINARY_SUBSCR",  /* __getitem__ (3.11-3.13) */
+        "BINARY_OP",      /* __getitem__ (3.14+: BINARY_OP_SUBSCR_GETITEM) */
+        "SEND", "FOR_ITER", /* a generator's or coroutine's frame */
+        "EXIT_INIT_CHECK", /* the shim that ran __init__ */
+        NULL};
+    if (!*op)
+        return PYU_AT_OTHER;
+    if (strncmp(op, "INSTRUMENTED_", 13) == 0)
+        return PYU_AT_PUSH; /* (monitoring on: no claims about its stack) */
+    if (base_is(base, calls))
+        /* (the specialisation for classes pushes __init__'s shim frame,
+         * which runs no function) */
+        return strcmp(op, "CALL_ALLOC_AND_ENTER_INIT") == 0 ? PYU_AT_PUSH
+                                                            : PYU_AT_CALL;
+    return base_is(base, pushers) ? PYU_AT_PUSH : PYU_AT_OTHER;
+}
+
+static void kinds_clear(pyu_sampler *sm)
+{
+    if (sm->kinds)
+        memset(sm->kinds, 0, sm->kindcap * sizeof *sm->kinds);
+    sm->kindn = 0;
+    sm->kind_epoch = sm->s->code_epoch;
+}
+
+/* What the frame f (running c) stands at; PYU_AT_OTHER when it cannot
+ * be told. */
+static uint8_t kind_of(pyu_sampler *sm, const pyu_frame_raw *f,
+                       const pyu_code *c)
+{
+    pyu_session *s = sm->s;
+    if (sm->kind_epoch != s->code_epoch)
+        kinds_clear(sm);
+    if (sm->kindn * 2 >= sm->kindcap) {
+        if (sm->kindcap >= KIND_MAX) {
+            kinds_clear(sm);
+        } else {
+            size_t ncap = sm->kindcap ? sm->kindcap * 2 : 256;
+            pyu_kind_slot *nk = calloc(ncap, sizeof *nk);
+            if (!nk)
+                return PYU_AT_OTHER; /* (read again next time) */
+            free(sm->kinds);
+            sm->kinds = nk;
+            sm->kindcap = ncap;
+            kinds_clear(sm);
+        }
+    }
+    size_t i = pyu_slot(f->code ^ (f->ip << 7) ^ (f->ip >> 29), sm->kindcap);
+    for (;; i = (i + 1) & (sm->kindcap - 1)) {
+        pyu_kind_slot *k = &sm->kinds[i];
+        if (k->code == f->code && k->ip == f->ip)
+            return k->kind;
+        if (!k->code)
+            break;
+    }
+    uint32_t instr = pyu_code_instr(s, c, f->instr_ptr, f->tlbc);
+    if (instr == PYU_INSTR_UNKNOWN)
+        return PYU_AT_OTHER;
+    const char *op, *base;
+    pyu_code_opcode(s, f->instr_ptr - 2 * (uint64_t)instr, &instr, &op,
+                    &base);
+    uint8_t kind = classify(op, base);
+    if (!*op)
+        return kind; /* (not remembered: the read may work next time) */
+    if (sm->kind_epoch != s->code_epoch) /* (a read flushed the caches) */
+        kinds_clear(sm);
+    i = pyu_slot(f->code ^ (f->ip << 7) ^ (f->ip >> 29), sm->kindcap);
+    while (sm->kinds[i].code)
+        i = (i + 1) & (sm->kindcap - 1);
+    sm->kinds[i] = (pyu_kind_slot){f->code, f->ip, kind};
+    sm->kindn++;
+    return kind;
+}
+
+/* ------------------------------------------------- calls seen made */
+
+static void edges_clear(pyu_sampler *sm)
+{
+    if (sm->edges)
+        memset(sm->edges, 0, sm->edgecap * sizeof *sm->edges);
+    sm->edgen = 0;
+    sm->edge_epoch = sm->s->code_epoch;
+}
+
+static size_t edge_at(const pyu_sampler *sm, uint64_t caller, uint64_t callee)
+{
+    return pyu_slot(caller * 31 ^ callee, sm->edgecap);
+}
+
+/* Whether code `caller` was seen calling code `callee` (a call proven by
+ * its evidence, in this or an earlier sample). */
+static bool edge_known(pyu_sampler *sm, uint64_t caller, uint64_t callee)
+{
+    if (sm->edge_epoch != sm->s->code_epoch)
+        edges_clear(sm);
+    if (!sm->edgecap)
+        return false;
+    for (size_t i = edge_at(sm, caller, callee);;
+         i = (i + 1) & (sm->edgecap - 1)) {
+        const pyu_edge *e = &sm->edges[i];
+        if (!e->caller)
+            return false;
+        if (e->caller == caller && e->callee == callee)
+            return true;
+    }
+}
+
+static void edge_learn(pyu_sampler *sm, uint64_t caller, uint64_t callee)
+{
+    if (edge_known(sm, caller, callee))
+        return;
+    if (sm->edgen * 2 >= sm->edgecap) {
+        if (sm->edgecap >= KIND_MAX) {
+            edges_clear(sm);
+        } else {
+            size_t ncap = sm->edgecap ? sm->edgecap * 2 : 256;
+            pyu_edge *ne = calloc(ncap, sizeof *ne);
+            if (!ne)
+                return;
+            pyu_edge *old = sm->edges;
+            size_t oldcap = sm->edgecap;
+            sm->edges = ne;
+            sm->edgecap = ncap;
+            sm->edgen = 0;
+            for (size_t k = 0; k < oldcap; k++)
+                if (old[k].caller) {
+                    size_t i = edge_at(sm, old[k].caller, old[k].callee);
+                    while (sm->edges[i].caller)
+                        i = (i + 1) & (sm->edgecap - 1);
+                    sm->edges[i] = old[k];
+                    sm->edgen++;
+                }
+            free(old);
+        }
+    }
+    size_t i = edge_at(sm, caller, callee);
+    while (sm->edges[i].caller)
+        i = (i + 1) & (sm->edgecap - 1);
+    sm->edges[i] = (pyu_edge){caller, callee};
+    sm->edgen++;
+}
+
+void pyu_accept_free(pyu_sampler *sm)
+{
+    free(sm->kinds);
+    sm->kinds = NULL;
+    sm->kindcap = sm->kindn = 0;
+    free(sm->edges);
+    sm->edges = NULL;
+    sm->edgecap = sm->edgen = 0;
+}
+
+/* ----------------------------------------------------------- the rules */
+
+/* Whether func is None (the function of a shim frame: the one that runs
+ * __init__ is pushed by a call too). */
+static bool is_none(pyu_sampler *sm, uint64_t func)
+{
+    pyu_session *s = sm->s;
+    if (!func)
+        return false;
+    if (func == sm->none_addr)
+        return true;
+    uint64_t type;
+    if (pyu_read_quiet(s, func + PYU_OFF(&s->off, ob_type), &type, 8) < 0)
+        return false;
+    const pyu_type *t = pyu_type_get(s, type);
+    if (!t || t->kind != PYU_TYPE_NONE)
+        return false;
+    sm->none_addr = func; /* (a singleton, never freed) */
+    return true;
+}
+
+/* Whether a caller whose value stack's top was saved at sp (the words
+ * there in slot: n of them read with it; ret its return_offset) is in the
+ * call of function func. */
+static bool calls(pyu_sampler *sm, uint64_t sp, const uint64_t *slot,
+                  uint8_t n, uint16_t ret, uint64_t func)
+{
+    const pyu_offsets *o = &sm->s->off;
+    if (!sp || !func)
+        return false;
+    /* (a caller saves the size of its call before it pushes the frame: a
+     * new frame, whose stack holds what the slot's last occupant left,
+     * has 0) */
+    if (PYU_HAS(o, fr_return_offset) && !ret)
+        return false;
+    uint64_t w[2] = {slot[0], slot[1]};
+    size_t want = o->builtin ? 2 : 1; /* (3.11: NULL or self first) */
+    if (n < want && pyu_read_quiet(sm->s, sp, w, 8 * want) < 0)
+        return false;
+    for (size_t k = 0; k < want; k++)
+        if ((w[k] & ~o->tag_mask) == func)
+            return true;
+    return false;
+}
+
+/* The evidence that caller c (running code cc) pushed the frame e of the
+ * data stack. */
+static bool pushed(pyu_sampler *sm, const pyu_sframe *c, const pyu_code *cc,
+                   const pyu_sframe *e)
+{
+    uint8_t kind = kind_of(sm, &c->r, cc);
+    if (kind == PYU_AT_PUSH)
+        return true;
+    if (kind == PYU_AT_CALL &&
+        calls(sm, c->r.sp, c->slot, c->nslot, c->ret, e->r.func)) {
+        /* the innermost frames were read twice: a copy can mix two
+         * moments of a frame being written (the kernel's copy is not one
+         * load), the second shows whether the call was really there */
+        if (!c->twice || !e->twice ||
+            (c->r2.code == c->r.code && c->r2.instr_ptr == c->r.instr_ptr &&
+             e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
+             calls(sm, c->r2.sp, c->slot2, c->nslot2, c->ret2, e->r2.func))) {
+            edge_learn(sm, c->r.code, e->r.code);
+            return true;
+        }
+    }
+    if (kind == PYU_AT_CALL && is_none(sm, e->r.func))
+        return true;
+    /* the caller is past the call (or not at it yet): the frame above is
+     * its own callee that returned after the thread state was read, or a
+     * frame left behind by a call the slot's earlier occupant made */
+    return edge_known(sm, c->r.code, e->r.code);
+}
+
+/* Whether the chain ends where a thread's chain ends. */
+static bool complete(const pyu_sampler *sm, const pyu_sthread *t,
+                     const pyu_tstate *ts)
+{
+    const pyu_frame_raw *last = &t->fr[t->nfr - 1].r;
+    switch (t->end) {
+    case PYU_CHAIN_BASE:
+    case PYU_CHAIN_DEPTH: /* (as deep as a walk goes: shown truncated) */
+        return true;
+    case PYU_CHAIN_NULL:
+        if (ts->base_frame)
+            return false; /* (3.15 ends every chain at its base frame) */
+        if (!PYU_HAS(&sm->s->off, fr_is_entry))
+            return last->owner >= PYU_OWNER_ENTRY;
+        return last->owner == PYU_OWNER_THREAD && last->entry;
+    default:
+        return false;
+    }
+}
+
+/* Whether the frame is one the rules take: an owner CPython has; a
+ * Python frame runs a code object and its instruction lies in it.  1 or
+ * 0, -1 on an error that ends the sample. */
+static int frame_ok(pyu_sampler *sm, const pyu_sframe *e)
+{
+    pyu_session *s = sm->s;
+    if (e->r.owner > 4) /* (3.14+ owners end at the C stack's, 4) */
+        return 0;
+    if (e->r.owner >= PYU_OWNER_ENTRY)
+        return 1;
+    bool is_code;
+    const pyu_code *c = pyu_code_get(s, e->r.code, &is_code);
+    if (!c)
+        return s->err.code == PYU_E_NOPROC || s->err.code == PYU_E_NOMEM
+                   ? -1
+                   : 0; /* (not a code object: torn) */
+    return pyu_code_instr(s, c, e->r.instr_ptr, e->r.tlbc) !=
+               PYU_INSTR_UNKNOWN ||
+           pyu_code_incomplete(s, c, e->r.owner, e->r.instr_ptr);
+}
+
+/* Whether the link from frame e down to its caller c has its evidence. */
+static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
+{
+    /* C code made the call (an entry frame, 3.11's is_entry); a
+     * generator's frame names its caller only while it runs (it clears
+     * previous when it yields) */
+    if (c->r.owner >= PYU_OWNER_ENTRY || e->r.owner != PYU_OWNER_THREAD ||
+        e->r.entry)
+        return true;
+    bool is_code;
+    const pyu_code *cc = pyu_code_get(sm->s, c->r.code, &is_code);
+    return cc && pushed(sm, c, cc, e);
+}
+
+/* Remembers the calls of an accepted chain made through C code or into a
+ * generator (each Python frame was called by the next Python frame below
+ * it, shims between), where both copies of the innermost frames show the
+ * same links. */
+static void learn(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
+{
+    size_t callee = n;
+    bool same = true; /* (frames from callee down agree in both copies) */
+    for (size_t i = 0; i < n; i++) {
+        const pyu_sframe *f = &fr[i];
+        bool ok = f->twice && f->r2.prev == f->r.prev &&
+                  f->r2.code == f->r.code && f->r2.owner == f->r.owner;
+        if (f->r.owner >= PYU_OWNER_ENTRY) {
+            same = same && ok;
+            continue;
+        }
+        if (callee < n && same && ok &&
+            (fr[callee].r.owner != PYU_OWNER_THREAD || fr[callee].r.entry ||
+             i > callee + 1))
+            edge_learn(sm, f->r.code, fr[callee].r.code);
+        callee = i;
+        same = ok;
+    }
+}
+
+bool pyu_accept_calls(pyu_sampler *sm, uint64_t caller, uint64_t callee)
+{
+    return edge_known(sm, caller, callee);
+}
+
+long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+{
+    size_t n = t->nfr;
+    if (!n || !complete(sm, t, ts))
+        return 0;
+    for (size_t i = n; i-- > 0;) {
+        int ok = frame_ok(sm, &t->fr[i]);
+        if (ok < 0)
+            return -1;
+        if (!ok || (i + 1 < n && !link_ok(sm, &t->fr[i + 1], &t->fr[i])))
+            return (long)(n - 1 - i);
+    }
+    learn(sm, t->fr, n);
+    return (long)n;
+}
+
+long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int ok = frame_ok(sm, &fr[i]);
+        if (ok < 0)
+            return -1;
+        if (!ok)
+            return (long)i;
+        if (i > 0 && !link_ok(sm, &fr[i], &fr[i - 1]))
+            return (long)i;
+    }
+    return (long)n;
+}

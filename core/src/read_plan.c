@@ -1,0 +1,492 @@
+/* The read plan: what one sample reads of the target, in as few reads as
+ * the prediction allows.
+ *
+ * Steady state (the interpreters and threads the last sample found are
+ * still there): one process_vm_readv brings the runtime's interpreter
+ * list head (every HEAD_EVERY samples), each interpreter's fields, and for
+ * each thread its thread state followed by the memory where the frames of
+ * its last stack lay (its spans: the current data-stack chunk from its
+ * start to a little past the innermost frame, then frames elsewhere, the
+ * outermost first) -- one snapshot per thread, which accept.c judges.  A
+ * 3.15 thread whose anchor proves its stack (frame_cache.c) gets instead
+ * its innermost frame, then its thread state (the kernel reads the ranges
+ * in order: the proof needs that frame read first).  3.11 keeps its
+ * current frame in the eval loop's _PyCFrame: that word is read at the
+ * _PyCFrame the thread had last time, right after its thread state.
+ *
+ * The lists are checked link by link against the prediction (head, next);
+ * any difference reads them anew through threads.c, which sets up the
+ * next prediction.  A thread whose frames were not all in its spans, or
+ * whose stack did not pass the rules, gets a snapshot of its own
+ * (pyu_plan_snapshot) planned from what its walk found.
+ */
+#include "sampling.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HEAD_EVERY 16     /* samples between reads of the interpreter
+                             list's head */
+#define ISPAN_MAX 4096    /* an interpreter's fields read as one range when
+                             they lie this close */
+#define SLACK 1024        /* bytes past the innermost frame read with the
+                             chunk: room for a few more frames */
+#define SPAN_GAP 4096     /* frames this close share a range */
+#define PLAN_MAX (256u << 10) /* bytes of a thread's spans at most */
+#define STACK_MAX (64u << 10) /* a frame's saved stack top this far from
+                                 its start at most */
+
+/* ------------------------------------------------------ the thread lists */
+
+void pyu_plan_thread_free(pyu_sthread *t)
+{
+    free(t->spanbuf);
+    free(t->fr);
+    free(t->fr1);
+    pyu_fcache_free(&t->cache);
+}
+
+static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
+{
+    if (nthreads <= sm->captsbuf)
+        return true;
+    size_t ncap = sm->captsbuf ? sm->captsbuf : 8;
+    while (ncap < nthreads)
+        ncap *= 2;
+    uint8_t *a = realloc(sm->tsbuf, ncap * sm->tslen);
+    if (a)
+        sm->tsbuf = a;
+    uint8_t *b = a ? realloc(sm->pfbuf, ncap * sm->fsize) : NULL;
+    if (b)
+        sm->pfbuf = b;
+    uint64_t *nx = b ? realloc(sm->next, ncap * 8) : NULL;
+    if (nx)
+        sm->next = nx;
+    uint64_t *cp = nx ? realloc(sm->cfpeek, ncap * 8) : NULL;
+    if (cp)
+        sm->cfpeek = cp;
+    pyu_tstate *r = cp ? realloc(sm->recs, ncap * sizeof *r) : NULL;
+    if (!r)
+        return false;
+    sm->recs = r;
+    sm->captsbuf = ncap;
+    return true;
+}
+
+/* The thread of the old prediction with this thread state (its cache
+ * carries over), or a new one. */
+typedef struct discover {
+    pyu_sampler *sm;
+    pyu_sthread *old;
+    size_t nold;
+    int rc;
+} discover;
+
+static int on_interp(void *arg, const pyu_interp *in, size_t nthreads,
+                     bool tcut, bool icut)
+{
+    discover *d = arg;
+    pyu_sampler *sm = d->sm;
+    (void)nthreads, (void)tcut, (void)icut;
+    if (!pyu_grow((void **)&sm->interps, sm->ninterps, &sm->capinterps,
+                  sizeof *sm->interps))
+        return d->rc = -PYU_E_NOMEM, 2;
+    pyu_sinterp *si = &sm->interps[sm->ninterps++];
+    si->in = *in;
+    si->first = sm->nthreads;
+    si->n = 0;
+    return PYU_WALK_NEXT;
+}
+
+static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
+{
+    discover *d = arg;
+    pyu_sampler *sm = d->sm;
+    (void)in;
+    if (!pyu_grow((void **)&sm->threads, sm->nthreads, &sm->capthreads,
+                  sizeof *sm->threads))
+        return d->rc = -PYU_E_NOMEM, 2;
+    pyu_sthread *t = &sm->threads[sm->nthreads++];
+    memset(t, 0, sizeof *t);
+    t->pthread = -1;
+    for (size_t i = 0; i < d->nold; i++) {
+        pyu_sthread *o = &d->old[i];
+        if (o->tstate == ts->addr && o->native_id == ts->native_id &&
+            o->thread_id == ts->thread_id) {
+            *t = *o;
+            memset(o, 0, sizeof *o); /* moved */
+            break;
+        }
+    }
+    t->tstate = ts->addr;
+    t->thread_id = ts->thread_id;
+    t->native_id = ts->native_id;
+    sm->interps[sm->ninterps - 1].n++;
+    return PYU_WALK_NEXT;
+}
+
+int pyu_plan_rediscover(pyu_sampler *sm)
+{
+    discover d = {sm, sm->threads, sm->nthreads, 0};
+    sm->threads = NULL;
+    sm->nthreads = sm->capthreads = 0;
+    sm->ninterps = 0;
+    pyu_threads_cb cb = {
+        .flags = PYU_WALK_LIST_ORDER,
+        .extra_off = {sm->extra_off[0], sm->extra_off[1]},
+        .interp = on_interp,
+        .thread = on_thread,
+    };
+    int rc = pyu_threads_each(sm->s, &cb, &d);
+    for (size_t i = 0; i < d.nold; i++)
+        pyu_plan_thread_free(&d.old[i]);
+    free(d.old);
+    /* (a proof holds for the thread state it was made with: a batch that
+     * failed may have failed on a thread that is gone) */
+    for (size_t i = 0; i < sm->nthreads; i++)
+        sm->threads[i].cache.anchored = false;
+    sm->predicted = false;
+    if (rc == 2 || d.rc)
+        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    if (rc != 0)
+        return -1;
+    if (!reserve_sample(sm, sm->nthreads))
+        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    if (sm->ispan_len) {
+        uint8_t *b = realloc(sm->ispan, (sm->ninterps ? sm->ninterps : 1) *
+                                            sm->ispan_len);
+        if (!b)
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+        sm->ispan = b;
+    }
+    sm->head = sm->ninterps ? sm->interps[0].in.addr : 0;
+    sm->predicted = true;
+    return 0;
+}
+
+/* ------------------------------------------------------------- spans */
+
+void pyu_plan_note_chunk(pyu_sampler *sm, pyu_sthread *t, uint64_t chunk)
+{
+    if (chunk == t->chunk)
+        return;
+    uint64_t size = 0;
+    t->chunk = chunk;
+    t->chunk_end = chunk && pyu_read_quiet(sm->s, chunk + 8, &size, 8) == 0 &&
+                           size < (1u << 30)
+                       ? chunk + size
+                       : 0;
+}
+
+/* A range being planned: remote [start, end), and the chain position of
+ * its innermost frame (spans are read innermost first). */
+typedef struct pspan {
+    uint64_t start, end;
+    size_t inner;
+} pspan;
+
+/* Adds the frame at addr (chain position pos, saved stack top sp_top) to
+ * the spans: into the one it lies in or close to, else a new one. */
+static void add_frame(pspan *sp, size_t *n, uint64_t addr, uint64_t sp_top,
+                      size_t fsize, size_t pos)
+{
+    uint64_t end = addr + fsize;
+    if (sp_top > addr && sp_top - addr < STACK_MAX && sp_top + 16 > end)
+        end = sp_top + 16; /* (its caller's evidence: accept.c) */
+    for (size_t k = 0; k < *n; k++) {
+        if (addr + SPAN_GAP < sp[k].start || addr > sp[k].end + SPAN_GAP)
+            continue;
+        if (addr < sp[k].start)
+            sp[k].start = addr;
+        if (end > sp[k].end)
+            sp[k].end = end;
+        return; /* (inner: the first frame, met first) */
+    }
+    if (*n < PYU_PLAN_SPANS)
+        sp[(*n)++] = (pspan){addr, end, pos};
+    /* (beyond: read when the walk meets it) */
+}
+
+bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
+{
+    size_t fsize = sm->fsize;
+    size_t n = t->nfr;
+    t->nspan = t->nearly = 0;
+    if (!n)
+        return false;
+    pspan sp[PYU_PLAN_SPANS];
+    size_t ns = 0;
+    /* the current chunk, in two ranges: from a little below the innermost
+     * frames it holds to a little past them (read first), then from its
+     * start up to there */
+    bool in_chunk = t->chunk && t->chunk_end;
+    uint64_t top_end = 0, split = 0;
+    size_t top_inner = 0, low_inner = 0;
+    bool have_low = false;
+    for (size_t i = 0; i < n; i++) { /* innermost first */
+        uint64_t a = t->fr[i].r.addr;
+        if (a > UINT64_MAX - STACK_MAX)
+            return false;
+        if (in_chunk && a >= t->chunk && a < t->chunk_end &&
+            t->chunk_end - a >= fsize) {
+            if (!top_end) {
+                top_end = a + fsize + SLACK;
+                if (top_end > t->chunk_end)
+                    top_end = t->chunk_end;
+                split = a;
+                top_inner = i;
+            } else if (i < PYU_PLAN_EARLY) {
+                split = a < split ? a : split;
+            } else if (!have_low) {
+                have_low = true;
+                low_inner = i;
+            }
+            continue;
+        }
+        add_frame(sp, &ns, a, t->fr[i].r.sp, fsize, i);
+    }
+    if (top_end && ns + 2 <= PYU_PLAN_SPANS) {
+        sp[ns++] = (pspan){split, top_end, top_inner};
+        uint64_t low = t->chunk;
+        if (split - low > PLAN_MAX / 2)
+            low = split - PLAN_MAX / 2; /* (the rest as found) */
+        if (have_low && split > low)
+            sp[ns++] = (pspan){low, split, low_inner};
+    }
+    /* innermost first */
+    for (size_t i = 1; i < ns; i++)
+        for (size_t j = i; j > 0 && sp[j].inner < sp[j - 1].inner; j--) {
+            pspan x = sp[j];
+            sp[j] = sp[j - 1];
+            sp[j - 1] = x;
+        }
+    size_t total = 0;
+    for (size_t k = 0; k < ns; k++) {
+        size_t len = (size_t)(sp[k].end - sp[k].start);
+        if (sp[k].inner < PYU_PLAN_EARLY) /* (read twice) */
+            len *= 2;
+        if (len > PLAN_MAX - total)
+            return false;
+        total += len;
+    }
+    if (total > t->spancap) {
+        uint8_t *b = realloc(t->spanbuf, total);
+        if (!b)
+            return false; /* (the frames are then read as they come) */
+        t->spanbuf = b;
+        t->spancap = total;
+    }
+    for (size_t k = 0, at = 0; k < ns; k++) {
+        size_t len = (size_t)(sp[k].end - sp[k].start);
+        t->span[k] = (pyu_chunk_span){sp[k].start, sp[k].end,
+                                      t->spanbuf + at};
+        at += len;
+        if (sp[k].inner < PYU_PLAN_EARLY) {
+            t->span2[k] = (pyu_chunk_span){sp[k].start, sp[k].end,
+                                           t->spanbuf + at};
+            at += len;
+            t->nearly = k + 1;
+        }
+    }
+    t->nspan = ns;
+    return true;
+}
+
+/* ------------------------------------------------------------- reads */
+
+/* Room for need ranges in sm->ranges (the sample's reads). */
+static bool ranges_for(pyu_sampler *sm, size_t need)
+{
+    if (need <= sm->capranges)
+        return true;
+    pyu_range *r = realloc(sm->ranges, need * sizeof *r);
+    if (!r)
+        return false;
+    sm->ranges = r;
+    sm->capranges = need;
+    return true;
+}
+
+
+/* The range that reads t's current frame again, after its spans: in its
+ * thread state, or (3.11) in its _PyCFrame at cframe. */
+static pyu_range again_range(const pyu_sampler *sm, pyu_sthread *t,
+                             uint64_t cframe)
+{
+    const pyu_offsets *o = &sm->s->off;
+    if (sm->indirect)
+        return (pyu_range){cframe + PYU_OFF(o, cframe_current_frame),
+                           &t->again, 8};
+    return (pyu_range){t->tstate + PYU_OFF(o, ts_current_frame), &t->again,
+                       8};
+}
+
+/* The ranges of t's spans into r: those that held its innermost frames
+ * last time first (the frames most likely to move), then the current frame
+ * again, then those ranges again (accept.c), then the rest.  Returns how
+ * many. */
+static size_t span_ranges(pyu_sthread *t, pyu_range *r, uint64_t cframe,
+                          const pyu_sampler *sm)
+{
+    size_t n = 0;
+    t->again = 0;
+    for (size_t k = 0; k <= t->nspan; k++) {
+        if (k == t->nearly && t->nspan) {
+            if (!sm->indirect || cframe)
+                r[n++] = again_range(sm, t, cframe);
+            for (size_t e = 0; e < t->nearly; e++)
+                r[n++] = (pyu_range){t->span2[e].start,
+                                     (uint8_t *)t->span2[e].local,
+                                     (size_t)(t->span2[e].end -
+                                              t->span2[e].start)};
+        }
+        if (k < t->nspan)
+            r[n++] = (pyu_range){t->span[k].start,
+                                 (uint8_t *)t->span[k].local,
+                                 (size_t)(t->span[k].end - t->span[k].start)};
+    }
+    return n;
+}
+
+int pyu_plan_batch(pyu_sampler *sm)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    size_t need = 1 + sm->ninterps * 10 +
+                  sm->nthreads * (4 + 2 * PYU_PLAN_SPANS),
+           n = 0;
+    if (!ranges_for(sm, need))
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+    pyu_range *r = sm->ranges;
+    /* a new interpreter is put at the head of the runtime's list: looked
+     * for every HEAD_EVERY samples (the rest of the lists, every time) */
+    uint64_t head = sm->head;
+    bool check_head = sm->st.samples % HEAD_EVERY == 0;
+    if (check_head)
+        r[n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head),
+                             &head, 8};
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        pyu_sinterp *si = &sm->interps[i];
+        pyu_interp_plan(o, s->runtime, si->in.addr, &si->in, &si->ir);
+        size_t k = 0;
+        if (sm->ispan_len) { /* its fields in one range */
+            r[n++] = (pyu_range){si->in.addr + sm->ispan_off,
+                                 sm->ispan + i * sm->ispan_len,
+                                 sm->ispan_len};
+            k = si->ir.nlocal; /* (then the runtime's, 3.11) */
+        }
+        memcpy(r + n, si->ir.r + k, (si->ir.n - k) * sizeof *r);
+        n += si->ir.n - k;
+    }
+    for (size_t j = 0; j < sm->nthreads; j++) {
+        pyu_sthread *t = &sm->threads[j];
+        pyu_fcache *c = &t->cache;
+        t->spans_read = false;
+        if (c->anchored && c->valid && c->n) {
+            /* proven last time: its innermost frame, then its thread
+             * state (frame_cache.c) */
+            r[n++] = (pyu_range){c->addr[c->n - 1], sm->pfbuf + j * sm->fsize,
+                                 sm->fsize};
+            r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
+                                 sm->tslen};
+        } else {
+            r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
+                                 sm->tslen};
+            /* 3.11: the current frame, in the cframe it had last time */
+            if (sm->indirect && t->cframe)
+                r[n++] = (pyu_range){t->cframe +
+                                         PYU_OFF(o, cframe_current_frame),
+                                     &sm->cfpeek[j], 8};
+            n += span_ranges(t, r + n, sm->indirect ? t->cframe : 0, sm);
+            t->spans_read = t->nspan > 0;
+        }
+    }
+    int rc = pyu_readv_quiet(s, r, n);
+    if (rc == -PYU_E_NOPROC)
+        return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
+    if (rc < 0 || head != sm->head)
+        return 0;
+    /* link by link */
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        pyu_sinterp *si = &sm->interps[i];
+        for (size_t k = 0; sm->ispan_len && k < si->ir.nlocal; k++)
+            memcpy(si->ir.r[k].buf,
+                   sm->ispan + i * sm->ispan_len +
+                       (si->ir.r[k].addr - si->in.addr - sm->ispan_off),
+                   si->ir.r[k].len);
+        uint64_t want_next =
+            i + 1 < sm->ninterps ? sm->interps[i + 1].in.addr : 0;
+        uint64_t want_head = si->n ? sm->threads[si->first].tstate : 0;
+        if (si->in.next != want_next || si->in.threads_head != want_head)
+            return 0;
+        pyu_interp_take(s, &si->in, &si->ir);
+        for (size_t j = si->first; j < si->first + si->n; j++) {
+            pyu_sthread *t = &sm->threads[j];
+            pyu_peek peek = {t->cframe, sm->cfpeek[j]};
+            pyu_tstate_take(s, &si->in, sm->extra_off, t->tstate,
+                            sm->tsbuf + j * sm->tslen, sm->tslen,
+                            &sm->recs[j], &sm->next[j],
+                            sm->indirect && t->cframe ? &peek : NULL);
+            if (sm->indirect && sm->recs[j].cframe != t->cframe)
+                t->again = 0; /* (read in another _PyCFrame) */
+            t->cframe = sm->recs[j].cframe;
+            uint64_t want =
+                j + 1 < si->first + si->n ? sm->threads[j + 1].tstate : 0;
+            if (sm->next[j] != want)
+                return 0;
+        }
+    }
+    return 1;
+}
+
+int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
+                      pyu_tstate *ts, uint8_t *tsbuf)
+{
+    pyu_session *s = sm->s;
+    pyu_range r[3 + 2 * PYU_PLAN_SPANS];
+    uint64_t peek_word = 0;
+    size_t n = 0;
+    r[n++] = (pyu_range){t->tstate, tsbuf, sm->tslen};
+    if (sm->indirect && t->cframe)
+        r[n++] = (pyu_range){t->cframe +
+                                 PYU_OFF(&s->off, cframe_current_frame),
+                             &peek_word, 8};
+    n += span_ranges(t, r + n, t->cframe, sm);
+    int rc = pyu_readv_quiet(s, r, n);
+    if (rc == -PYU_E_NOPROC)
+        return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
+    if (rc < 0) {
+        /* (a span may have been freed: the thread state alone) */
+        t->nspan = 0;
+        t->again = 0;
+        rc = pyu_readv_quiet(s, r, sm->indirect && t->cframe ? 2 : 1);
+        if (rc == -PYU_E_NOPROC)
+            return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
+        if (rc < 0)
+            return 1;
+    }
+    uint64_t next;
+    pyu_peek peek = {t->cframe, peek_word};
+    pyu_tstate_take(s, in, sm->extra_off, t->tstate, tsbuf, sm->tslen, ts,
+                    &next, sm->indirect && t->cframe ? &peek : NULL);
+    if (sm->indirect && ts->cframe != t->cframe)
+        t->again = 0; /* (read in another _PyCFrame) */
+    t->cframe = ts->cframe;
+    sm->st.snapshots++;
+    return 0;
+}
+
+void pyu_plan_free(pyu_sampler *sm)
+{
+    for (size_t i = 0; i < sm->nthreads; i++)
+        pyu_plan_thread_free(&sm->threads[i]);
+    free(sm->threads);
+    free(sm->interps);
+    free(sm->ranges);
+    free(sm->tsbuf);
+    free(sm->pfbuf);
+    free(sm->next);
+    free(sm->cfpeek);
+    free(sm->recs);
+    free(sm->ispan);
+}

@@ -1,0 +1,260 @@
+/* The sampler's parts, and what they share (private to them):
+ *
+ *   sampler.c      the loop that joins the others: per sample, per thread,
+ *                  read, check, count; the public pyu_sampler_* calls
+ *   read_plan.c    what one sample reads: the prediction of the
+ *                  interpreter and thread lists, each thread's spans (the
+ *                  memory where its frames lay last time), the batched
+ *                  read, and a fresh snapshot of one thread
+ *   accept.c       the acceptance rules: when a stack read from a running
+ *                  thread is one the thread really had
+ *   frame_cache.c  each thread's stack of the last sample (profile nodes
+ *                  reused), and CPython 3.15's anchor: the proof that lets
+ *                  a sample read only the innermost frame
+ */
+#ifndef PYU_SAMPLING_H
+#define PYU_SAMPLING_H
+
+#include "internal.h"
+
+#define PYU_PLAN_SPANS 8 /* ranges of a thread's frames read with its
+                            thread state */
+#define PYU_PLAN_EARLY 3 /* innermost frames whose ranges are read first,
+                            and the current frame again right after them */
+
+/* A frame of a stack read in this sample. */
+typedef struct pyu_sframe {
+    pyu_frame_raw r;
+    uint64_t slot[2]; /* the words at r.sp and after it, from the same
+                         copy as the frame (see accept.c) */
+    uint8_t nslot;    /* how many of them that copy holds */
+    uint16_t ret;     /* return_offset (3.13+), from the same copy */
+    /* the second copy of the innermost frames' ranges, read right after
+     * the first (accept.c): the same fields */
+    bool twice;
+    pyu_frame_raw r2;
+    uint64_t slot2[2];
+    uint8_t nslot2;
+    uint16_t ret2;
+} pyu_sframe;
+
+/* A thread's stack of the last sample, base first (frame_cache.c). */
+typedef struct pyu_fcache {
+    uint64_t *addr, *code, *ip; /* owned */
+    uint32_t *node;             /* the profile node of the stack up to
+                                   each frame */
+    size_t n, cap;
+    uint64_t epoch;  /* the code epoch its nodes were made under */
+    bool valid;
+    bool same;       /* the last commit kept the same frames and code
+                        objects at every depth (instructions aside) */
+    /* CPython 3.15's anchor (last_profiled_frame) and its sequence */
+    bool anchored;     /* proven: the anchor named addr[n-1] with `seq` */
+    uint64_t seq;
+    uint64_t wrote_at; /* the frame the anchor was last written to name */
+    bool wrote;        /* the sampler wrote this thread's anchor */
+} pyu_fcache;
+
+/* One thread of the prediction. */
+typedef struct pyu_sthread {
+    uint64_t tstate, thread_id, native_id;
+    long pthread;   /* profile thread, or -1 before its first stack */
+    pyu_fcache cache;
+    /* read_plan.c: where its frames lay, read with its thread state */
+    pyu_chunk_span span[PYU_PLAN_SPANS]; /* (local: in spanbuf) */
+    size_t nspan;
+    size_t nearly;    /* the first spans, holding its innermost frames */
+    pyu_chunk_span span2[PYU_PLAN_SPANS]; /* the first nearly ones again,
+                                             read a moment later */
+    uint8_t *spanbuf; /* owned */
+    size_t spancap;
+    bool spans_read;  /* read in this sample's batch */
+    uint64_t again;   /* the current frame read again after the spans (0:
+                         not read) */
+    uint64_t chunk, chunk_end; /* its current data-stack chunk */
+    uint64_t cframe;  /* 3.11: its _PyCFrame last time */
+    /* this sample's walk, innermost first */
+    pyu_sframe *fr;   /* owned */
+    size_t nfr, frcap;
+    pyu_sframe *fr1;  /* the walk from the first current frame, while the
+                         one read after the frames is walked (owned) */
+    size_t nfr1, fr1cap;
+    int end;          /* how the walk ended (PYU_CHAIN_*) */
+    size_t outside;   /* frames of it the spans did not hold */
+} pyu_sthread;
+
+typedef struct thread_read thread_read; /* (sampler.c) */
+
+/* One interpreter of the prediction. */
+typedef struct pyu_sinterp {
+    pyu_interp in;
+    pyu_interp_read ir;
+    size_t first, n; /* its threads in sm->threads */
+} pyu_sinterp;
+
+/* A call of one code object by another, seen made (accept.c). */
+typedef struct pyu_edge {
+    uint64_t caller, callee; /* code objects; caller 0: free */
+} pyu_edge;
+
+/* The acceptance rules' memo: what instruction a frame stands at, by
+ * (code object, instruction pointer). */
+typedef struct pyu_kind_slot {
+    uint64_t code; /* 0: free */
+    uint64_t ip;
+    uint8_t kind;  /* PYU_AT_* */
+} pyu_kind_slot;
+
+struct pyu_sampler {
+    pyu_session *s;
+    pyu_profile *p;
+    pyu_sampler_opts o;
+    pyu_sampler_stats st;
+    bool anchors;      /* the target has anchors and we may write them */
+    bool read_anchors; /* the target has anchors (3.15.0b4+) */
+    bool code_gen;     /* the target reports freed code objects */
+    size_t fsize, tslen;
+    uint64_t extra_off[2]; /* the anchor and its sequence in a thread
+                              state copy (pyu_tstate.extra) */
+    bool indirect;     /* 3.11: the current frame is in the _PyCFrame */
+    long gc_frame, native_frame, unknown_frame; /* profile frames of <GC>,
+                                                   <native>, <unknown> */
+    char proc_name[64]; /* the process's name: a thread with the same name
+                           has none of its own */
+    /* the prediction (read_plan.c): interpreters and threads in list
+     * order */
+    pyu_sinterp *interps;
+    size_t ninterps, capinterps;
+    pyu_sthread *threads;
+    size_t nthreads, capthreads;
+    bool predicted;
+    uint8_t *ispan;    /* each interpreter's fields, one range each */
+    size_t ispan_off, ispan_len; /* (0: the fields are far apart) */
+    uint64_t head;     /* the runtime's interpreter list head, as read */
+    /* per-sample buffers (read_plan.c) */
+    pyu_range *ranges;
+    size_t capranges;
+    uint8_t *tsbuf;    /* nthreads thread state copies */
+    uint8_t *pfbuf;    /* nthreads copies of the predicted innermost frame
+                          (3.15: anchored threads) */
+    size_t captsbuf;
+    uint64_t *next;    /* each thread state's next, as read */
+    uint64_t *cfpeek;  /* 3.11: each thread's current frame, read at its
+                          last cframe */
+    pyu_tstate *recs;
+    /* accept.c */
+    pyu_kind_slot *kinds;
+    size_t kindcap, kindn;
+    uint64_t kind_epoch;
+    uint64_t none_addr; /* None, once met as a frame's function (a shim) */
+    pyu_edge *edges;    /* the calls seen made */
+    size_t edgecap, edgen;
+    uint64_t edge_epoch;
+    /* sampler.c: (code object, instruction) -> profile frame; each
+     * thread's result in this sample */
+    struct pyu_memo_slot *memo;
+    size_t memocap, memon;
+    uint64_t memo_epoch;
+    thread_read *reads;
+    size_t capreads;
+};
+
+/* ------------------------------------------------------- read_plan.c */
+
+/* The one read of a sample: the interpreter list's head (now and then),
+ * each interpreter's fields, and per thread its thread state with the
+ * memory its frames are predicted in (or, for a thread whose 3.15 anchor
+ * proves its stack, the innermost frame before its thread state).
+ * Returns 1 when the lists are as predicted (sm->recs filled), 0 when not,
+ * -1 on an error (record set). */
+PYU_HIDDEN int pyu_plan_batch(pyu_sampler *sm);
+/* Reads the interpreter and thread lists in full and makes them the
+ * prediction (threads known before keep their caches).  0 or -1. */
+PYU_HIDDEN int pyu_plan_rediscover(pyu_sampler *sm);
+/* Sets t's spans from its walk in t->fr: where its frames lay (the
+ * current chunk from its start to a little past the innermost frame it
+ * holds, the frames elsewhere: older chunks, generators, entry frames on
+ * the C stack, each with its value stack's top), in ranges ordered by the
+ * innermost frame each holds.  False when there is nothing to predict
+ * from or no room (frames are then read as found). */
+PYU_HIDDEN bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t);
+/* A fresh snapshot of one thread: its thread state (into tsbuf, decoded
+ * into *ts) and its spans in one read.  0, 1 when the thread state could
+ * not be read, -1 when the process is gone (record set). */
+PYU_HIDDEN int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in,
+                                 pyu_sthread *t, pyu_tstate *ts,
+                                 uint8_t *tsbuf);
+/* Notes where the thread's current chunk ends. */
+PYU_HIDDEN void pyu_plan_note_chunk(pyu_sampler *sm, pyu_sthread *t,
+                                    uint64_t chunk);
+PYU_HIDDEN void pyu_plan_thread_free(pyu_sthread *t);
+PYU_HIDDEN void pyu_plan_free(pyu_sampler *sm);
+
+/* --------------------------------------------------------- accept.c */
+
+/* What a frame's current instruction is, as the caller of the frame above
+ * it (the memo's kinds). */
+enum {
+    PYU_AT_UNKNOWN = 0, /* not looked at yet */
+    PYU_AT_CALL,        /* a call: the callee's function object lies at
+                           the top of the caller's saved value stack */
+    PYU_AT_PUSH,        /* another instruction that pushes a frame
+                           (attribute, subscript, generator, __init__'s
+                           shim, instrumented): no such evidence */
+    PYU_AT_OTHER,       /* an instruction that pushes no frame */
+};
+
+/* Checks a chain read from one snapshot, t->fr[0..t->nfr) innermost
+ * first, walked to t->end (see accept.c for the rules).  Returns how many
+ * of its outermost frames are consistent: t->nfr when the whole stack is
+ * one the thread had; fewer, when the frames above cannot be trusted;
+ * -1 on an error that ends the sample (record set). */
+PYU_HIDDEN long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t,
+                                 const pyu_tstate *ts);
+/* How many of the innermost frames of fr[0..n) pass the rules among
+ * themselves (counted from the innermost), or -1 on an error. */
+PYU_HIDDEN long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr,
+                                 size_t n);
+/* Whether code object `caller` was seen calling code object `callee` (in
+ * a stack that passed the rules). */
+PYU_HIDDEN bool pyu_accept_calls(pyu_sampler *sm, uint64_t caller,
+                                 uint64_t callee);
+PYU_HIDDEN void pyu_accept_free(pyu_sampler *sm);
+
+/* ------------------------------------------------------ frame_cache.c */
+
+/* Makes the cached stack: positions [0, keep) stay, the nf frames of fr
+ * (innermost first) go on top; a frame identical to the cached one at its
+ * depth, with everything below it identical too, keeps its node.  With
+ * Returns 0, 1 when a frame's code object could not be read, or -1
+ * (record set). */
+PYU_HIDDEN int pyu_fcache_commit(pyu_sampler *sm, pyu_sthread *t,
+                                 const pyu_sframe *fr, size_t keep,
+                                 size_t nf, bool reuse);
+/* The node of the thread's innermost frame: its cached stack's, with
+ * <unknown> on top when asked, and <GC> when the status says so. */
+PYU_HIDDEN long pyu_fcache_leaf(pyu_sampler *sm, const pyu_sthread *t,
+                                bool unknown, unsigned status);
+/* 3.15: whether the thread state copy proves that the thread is still in
+ * the innermost cached frame, whose copy (pf, read before ts) then gives
+ * its line.  1 when it proved it (the stack is committed), 0 when not,
+ * -1 on an error. */
+PYU_HIDDEN int pyu_fcache_hit(pyu_sampler *sm, pyu_sthread *t,
+                              const pyu_tstate *ts, const uint8_t *pf);
+/* 3.15: after a stack read whole from a snapshot and accepted (and
+ * committed), sets up the anchor: proves the cache when the anchor written
+ * last time still names the innermost frame of the same stack, or writes
+ * it when the stack is the one the last sample read. */
+PYU_HIDDEN void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t,
+                                  const pyu_tstate *ts);
+/* Clears the anchors the sampler wrote, in the threads the runtime still
+ * lists. */
+PYU_HIDDEN void pyu_fcache_clear_anchors(pyu_sampler *sm);
+PYU_HIDDEN void pyu_fcache_free(pyu_fcache *c);
+
+/* (sampler.c) The profile frame of a Python frame: -1 when its executable
+ * is not a code object (not a Python frame), -2 on an error (record
+ * set). */
+PYU_HIDDEN long pyu_sampler_frame_of(pyu_sampler *sm, const pyu_frame_raw *f);
+
+#endif
