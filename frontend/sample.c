@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -26,6 +27,51 @@ static void sleep_until(uint64_t at)
                          (long)(at % 1000000000u)};
     /* EINTR (Ctrl-C) returns early: the loop looks at the stop flag */
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
+}
+
+/* The wait for a tick.  A sleep wakes late (timer slack, the scheduler):
+ * tens of microseconds, more than a sample takes, so a schedule of sleeps
+ * does not serve a high rate.  The wait sleeps until a little before the
+ * tick (by the latest lateness seen, which it keeps learning) and spends
+ * the rest reading the clock. */
+typedef struct waiter {
+    uint64_t late;   /* how late a sleep woke, recently at most */
+    unsigned long slack; /* the thread's timer slack before the run */
+    bool slack_set;
+} waiter;
+
+#define LATE_MIN 2000ull    /* ns of the wait always spent on the clock */
+#define LATE_MAX 2000000ull /* ... at most */
+
+static void wait_start(waiter *w)
+{
+    int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+    w->late = 60000; /* (the kernel's default slack is 50 us) */
+    w->slack_set = old >= 0 && prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0) == 0;
+    w->slack = old >= 0 ? (unsigned long)old : 0;
+}
+
+static void wait_end(waiter *w)
+{
+    if (w->slack_set)
+        prctl(PR_SET_TIMERSLACK, w->slack, 0, 0, 0);
+}
+
+static void wait_until(waiter *w, uint64_t at, volatile sig_atomic_t *stop)
+{
+    uint64_t now = now_ns();
+    if (at > now + w->late + LATE_MIN) {
+        uint64_t want = at - w->late - LATE_MIN;
+        sleep_until(want);
+        uint64_t woke = now_ns();
+        /* learn: the largest lateness of late, decaying slowly */
+        uint64_t late = woke > want ? woke - want : 0;
+        w->late = late > w->late ? late : w->late - (w->late - late) / 64;
+        if (w->late > LATE_MAX)
+            w->late = LATE_MAX;
+    }
+    while (now_ns() < at && !(stop && *stop))
+        ;
 }
 
 static void status_line(FILE *f, const pyu_cmd_opts *o, uint64_t elapsed,
@@ -58,6 +104,17 @@ void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
             in->missed, expected,
             expected ? 100.0 * (double)in->missed / (double)expected : 0.0,
             ended ? "; " : "", ended ? ended : "");
+    /* more than 1% missed: the asked rate is more than the target allows
+     * (samples back to back would take this many a second) */
+    if (in->interval_ns && in->missed * 100 > expected && in->busy_ns &&
+        in->samples)
+        fprintf(diag,
+                "pyunwind: the asked rate (%.0f/s) is more than this target "
+                "allows: a sample took %.1f us on average (at most about "
+                "%.0f/s, -r max)\n",
+                1e9 / (double)in->interval_ns,
+                (double)in->busy_ns / 1e3 / (double)in->samples,
+                (double)in->samples * 1e9 / (double)in->busy_ns);
 }
 
 static void stats_line(FILE *diag, const pyu_sampler_stats *st)
@@ -120,6 +177,8 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                             ? start + (uint64_t)(o->duration * 1e9)
                             : UINT64_MAX;
     uint64_t failing_since = 0;
+    waiter wt;
+    wait_start(&wt);
     const char *ended = NULL;
     int ex = PYU_EXIT_OK;
     pyu_target_info ti = {0};
@@ -134,6 +193,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         if (t >= deadline)
             break;
         rc = pyu_sampler_take(sm);
+        in->busy_ns += now_ns() - t;
         if (cap && pyu_capture_sample(cap, t - start,
                                       in->failed != failed_before,
                                       in->missed - missed_before) < 0) {
@@ -191,8 +251,9 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         if (due > deadline)
             due = deadline;
         if (due > now)
-            sleep_until(due);
+            wait_until(&wt, due, h->stop);
     }
+    wait_end(&wt);
     in->duration_ns = now_ns() - start;
     if (cap && pyu_capture_end(cap) < 0 && ex == PYU_EXIT_OK) {
         snprintf(msg, msglen, "writing the capture failed: %s",

@@ -171,72 +171,45 @@ static uint8_t kind_of(pyu_sampler *sm, const pyu_frame_raw *f,
     return kind;
 }
 
-/* ------------------------------------------------- calls seen made */
+/* --------------------------------------------- calls made by name */
 
-static void edges_clear(pyu_sampler *sm)
-{
-    if (sm->edges)
-        memset(sm->edges, 0, sm->edgecap * sizeof *sm->edges);
-    sm->edgen = 0;
-    sm->edge_epoch = sm->s->code_epoch;
-}
+#define NAMES_MAX 256 /* names of a code object looked at */
 
-static size_t edge_at(const pyu_sampler *sm, uint64_t caller, uint64_t callee)
+/* Whether the code object caller names (in co_names: the globals and
+ * attributes it loads) the name of code object callee: a call it can make
+ * without the evidence of a pending call (remembered per pair). */
+static bool names_callee(pyu_sampler *sm, uint64_t caller, uint64_t callee)
 {
-    return pyu_slot(caller * 31 ^ callee, sm->edgecap);
-}
-
-/* Whether code `caller` was seen calling code `callee` (a call proven by
- * its evidence, in this or an earlier sample). */
-static bool edge_known(pyu_sampler *sm, uint64_t caller, uint64_t callee)
-{
-    if (sm->edge_epoch != sm->s->code_epoch)
-        edges_clear(sm);
-    if (!sm->edgecap)
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    if (!PYU_HAS(o, co_names))
         return false;
-    for (size_t i = edge_at(sm, caller, callee);;
-         i = (i + 1) & (sm->edgecap - 1)) {
-        const pyu_edge *e = &sm->edges[i];
-        if (!e->caller)
-            return false;
-        if (e->caller == caller && e->callee == callee)
-            return true;
+    if (sm->names_epoch != s->code_epoch) {
+        memset(sm->names, 0, sizeof sm->names);
+        sm->names_epoch = s->code_epoch;
     }
-}
-
-static void edge_learn(pyu_sampler *sm, uint64_t caller, uint64_t callee)
-{
-    if (edge_known(sm, caller, callee))
-        return;
-    if (sm->edgen * 2 >= sm->edgecap) {
-        if (sm->edgecap >= KIND_MAX) {
-            edges_clear(sm);
-        } else {
-            size_t ncap = sm->edgecap ? sm->edgecap * 2 : 256;
-            pyu_edge *ne = calloc(ncap, sizeof *ne);
-            if (!ne)
-                return;
-            pyu_edge *old = sm->edges;
-            size_t oldcap = sm->edgecap;
-            sm->edges = ne;
-            sm->edgecap = ncap;
-            sm->edgen = 0;
-            for (size_t k = 0; k < oldcap; k++)
-                if (old[k].caller) {
-                    size_t i = edge_at(sm, old[k].caller, old[k].callee);
-                    while (sm->edges[i].caller)
-                        i = (i + 1) & (sm->edgecap - 1);
-                    sm->edges[i] = old[k];
-                    sm->edgen++;
-                }
-            free(old);
-        }
+    size_t i = pyu_slot(caller * 31 ^ callee, PYU_NAMES_MEMO);
+    pyu_names_slot *m = &sm->names[i];
+    if (m->caller == caller && m->callee == callee)
+        return m->yes;
+    bool is_code, yes = false;
+    const pyu_code *ce = pyu_code_get(s, callee, &is_code);
+    uint64_t want = ce ? ce->str_addr[1] : 0, tuple = 0;
+    int64_t n = 0;
+    if (want &&
+        pyu_read_quiet(s, caller + PYU_OFF(o, co_names), &tuple, 8) == 0 &&
+        pyu_read_quiet(s, tuple + PYU_OFF(o, tuple_ob_size), &n, 8) == 0 &&
+        n > 0) {
+        uint64_t items[NAMES_MAX];
+        size_t k = n < NAMES_MAX ? (size_t)n : NAMES_MAX;
+        if (pyu_read_quiet(s, tuple + PYU_OFF(o, tuple_ob_item), items,
+                           8 * k) == 0)
+            for (size_t j = 0; j < k && !yes; j++)
+                yes = items[j] == want; /* (names are interned) */
     }
-    size_t i = edge_at(sm, caller, callee);
-    while (sm->edges[i].caller)
-        i = (i + 1) & (sm->edgecap - 1);
-    sm->edges[i] = (pyu_edge){caller, callee};
-    sm->edgen++;
+    if (sm->names_epoch == s->code_epoch) /* (a read may have flushed) */
+        *m = (pyu_names_slot){caller, callee, yes};
+    return yes;
 }
 
 void pyu_accept_free(pyu_sampler *sm)
@@ -244,9 +217,6 @@ void pyu_accept_free(pyu_sampler *sm)
     free(sm->kinds);
     sm->kinds = NULL;
     sm->kindcap = sm->kindn = 0;
-    free(sm->edges);
-    sm->edges = NULL;
-    sm->edgecap = sm->edgen = 0;
 }
 
 /* ----------------------------------------------------------- the rules */
@@ -306,21 +276,20 @@ static bool pushed(pyu_sampler *sm, const pyu_sframe *c, const pyu_code *cc,
         calls(sm, c->r.sp, c->slot, c->nslot, c->ret, e->r.func)) {
         /* the innermost frames were read twice: a copy can mix two
          * moments of a frame being written (the kernel's copy is not one
-         * load), the second shows whether the call was really there */
+         * load); the second shows whether the call was really there */
         if (!c->twice || !e->twice ||
             (c->r2.code == c->r.code && c->r2.instr_ptr == c->r.instr_ptr &&
              e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
-             calls(sm, c->r2.sp, c->slot2, c->nslot2, c->ret2, e->r2.func))) {
-            edge_learn(sm, c->r.code, e->r.code);
+             calls(sm, c->r2.sp, c->slot2, c->nslot2, c->ret2, e->r2.func)))
             return true;
-        }
     }
     if (kind == PYU_AT_CALL && is_none(sm, e->r.func))
         return true;
     /* the caller is past the call (or not at it yet): the frame above is
      * its own callee that returned after the thread state was read, or a
-     * frame left behind by a call the slot's earlier occupant made */
-    return edge_known(sm, c->r.code, e->r.code);
+     * frame left behind by a call the slot's earlier occupant made; its
+     * own, when the caller's code names the callee's (a call by name) */
+    return names_callee(sm, c->r.code, e->r.code);
 }
 
 /* Whether the chain ends where a thread's chain ends. */
@@ -378,36 +347,6 @@ static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
     return cc && pushed(sm, c, cc, e);
 }
 
-/* Remembers the calls of an accepted chain made through C code or into a
- * generator (each Python frame was called by the next Python frame below
- * it, shims between), where both copies of the innermost frames show the
- * same links. */
-static void learn(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
-{
-    size_t callee = n;
-    bool same = true; /* (frames from callee down agree in both copies) */
-    for (size_t i = 0; i < n; i++) {
-        const pyu_sframe *f = &fr[i];
-        bool ok = f->twice && f->r2.prev == f->r.prev &&
-                  f->r2.code == f->r.code && f->r2.owner == f->r.owner;
-        if (f->r.owner >= PYU_OWNER_ENTRY) {
-            same = same && ok;
-            continue;
-        }
-        if (callee < n && same && ok &&
-            (fr[callee].r.owner != PYU_OWNER_THREAD || fr[callee].r.entry ||
-             i > callee + 1))
-            edge_learn(sm, f->r.code, fr[callee].r.code);
-        callee = i;
-        same = ok;
-    }
-}
-
-bool pyu_accept_calls(pyu_sampler *sm, uint64_t caller, uint64_t callee)
-{
-    return edge_known(sm, caller, callee);
-}
-
 long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
 {
     size_t n = t->nfr;
@@ -420,7 +359,6 @@ long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
         if (!ok || (i + 1 < n && !link_ok(sm, &t->fr[i + 1], &t->fr[i])))
             return (long)(n - 1 - i);
     }
-    learn(sm, t->fr, n);
     return (long)n;
 }
 

@@ -217,7 +217,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
-    X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable)                    \
+    X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable) X(co_names)        \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset)                                                         \

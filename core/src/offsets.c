@@ -231,6 +231,7 @@ static const check checks[] = {
     {L(tp_flags), L(tp_size), 8, true},
     {L(co_argcount), L(co_size), 4, false},
     {L(co_flags), L(co_size), 4, false},
+    {L(co_names), L(co_size), 8, false},
     {L(co_kwonlyargcount), L(co_size), 4, false},
     {L(co_localsplusnames), L(co_size), 8, false},
     {L(co_localspluskinds), L(co_size), 8, false},
@@ -310,6 +311,9 @@ static void add_known_facts(pyu_offsets *o)
         o->v[PYU_F_co_flags] = PYU_OFF(o, co_argcount) - 4;
         o->v[PYU_F_co_kwonlyargcount] = PYU_OFF(o, co_argcount) + 8;
     }
+    /* ... after co_consts, co_names and co_exceptiontable (3.11-3.15) */
+    if (PYU_HAS(o, co_flags) && PYU_OFF(o, co_flags) >= 16)
+        o->v[PYU_F_co_names] = PYU_OFF(o, co_flags) - 16;
     /* PyCellObject {PyObject_HEAD; PyObject *ob_ref;}: the header ends
      * with ob_type (both builds) */
     uint64_t header = PYU_OFF(o, ob_type) + 8;

@@ -183,12 +183,15 @@ void pyu_plan_note_chunk(pyu_sampler *sm, pyu_sthread *t, uint64_t chunk)
 typedef struct pspan {
     uint64_t start, end;
     size_t inner;
+    bool fragile; /* holds a frame whose link below goes first when its
+                     call ends: an entry frame on the C stack, a generator's
+                     frame (its previous is cleared when it yields) */
 } pspan;
 
 /* Adds the frame at addr (chain position pos, saved stack top sp_top) to
  * the spans: into the one it lies in or close to, else a new one. */
 static void add_frame(pspan *sp, size_t *n, uint64_t addr, uint64_t sp_top,
-                      size_t fsize, size_t pos)
+                      size_t fsize, size_t pos, bool fragile)
 {
     uint64_t end = addr + fsize;
     if (sp_top > addr && sp_top - addr < STACK_MAX && sp_top + 16 > end)
@@ -200,10 +203,11 @@ static void add_frame(pspan *sp, size_t *n, uint64_t addr, uint64_t sp_top,
             sp[k].start = addr;
         if (end > sp[k].end)
             sp[k].end = end;
+        sp[k].fragile |= fragile && pos < PYU_PLAN_EARLY;
         return; /* (inner: the first frame, met first) */
     }
     if (*n < PYU_PLAN_SPANS)
-        sp[(*n)++] = (pspan){addr, end, pos};
+        sp[(*n)++] = (pspan){addr, end, pos, fragile && pos < PYU_PLAN_EARLY};
     /* (beyond: read when the walk meets it) */
 }
 
@@ -243,19 +247,24 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
             }
             continue;
         }
-        add_frame(sp, &ns, a, t->fr[i].r.sp, fsize, i);
+        add_frame(sp, &ns, a, t->fr[i].r.sp, fsize, i,
+                  t->fr[i].r.owner >= PYU_OWNER_GENERATOR);
     }
     if (top_end && ns + 2 <= PYU_PLAN_SPANS) {
-        sp[ns++] = (pspan){split, top_end, top_inner};
+        sp[ns++] = (pspan){split, top_end, top_inner, false};
         uint64_t low = t->chunk;
         if (split - low > PLAN_MAX / 2)
             low = split - PLAN_MAX / 2; /* (the rest as found) */
         if (have_low && split > low)
-            sp[ns++] = (pspan){low, split, low_inner};
+            sp[ns++] = (pspan){low, split, low_inner, false};
     }
-    /* innermost first */
+    /* innermost first, the fragile ones of the innermost before the
+     * others */
     for (size_t i = 1; i < ns; i++)
-        for (size_t j = i; j > 0 && sp[j].inner < sp[j - 1].inner; j--) {
+        for (size_t j = i; j > 0 && (sp[j].fragile > sp[j - 1].fragile ||
+                                     (sp[j].fragile == sp[j - 1].fragile &&
+                                      sp[j].inner < sp[j - 1].inner));
+             j--) {
             pspan x = sp[j];
             sp[j] = sp[j - 1];
             sp[j - 1] = x;

@@ -29,8 +29,6 @@
 
 #define MEMO_MAX (1u << 16) /* (code, instruction) -> frame memo entries */
 #define RETRIES 2           /* fresh snapshots of a stack that did not pass */
-#define MISSES 2            /* fresh snapshots after a walk that left its
-                               spans */
 #define SINGLES 3           /* frames outside the spans read one by one
                                before the chunks are copied */
 #define VALIDATE_MAX 64     /* code objects checked again per sample (3.13) */
@@ -248,6 +246,91 @@ static unsigned status_wanted(const pyu_sampler *sm)
            (sm->o.mode == PYU_MODE_CPU ? PYU_STATUS_ON_CPU : 0u);
 }
 
+/* The generator (or coroutine) object whose frame is at frame: 3.14+
+ * publish where a generator keeps its frame; before, the offset is found
+ * once, by the object's type at the offsets the layouts of 3.11 and 3.13
+ * (both builds) put it. */
+static uint64_t gen_object(pyu_sampler *sm, uint64_t frame)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    if (PYU_HAS(o, gen_gi_iframe))
+        return frame - PYU_OFF(o, gen_gi_iframe);
+    if (sm->gen_off)
+        return frame - sm->gen_off;
+    for (uint64_t off = 48; off <= 160; off += 8) {
+        uint64_t type;
+        if (frame < off ||
+            pyu_read_quiet(s, frame - off + PYU_OFF(o, ob_type), &type, 8) <
+                0)
+            continue;
+        const pyu_type *ty = pyu_type_get(s, type);
+        if (ty && (strcmp(ty->name, "generator") == 0 ||
+                   strcmp(ty->name, "coroutine") == 0 ||
+                   strcmp(ty->name, "async_generator") == 0)) {
+            sm->gen_off = off;
+            return frame - off;
+        }
+    }
+    return 0;
+}
+
+#define HOLD_WORDS 64 /* locals of a frame looked at, at most */
+
+/* How many locals (arguments, variables, cells) the code object at code
+ * has: its co_localsplusnames tuple's size, read once per code object
+ * (the last one asked is remembered). */
+static size_t nlocals(pyu_sampler *sm, uint64_t code)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    if (code == sm->nlocals_code && s->code_epoch == sm->nlocals_epoch)
+        return sm->nlocals;
+    uint64_t names = 0;
+    int64_t n = 0;
+    if (pyu_read_quiet(s, code + PYU_OFF(o, co_localsplusnames), &names, 8) <
+            0 ||
+        pyu_read_quiet(s, names + PYU_OFF(o, tuple_ob_size), &n, 8) < 0 ||
+        n < 0)
+        n = 0;
+    sm->nlocals_code = code;
+    sm->nlocals_epoch = s->code_epoch;
+    sm->nlocals = n < HOLD_WORDS ? (size_t)n : HOLD_WORDS;
+    return sm->nlocals;
+}
+
+/* Whether the frame f holds obj in a local variable (a generator's
+ * resumer: the for loop's iterable, the generator expression's .0), or,
+ * saved under its stack's top, on its value stack (an argument of the C
+ * function that iterates it).  The frame's copy is the one in t's spans,
+ * else read now. */
+static bool holds(pyu_sampler *sm, const pyu_sthread *t,
+                  const pyu_frame_raw *f, uint64_t obj)
+{
+    const pyu_offsets *o = &sm->s->off;
+    uint64_t at = f->addr + PYU_OFF(o, fr_localsplus);
+    size_t want = nlocals(sm, f->code);
+    if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
+        (f->sp - at) / 8 > want)
+        want = (size_t)((f->sp - at) / 8);
+    uint64_t words[HOLD_WORDS];
+    size_t n = 0;
+    for (size_t k = 0; k < t->nspan && !n; k++) {
+        const pyu_chunk_span *sp = &t->span[k];
+        if (at >= sp->start && at < sp->end) {
+            n = (size_t)(sp->end - at) / 8;
+            n = n < want ? n : want;
+            memcpy(words, sp->local + (at - sp->start), 8 * n);
+        }
+    }
+    if (!n && want && pyu_read_quiet(sm->s, at, words, 8 * want) == 0)
+        n = want;
+    for (size_t k = 0; k < n; k++)
+        if ((words[k] & ~o->tag_mask) == obj)
+            return true;
+    return false;
+}
+
 /* After a walk from the current frame failed and one from the current
  * frame read after the frames passed (in t->fr1 and t->fr): when the
  * first walk's innermost frames agree among themselves and ended before
@@ -264,13 +347,38 @@ static int graft(pyu_sampler *sm, pyu_sthread *t)
     size_t u = (size_t)up;
     while (u > 0 && t->fr1[u - 1].r.owner >= PYU_OWNER_ENTRY)
         u--;
-    if (u == 0 || u == t->nfr1)
+    if (u == 0)
         return 0;
-    uint64_t top = t->fr1[u - 1].r.code;
-    size_t x = 0;
-    while (x < t->nfr && (t->fr[x].r.owner >= PYU_OWNER_ENTRY ||
-                          !pyu_accept_calls(sm, t->fr[x].r.code, top)))
-        x++;
+    const pyu_frame_raw *low = &t->fr1[u - 1].r;
+    /* a generator that yielded: its caller is the frame that holds it
+     * (the iterator of its for loop, an argument of the C function that
+     * iterates it) */
+    uint64_t gen = low->owner == PYU_OWNER_GENERATOR && !low->prev
+                       ? gen_object(sm, low->addr)
+                       : 0;
+    size_t x = t->nfr;
+    for (size_t i = 0; gen && i < t->nfr && x == t->nfr; i++)
+        if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
+            holds(sm, t, &t->fr[i].r, gen))
+            x = i;
+    /* a frame of the data stack whose caller's link is gone (C code
+     * called it, and returned): C code pushes the frames it calls where
+     * the data stack ends, right above the innermost frame of its caller,
+     * which is the closest frame below it that is still there */
+    if (!gen && low->owner == PYU_OWNER_THREAD) {
+        uint64_t best = 0;
+        for (size_t i = 0; i < t->nfr; i++) {
+            const pyu_frame_raw *f = &t->fr[i].r;
+            if (f->owner == PYU_OWNER_THREAD && f->addr < low->addr &&
+                f->addr > best && low->addr - f->addr < (1u << 20) &&
+                (!t->chunk || (f->addr >= t->chunk && f->addr < t->chunk_end &&
+                               low->addr < t->chunk_end)))
+                best = f->addr, x = i;
+        }
+        if (!low->entry && u < t->nfr1 &&
+            t->fr1[u].r.owner < PYU_OWNER_ENTRY)
+            x = t->nfr; /* (a direct call whose evidence failed) */
+    }
     if (x == t->nfr)
         return 0;
     size_t n = u + (t->nfr - x);
@@ -322,7 +430,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         }
     }
     bool spans = t->spans_read;
-    unsigned misses = 0, tries = 0;
+    unsigned tries = 0;
     for (;;) {
         if (!spans) { /* a snapshot of this thread alone */
             int rc = pyu_plan_snapshot(sm, in, t, ts, tsbuf);
@@ -340,14 +448,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         if (walk(sm, t, ts, ts->current_frame, spans) < 0)
             return -1;
         r->what = THREAD_READ;
-        if (t->outside && misses < MISSES && t->end != PYU_CHAIN_LOOP) {
-            /* the plan missed frames: a snapshot that holds them */
-            misses++;
-            pyu_plan_note_chunk(sm, t, ts->chunk);
-            pyu_plan_spans(sm, t);
-            spans = false;
-            continue;
-        }
+        /* (frames the spans did not hold were read as the walk met them:
+         * a snapshot of its own would be another moment) */
         r->ok = pyu_accept_chain(sm, t, ts);
         if (r->ok < 0)
             return -1;
@@ -369,6 +471,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             if ((size_t)r->ok == t->nfr) {
                 if (graft(sm, t) < 0)
                     return -1;
+                r->ok = (long)t->nfr;
                 sm->st.later++;
                 return 0;
             }

@@ -92,10 +92,12 @@ typedef struct pyu_sinterp {
     size_t first, n; /* its threads in sm->threads */
 } pyu_sinterp;
 
-/* A call of one code object by another, seen made (accept.c). */
-typedef struct pyu_edge {
-    uint64_t caller, callee; /* code objects; caller 0: free */
-} pyu_edge;
+/* Whether a code object names another's function (accept.c). */
+#define PYU_NAMES_MEMO 4096
+typedef struct pyu_names_slot {
+    uint64_t caller, callee;
+    bool yes;
+} pyu_names_slot;
 
 /* The acceptance rules' memo: what instruction a frame stands at, by
  * (code object, instruction pointer). */
@@ -147,9 +149,12 @@ struct pyu_sampler {
     size_t kindcap, kindn;
     uint64_t kind_epoch;
     uint64_t none_addr; /* None, once met as a frame's function (a shim) */
-    pyu_edge *edges;    /* the calls seen made */
-    size_t edgecap, edgen;
-    uint64_t edge_epoch;
+    uint64_t gen_off;   /* where a generator object keeps its frame, once
+                           found (before 3.14; sampler.c) */
+    uint64_t nlocals_code, nlocals_epoch; /* the locals of one code object */
+    size_t nlocals;
+    pyu_names_slot names[PYU_NAMES_MEMO];
+    uint64_t names_epoch;
     /* sampler.c: (code object, instruction) -> profile frame; each
      * thread's result in this sample */
     struct pyu_memo_slot *memo;
@@ -215,10 +220,7 @@ PYU_HIDDEN long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t,
  * themselves (counted from the innermost), or -1 on an error. */
 PYU_HIDDEN long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr,
                                  size_t n);
-/* Whether code object `caller` was seen calling code object `callee` (in
- * a stack that passed the rules). */
-PYU_HIDDEN bool pyu_accept_calls(pyu_sampler *sm, uint64_t caller,
-                                 uint64_t callee);
+
 PYU_HIDDEN void pyu_accept_free(pyu_sampler *sm);
 
 /* ------------------------------------------------------ frame_cache.c */

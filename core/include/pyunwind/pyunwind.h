@@ -691,6 +691,8 @@ typedef struct pyu_profile_info {
     uint64_t failed;       /* samples in which a stack could not be read
                               consistently (it was left out) */
     uint64_t missed;       /* ticks of the schedule never served */
+    uint64_t busy_ns;      /* of duration_ns, the time spent taking samples
+                              (the rest waited for ticks); 0: unknown */
 } pyu_profile_info;
 
 /* The whole profile: arrays valid until the profile changes. */
