@@ -312,7 +312,8 @@ static void add_known_facts(pyu_offsets *o)
         o->v[PYU_F_co_kwonlyargcount] = PYU_OFF(o, co_argcount) + 8;
     }
     /* ... after co_consts, co_names and co_exceptiontable (3.11-3.15) */
-    if (PYU_HAS(o, co_flags) && PYU_OFF(o, co_flags) >= 16)
+    if (PYU_HAS(o, co_flags) && PYU_OFF(o, co_flags) >= 16 &&
+        PYU_OFF(o, co_flags) % 8 == 0)
         o->v[PYU_F_co_names] = PYU_OFF(o, co_flags) - 16;
     /* PyCellObject {PyObject_HEAD; PyObject *ob_ref;}: the header ends
      * with ob_type (both builds) */

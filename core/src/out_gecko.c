@@ -178,9 +178,10 @@ static const char *base_name(const char *path)
 
 static int func_category(int kind)
 {
-    return kind == PYU_FUNC_GC       ? CAT_GC
-           : kind == PYU_FUNC_NATIVE ? CAT_NATIVE
-                                     : CAT_PYTHON;
+    return kind == PYU_FUNC_GC        ? CAT_GC
+           : kind == PYU_FUNC_NATIVE  ? CAT_NATIVE
+           : kind == PYU_FUNC_UNKNOWN ? CAT_OTHER
+                                      : CAT_PYTHON;
 }
 
 static void put_meta(gecko *g)

@@ -5,8 +5,10 @@
 
 static const char *kind_name(int kind)
 {
-    return kind == PYU_FUNC_GC ? "gc" : kind == PYU_FUNC_NATIVE ? "native"
-                                                                : "python";
+    return kind == PYU_FUNC_GC        ? "gc"
+           : kind == PYU_FUNC_NATIVE  ? "native"
+           : kind == PYU_FUNC_UNKNOWN ? "unknown"
+                                      : "python";
 }
 
 int pyu_profile_write_json(pyu_profile *p, FILE *out)

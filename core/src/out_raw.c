@@ -448,7 +448,7 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
         case 'F':
             ok = get_str(&r, &s1, &c1) && get_str(&r, &s2, &c2) &&
                  get_u(&r, &v[0]) && get_u(&r, &v[1]);
-            if (ok && v[1] > PYU_FUNC_NATIVE) {
+            if (ok && v[1] > PYU_FUNC_UNKNOWN) {
                 rc = bad(&r, "unknown function kind %" PRIu64, v[1]);
                 break;
             }

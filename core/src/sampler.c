@@ -453,7 +453,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         r->ok = pyu_accept_chain(sm, t, ts);
         if (r->ok < 0)
             return -1;
-        if ((size_t)r->ok == t->nfr)
+        if (t->nfr && (size_t)r->ok == t->nfr)
             return 0;
         /* the current frame as read right after the innermost frames:
          * the stack the thread moved to meanwhile, on which the frames the
@@ -468,7 +468,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             r->ok = pyu_accept_chain(sm, t, ts);
             if (r->ok < 0)
                 return -1;
-            if ((size_t)r->ok == t->nfr) {
+            if (t->nfr && (size_t)r->ok == t->nfr) {
                 if (graft(sm, t) < 0)
                     return -1;
                 r->ok = (long)t->nfr;
@@ -518,7 +518,7 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0;
     if (r->what == THREAD_READ) {
         size_t ok = (size_t)r->ok;
-        unknown = ok < t->nfr;
+        unknown = ok < t->nfr || !t->nfr;
         bool reuse = !(sm->o.flags & PYU_SAMPLE_NO_CACHE);
         int rc = pyu_fcache_commit(sm, t, t->fr + (t->nfr - ok), 0, ok, reuse);
         if (rc < 0)

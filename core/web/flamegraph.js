@@ -209,6 +209,7 @@
     const kind = D.functions[f][3];
     if (kind === 1) return 'hsl(0,0%,70%)';
     if (kind === 2) return 'hsl(210,60%,75%)';
+    if (kind === 3) return 'hsl(0,0%,45%)'; /* <unknown> */
     let h = 0;
     for (const ch of fnName(f)) h = (h * 31 + ch.charCodeAt(0)) >>> 0;
     return 'hsl(' + (10 + h % 45) + ',' + (70 + h % 20) + '%,' +

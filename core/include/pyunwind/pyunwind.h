@@ -688,8 +688,9 @@ typedef struct pyu_profile_info {
     uint64_t start_ns;     /* CLOCK_REALTIME at the start */
     uint64_t duration_ns;  /* wall time sampled */
     uint64_t samples;      /* samples taken (failed ones included) */
-    uint64_t failed;       /* samples in which a stack could not be read
-                              consistently (it was left out) */
+    uint64_t failed;       /* samples in which nothing usable was read of
+                              some thread's stack (counted as the thread
+                              alone with <unknown>), or of the target */
     uint64_t missed;       /* ticks of the schedule never served */
     uint64_t busy_ns;      /* of duration_ns, the time spent taking samples
                               (the rest waited for ticks); 0: unknown */
@@ -952,8 +953,11 @@ PYU_API int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
 /* Takes one sample: reads the selected threads' stacks and counts each in
  * the profile.  Returns the number of stacks recorded, or a negated error
  * when the sample failed as a whole (-PYU_E_NOPROC: the process is gone;
- * the message in pyu_errmsg).  A thread whose stack changed under the read
- * is read once more, then left out (the sample counts as failed). */
+ * the message in pyu_errmsg).  A stack read from a running thread is kept
+ * when it passes the acceptance rules (docs/sample.md); one that keeps
+ * failing them is counted with an <unknown> frame on top of the outer
+ * frames that passed (the thread alone when none did): every selected
+ * thread counts in every sample. */
 PYU_API int pyu_sampler_take(pyu_sampler *sm);
 PYU_API void pyu_sampler_stats_get(const pyu_sampler *sm,
                                    pyu_sampler_stats *out);
