@@ -344,7 +344,17 @@ static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
         return true;
     bool is_code;
     const pyu_code *cc = pyu_code_get(sm->s, c->r.code, &is_code);
-    return cc && pushed(sm, c, cc, e);
+    if (!cc)
+        return false;
+    if (e->popped) {
+        /* the frame was popped before its copy, its caller copied after
+         * that: the caller has not gone past the call yet (3.14+ moves
+         * the instruction pointer at the next instruction), and calls the
+         * popped function by name; or was popped too */
+        uint8_t kind = c->popped ? PYU_AT_PUSH : kind_of(sm, &c->r, cc);
+        return kind != PYU_AT_OTHER && names_callee(sm, c->r.code, e->r.code);
+    }
+    return pushed(sm, c, cc, e);
 }
 
 long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)

@@ -29,11 +29,23 @@ typedef struct slot {
     pyu_code *code;
 } slot;
 
+/* Where a record's bytecode lies (pyu_code_at_instr). */
+typedef struct bytecode {
+    uint64_t start, end;
+    const pyu_code *code;
+} bytecode;
+
 struct pyu_codes {
     slot *slots; /* open addressing by addr */
     size_t cap, n;
     pyu_code *last; /* the one found last (frames of one code come in runs) */
     slab *slabs;
+    bytecode *by_instr; /* the records by bytecode start (sorted when
+                           looked in after an insert) */
+    size_t nby, capby;
+    bool by_stale;
+    uint64_t not_found[16]; /* instructions pyu_code_at_instr looked for in
+                               vain (since the last insert) */
 };
 
 static pyu_code *lookup(struct pyu_codes *t, uint64_t addr)
@@ -72,6 +84,8 @@ static pyu_code *insert(pyu_session *s, uint64_t addr)
         i = (i + 1) & (t->cap - 1);
     t->slots[i] = (slot){addr, c};
     t->n++;
+    t->by_stale = true;
+    memset(t->not_found, 0, sizeof t->not_found);
     return t->last = c;
 }
 
@@ -86,8 +100,10 @@ static void drop_entries(struct pyu_codes *t)
     }
     if (t->slots)
         memset(t->slots, 0, t->cap * sizeof *t->slots);
-    t->n = 0;
+    t->n = t->nby = 0;
     t->last = NULL;
+    t->by_stale = false;
+    memset(t->not_found, 0, sizeof t->not_found);
 }
 
 void pyu_caches_flush(pyu_session *s)
@@ -104,6 +120,7 @@ void pyu_codes_free(pyu_session *s)
     if (s->codes) {
         drop_entries(s->codes);
         free(s->codes->slots);
+        free(s->codes->by_instr);
     }
     free(s->codes);
     s->codes = NULL;
@@ -262,6 +279,10 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     /* (a code object is a variable-size object of its code units) */
     int64_t units = (int64_t)pyu_u64(buf, len, PYU_OFF(o, ob_size));
     c->ncode = units > 0 && units < (1 << 24) ? (uint32_t)units : 0;
+    int32_t locals = PYU_HAS(o, co_nlocalsplus)
+                         ? (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_nlocalsplus))
+                         : 0;
+    c->nlocalsplus = locals > 0 && locals < (1 << 20) ? (uint32_t)locals : 0;
     c->memo_instr = PYU_INSTR_UNKNOWN;
     c->tlbc_memo_index = 0;
     if (read_linetable(s, c->linetable_addr, c) < 0) {
@@ -295,12 +316,109 @@ uint32_t pyu_code_instr(pyu_session *s, const pyu_code *cc,
         base = entry;
         c->tlbc_memo_index = tlbc_index;
         c->tlbc_memo_base = entry;
+        s->codes->by_stale = true;
     }
     if (instr_ptr < base ||
         (c->ncode ? (instr_ptr - base) / 2 >= c->ncode
                   : (instr_ptr - base) / 2 > (uint64_t)c->linetable_len * 8 + 8))
         return PYU_INSTR_UNKNOWN;
     return (uint32_t)((instr_ptr - base) / 2);
+}
+
+static int by_start(const void *a, const void *b)
+{
+    uint64_t x = ((const bytecode *)a)->start, y = ((const bytecode *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts the records by where their bytecode lies (its main copy, and the
+ * thread-local copy looked up last). */
+static bool index_bytecode(pyu_session *s, struct pyu_codes *t)
+{
+    size_t need = 2 * t->n;
+    if (need > t->capby) {
+        bytecode *b = realloc(t->by_instr, need * sizeof *b);
+        if (!b)
+            return false;
+        t->by_instr = b;
+        t->capby = need;
+    }
+    t->nby = 0;
+    for (slab *b = t->slabs; b; b = b->next)
+        for (size_t i = 0; i < b->used; i++) {
+            const pyu_code *c = &b->rec[i];
+            if (c->stale || !c->ncode)
+                continue;
+            uint64_t at = c->addr + PYU_OFF(&s->off, co_code_adaptive);
+            t->by_instr[t->nby++] =
+                (bytecode){at, at + 2 * (uint64_t)c->ncode, c};
+            if (c->tlbc_memo_index > 0 && c->tlbc_memo_base)
+                t->by_instr[t->nby++] =
+                    (bytecode){c->tlbc_memo_base,
+                               c->tlbc_memo_base + 2 * (uint64_t)c->ncode, c};
+        }
+    qsort(t->by_instr, t->nby, sizeof *t->by_instr, by_start);
+    t->by_stale = false;
+    return true;
+}
+
+/* The cached record whose bytecode holds instr_ptr, or NULL. */
+static const pyu_code *indexed_at(pyu_session *s, uint64_t instr_ptr)
+{
+    struct pyu_codes *t = s->codes;
+    if (!t || (t->by_stale && !index_bytecode(s, t)))
+        return NULL;
+    size_t lo = 0, hi = t->nby; /* (the last one starting at or before) */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t->by_instr[mid].start <= instr_ptr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo || instr_ptr >= t->by_instr[lo - 1].end)
+        return NULL;
+    return t->by_instr[lo - 1].code;
+}
+
+#define SCAN_BACK 4096 /* bytes of bytecode before an instruction that
+                          pyu_code_at_instr looks through */
+
+const pyu_code *pyu_code_at_instr(pyu_session *s, uint64_t instr_ptr)
+{
+    const pyu_offsets *o = &s->off;
+    const pyu_code *c = indexed_at(s, instr_ptr);
+    struct pyu_codes *t = s->codes;
+    uint64_t off = PYU_OFF(o, co_code_adaptive), ty = PYU_OFF(o, ob_type);
+    if (c || !t || !t->last || (instr_ptr & 1) ||
+        instr_ptr < off + SCAN_BACK + ty)
+        return c;
+    uint64_t *memo = &t->not_found[(instr_ptr >> 1) & 15];
+    if (*memo == instr_ptr)
+        return NULL;
+    /* code objects are 8-aligned and of the type every code object read
+     * so far had: the candidates' type words, nearest first */
+    uint64_t code_type = t->last->type_addr, hi = (instr_ptr - off) & ~7ull,
+             lo = hi - SCAN_BACK;
+    uint64_t words[SCAN_BACK / 8 + 1];
+    if (pyu_read_quiet(s, lo + ty, words, sizeof words) < 0)
+        return NULL;
+    pyu_err saved = s->err;
+    for (size_t k = SCAN_BACK / 8 + 1; k-- > 0;) {
+        if (words[k] != code_type)
+            continue;
+        bool is_code;
+        c = pyu_code_get(s, lo + 8 * k, &is_code);
+        if (c && pyu_code_instr(s, c, instr_ptr, 0) != PYU_INSTR_UNKNOWN) {
+            s->err = saved;
+            return c;
+        }
+        if (!c && (s->err.code == PYU_E_NOPROC || s->err.code == PYU_E_NOMEM))
+            return NULL;
+        s->err = saved;
+    }
+    *memo = instr_ptr;
+    return NULL;
 }
 
 /* The most code units read to find a 3.11 cache entry's instruction. */

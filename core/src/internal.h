@@ -218,6 +218,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
     X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable) X(co_names)        \
+    X(co_nlocalsplus)                                                        \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset)                                                         \
@@ -648,6 +649,8 @@ typedef struct pyu_code {
     int firstlineno;
     int32_t firsttraceable; /* 3.11: code units before the first RESUME */
     uint32_t ncode;       /* its code units (0: unknown) */
+    uint32_t nlocalsplus; /* its locals, cells and free variables (3.12+;
+                             0: none or unknown) */
     uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
     int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
     uint64_t tlbc_memo_base;
@@ -664,6 +667,11 @@ PYU_HIDDEN const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr,
                                         bool *is_code);
 /* The cached code object at addr, or NULL; never reads. */
 PYU_HIDDEN const pyu_code *pyu_code_cached(pyu_session *s, uint64_t addr);
+/* The code object whose bytecode (its own, or the thread-local copy
+ * looked up last) holds instr_ptr: a cached one, or one found by looking
+ * back from instr_ptr, read and cached; NULL when none is found. */
+PYU_HIDDEN const pyu_code *pyu_code_at_instr(pyu_session *s,
+                                             uint64_t instr_ptr);
 /* The part of a code object holding the fields a record is made from:
  * [*off, *off + *len) from its address. */
 PYU_HIDDEN void pyu_code_fields(const pyu_offsets *o, size_t *off,
@@ -913,10 +921,12 @@ PYU_HIDDEN size_t pyu_tstate_len(const pyu_session *s,
 /* A word read ahead at a predicted _PyCFrame (3.11): the current frame
  * it held. */
 typedef struct pyu_peek {
-    uint64_t cframe, current_frame;
+    const uint64_t *cframe, *current_frame; /* n of each */
+    size_t n;
 } pyu_peek;
 /* ... where the current frame is two loads away (3.11), it is read here,
- * unless peek (may be NULL) read it ahead at the cframe the copy names. */
+ * unless peek (may be NULL) read it ahead at the cframe the copy names
+ * (one of the peek's n cframes). */
 PYU_HIDDEN void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                                 const uint64_t extra_off[2], uint64_t ts,
                                 const uint8_t *buf, size_t len, pyu_tstate *r,

@@ -232,6 +232,7 @@ static const check checks[] = {
     {L(co_argcount), L(co_size), 4, false},
     {L(co_flags), L(co_size), 4, false},
     {L(co_names), L(co_size), 8, false},
+    {L(co_nlocalsplus), L(co_size), 4, false},
     {L(co_kwonlyargcount), L(co_size), 4, false},
     {L(co_localsplusnames), L(co_size), 8, false},
     {L(co_localspluskinds), L(co_size), 8, false},
@@ -311,6 +312,10 @@ static void add_known_facts(pyu_offsets *o)
         o->v[PYU_F_co_flags] = PYU_OFF(o, co_argcount) - 4;
         o->v[PYU_F_co_kwonlyargcount] = PYU_OFF(o, co_argcount) + 8;
     }
+    /* ... then co_stacksize, co_firstlineno and co_nlocalsplus (3.12+;
+     * 3.11 has co_framesize first) */
+    if (PYU_HAS(o, co_argcount) && !o->builtin)
+        o->v[PYU_F_co_nlocalsplus] = PYU_OFF(o, co_argcount) + 20;
     /* ... after co_consts, co_names and co_exceptiontable (3.11-3.15) */
     if (PYU_HAS(o, co_flags) && PYU_OFF(o, co_flags) >= 16 &&
         PYU_OFF(o, co_flags) % 8 == 0)

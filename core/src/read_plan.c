@@ -62,7 +62,7 @@ static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
     uint64_t *nx = b ? realloc(sm->next, ncap * 8) : NULL;
     if (nx)
         sm->next = nx;
-    uint64_t *cp = nx ? realloc(sm->cfpeek, ncap * 8) : NULL;
+    uint64_t *cp = nx ? realloc(sm->cfpeek, ncap * 8 * PYU_CFRAMES) : NULL;
     if (cp)
         sm->cfpeek = cp;
     pyu_tstate *r = cp ? realloc(sm->recs, ncap * sizeof *r) : NULL;
@@ -317,32 +317,76 @@ static bool ranges_for(pyu_sampler *sm, size_t need)
 }
 
 
-/* The range that reads t's current frame again, after its spans: in its
- * thread state, or (3.11) in its _PyCFrame at cframe. */
-static pyu_range again_range(const pyu_sampler *sm, pyu_sthread *t,
-                             uint64_t cframe)
+/* The ranges of t's recent cframes' current frames into r, read into
+ * words (3.11).  Returns how many. */
+static size_t cframe_ranges(const pyu_sampler *sm, const pyu_sthread *t,
+                            pyu_range *r, uint64_t *words)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < PYU_CFRAMES && t->cframe[k]; k++, n++)
+        r[n] = (pyu_range){t->cframe[k] +
+                               PYU_OFF(&sm->s->off, cframe_current_frame),
+                           &words[k], 8};
+    return n;
+}
+
+/* The ranges that read t's current frame again, after its spans: in its
+ * thread state, or (3.11) the thread state's cframe and the current
+ * frame in each of the recent cframes (again_at() picks).  Returns how
+ * many. */
+static size_t again_ranges(const pyu_sampler *sm, pyu_sthread *t,
+                           pyu_range *r)
 {
     const pyu_offsets *o = &sm->s->off;
-    if (sm->indirect)
-        return (pyu_range){cframe + PYU_OFF(o, cframe_current_frame),
+    if (!sm->indirect) {
+        r[0] = (pyu_range){t->tstate + PYU_OFF(o, ts_current_frame),
                            &t->again, 8};
-    return (pyu_range){t->tstate + PYU_OFF(o, ts_current_frame), &t->again,
-                       8};
+        return 1;
+    }
+    t->again_cf = 0;
+    memset(t->again_at, 0, sizeof t->again_at);
+    if (!t->cframe[0])
+        return 0;
+    r[0] = (pyu_range){t->tstate + PYU_OFF(o, ts_cframe), &t->again_cf, 8};
+    return 1 + cframe_ranges(sm, t, r + 1, t->again_at);
+}
+
+/* After the read (3.11): the current frame read again, in the cframe
+ * the thread state named then (0 when it was not a recent one). */
+static void again_at(const pyu_sampler *sm, pyu_sthread *t)
+{
+    if (!sm->indirect)
+        return;
+    t->again = 0;
+    for (size_t k = 0; k < PYU_CFRAMES && t->again_cf; k++)
+        if (t->cframe[k] == t->again_cf)
+            t->again = t->again_at[k];
+}
+
+/* Puts cframe first in t's recent ones (3.11). */
+static void cframe_seen(pyu_sthread *t, uint64_t cframe)
+{
+    if (!cframe)
+        return;
+    size_t k = 0;
+    while (k + 1 < PYU_CFRAMES && t->cframe[k] != cframe)
+        k++;
+    memmove(&t->cframe[1], &t->cframe[0], k * sizeof t->cframe[0]);
+    t->cframe[0] = cframe;
 }
 
 /* The ranges of t's spans into r: those that held its innermost frames
  * last time first (the frames most likely to move), then the current frame
  * again, then those ranges again (accept.c), then the rest.  Returns how
  * many. */
-static size_t span_ranges(pyu_sthread *t, pyu_range *r, uint64_t cframe,
+static size_t span_ranges(pyu_sthread *t, pyu_range *r,
                           const pyu_sampler *sm)
 {
     size_t n = 0;
-    t->again = 0;
+    t->again = t->again_cf = 0;
     for (size_t k = 0; k <= t->nspan; k++) {
         if (k == t->nearly && t->nspan) {
-            if (!sm->indirect || cframe)
-                r[n++] = again_range(sm, t, cframe);
+            n += again_ranges(sm, t, r + n);
             for (size_t e = 0; e < t->nearly; e++)
                 r[n++] = (pyu_range){t->span2[e].start,
                                      (uint8_t *)t->span2[e].local,
@@ -362,7 +406,8 @@ int pyu_plan_batch(pyu_sampler *sm)
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
     size_t need = 1 + sm->ninterps * 10 +
-                  sm->nthreads * (4 + 2 * PYU_PLAN_SPANS),
+                  sm->nthreads * (4 + 2 * PYU_PLAN_SPANS +
+                                  2 * PYU_CFRAMES),
            n = 0;
     if (!ranges_for(sm, need))
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
@@ -401,12 +446,11 @@ int pyu_plan_batch(pyu_sampler *sm)
         } else {
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
                                  sm->tslen};
-            /* 3.11: the current frame, in the cframe it had last time */
-            if (sm->indirect && t->cframe)
-                r[n++] = (pyu_range){t->cframe +
-                                         PYU_OFF(o, cframe_current_frame),
-                                     &sm->cfpeek[j], 8};
-            n += span_ranges(t, r + n, sm->indirect ? t->cframe : 0, sm);
+            /* 3.11: the current frame, in each cframe it had lately */
+            if (sm->indirect)
+                n += cframe_ranges(sm, t, r + n,
+                                   &sm->cfpeek[j * PYU_CFRAMES]);
+            n += span_ranges(t, r + n, sm);
             t->spans_read = t->nspan > 0;
         }
     }
@@ -431,14 +475,15 @@ int pyu_plan_batch(pyu_sampler *sm)
         pyu_interp_take(s, &si->in, &si->ir);
         for (size_t j = si->first; j < si->first + si->n; j++) {
             pyu_sthread *t = &sm->threads[j];
-            pyu_peek peek = {t->cframe, sm->cfpeek[j]};
+            pyu_peek peek = {t->cframe, &sm->cfpeek[j * PYU_CFRAMES],
+                             PYU_CFRAMES};
             pyu_tstate_take(s, &si->in, sm->extra_off, t->tstate,
                             sm->tsbuf + j * sm->tslen, sm->tslen,
                             &sm->recs[j], &sm->next[j],
-                            sm->indirect && t->cframe ? &peek : NULL);
-            if (sm->indirect && sm->recs[j].cframe != t->cframe)
-                t->again = 0; /* (read in another _PyCFrame) */
-            t->cframe = sm->recs[j].cframe;
+                            sm->indirect ? &peek : NULL);
+            if (t->spans_read)
+                again_at(sm, t);
+            cframe_seen(t, sm->recs[j].cframe);
             uint64_t want =
                 j + 1 < si->first + si->n ? sm->threads[j + 1].tstate : 0;
             if (sm->next[j] != want)
@@ -452,35 +497,32 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
                       pyu_tstate *ts, uint8_t *tsbuf)
 {
     pyu_session *s = sm->s;
-    pyu_range r[3 + 2 * PYU_PLAN_SPANS];
-    uint64_t peek_word = 0;
-    size_t n = 0;
+    pyu_range r[3 + 2 * PYU_PLAN_SPANS + 2 * PYU_CFRAMES];
+    uint64_t peek_words[PYU_CFRAMES] = {0};
+    size_t n = 0, npeek = 0;
     r[n++] = (pyu_range){t->tstate, tsbuf, sm->tslen};
-    if (sm->indirect && t->cframe)
-        r[n++] = (pyu_range){t->cframe +
-                                 PYU_OFF(&s->off, cframe_current_frame),
-                             &peek_word, 8};
-    n += span_ranges(t, r + n, t->cframe, sm);
+    if (sm->indirect)
+        n += npeek = cframe_ranges(sm, t, r + n, peek_words);
+    n += span_ranges(t, r + n, sm);
     int rc = pyu_readv_quiet(s, r, n);
     if (rc == -PYU_E_NOPROC)
         return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
     if (rc < 0) {
         /* (a span may have been freed: the thread state alone) */
         t->nspan = 0;
-        t->again = 0;
-        rc = pyu_readv_quiet(s, r, sm->indirect && t->cframe ? 2 : 1);
+        t->again = t->again_cf = 0;
+        rc = pyu_readv_quiet(s, r, 1 + npeek);
         if (rc == -PYU_E_NOPROC)
             return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
         if (rc < 0)
             return 1;
     }
     uint64_t next;
-    pyu_peek peek = {t->cframe, peek_word};
+    pyu_peek peek = {t->cframe, peek_words, npeek};
     pyu_tstate_take(s, in, sm->extra_off, t->tstate, tsbuf, sm->tslen, ts,
-                    &next, sm->indirect && t->cframe ? &peek : NULL);
-    if (sm->indirect && ts->cframe != t->cframe)
-        t->again = 0; /* (read in another _PyCFrame) */
-    t->cframe = ts->cframe;
+                    &next, sm->indirect ? &peek : NULL);
+    again_at(sm, t);
+    cframe_seen(t, ts->cframe);
     sm->st.snapshots++;
     return 0;
 }

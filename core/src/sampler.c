@@ -163,6 +163,24 @@ static uint16_t ret_of(const pyu_sampler *sm, const uint8_t *buf)
                : 0;
 }
 
+/* Whether frame f is one being popped or popped (3.14+, which clears a
+ * frame it pops): popping makes the caller current, then drops the
+ * frame's value stack and locals (its stack pointer set to where its
+ * locals start: a running frame's stack starts after them), then its
+ * function, then its code. */
+static bool popped(pyu_session *s, const pyu_frame_raw *f)
+{
+    const pyu_offsets *o = &s->off;
+    if (o->version_hex < 0x030E0000 || f->owner != PYU_OWNER_THREAD ||
+        !f->prev)
+        return false;
+    if (!f->code || !f->func)
+        return true;
+    const pyu_code *c;
+    return f->sp == f->addr + PYU_OFF(o, fr_localsplus) &&
+           (c = pyu_code_cached(s, f->code)) && c->nlocalsplus;
+}
+
 /* Stores each frame the walk meets, with the words at its saved stack
  * top when the same copy holds them, and its second copy when its range
  * was read twice. */
@@ -171,6 +189,31 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
 {
     walk_ctx *w = arg;
     pyu_sthread *t = w->t;
+    /* A frame popped since the thread state was read (3.14+: popping makes
+     * the caller current, then clears the frame: its stack, its function,
+     * its code) was running when the thread state was read, a moment
+     * before its copy: a short function is often over by then.  Its
+     * instruction pointer, which popping leaves, tells its code; whether
+     * its caller, as copied, can have made the call is for the rules
+     * (accept.c).  When the code cannot be told, the caller's stack is
+     * taken, as it was when copied. */
+    pyu_frame_raw was;
+    bool is_popped = false;
+    if (t->nfr == t->npopped && popped(w->sm->s, f)) {
+        const pyu_code *c =
+            f->code ? NULL : pyu_code_at_instr(w->sm->s, f->instr_ptr);
+        if (!f->code && !c) {
+            t->nfr = t->npopped = 0; /* (and the popped frames above) */
+            t->unplaced = true;
+            return 0;
+        }
+        was = *f;
+        was.code = c ? c->addr : f->code;
+        was.func = 0;
+        f = &was;
+        is_popped = true;
+        t->npopped++;
+    }
     if (t->nfr == t->frcap &&
         !pyu_grow((void **)&t->fr, t->nfr, &t->frcap, sizeof *t->fr))
         return -1;
@@ -179,7 +222,8 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     sf->nslot = slots_of(f->addr, f->sp, buf, avail, sf->slot);
     sf->ret = ret_of(w->sm, buf);
     sf->twice = false;
-    for (size_t k = 0; k < t->nearly && w->spans; k++) {
+    sf->popped = is_popped;
+    for (size_t k = 0; k < t->nearly && w->spans && !is_popped; k++) {
         const pyu_chunk_span *a = &t->span[k], *b = &t->span2[k];
         if (buf < a->local || buf >= a->local + (a->end - a->start))
             continue;
@@ -206,7 +250,8 @@ static int walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        .nspan = spans ? t->nspan : 0, .chunk = ts->chunk,
                        .singles = SINGLES, .quiet = true};
     walk_ctx w = {sm, t, spans};
-    t->nfr = 0;
+    t->nfr = t->npopped = 0;
+    t->unplaced = false;
     if (pyu_chain_each(sm->s, &it, on_frame, &w) < 0) {
         if (!sm->s->err.code)
             pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
@@ -403,6 +448,37 @@ struct thread_read {
     const pyu_interp *in;
 };
 
+/* Leaves out t's n innermost frames, popped ones whose callers, as
+ * copied, cannot have called them any more: the stack is the callers',
+ * as copied.  Returns the frames left. */
+/* Counts a stack taken from a walk that met popped frames. */
+static void note_popped(pyu_sampler *sm, const pyu_sthread *t)
+{
+    if (t->npopped || t->unplaced)
+        sm->st.popped++;
+    if (t->unplaced)
+        sm->st.popped_left++;
+}
+
+static long drop_popped(pyu_sthread *t, size_t n)
+{
+    t->unplaced = true;
+    memmove(t->fr, t->fr + n, (t->nfr - n) * sizeof *t->fr);
+    t->nfr -= n;
+    t->npopped -= n;
+    return (long)t->nfr;
+}
+
+/* Swaps the two copies of t's early spans. */
+static void swap_early(pyu_sthread *t)
+{
+    for (size_t k = 0; k < t->nearly; k++) {
+        pyu_chunk_span x = t->span[k];
+        t->span[k] = t->span2[k];
+        t->span2[k] = x;
+    }
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
@@ -453,8 +529,13 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         r->ok = pyu_accept_chain(sm, t, ts);
         if (r->ok < 0)
             return -1;
-        if (t->nfr && (size_t)r->ok == t->nfr)
+        if (t->nfr && (size_t)r->ok < t->nfr &&
+            t->nfr - (size_t)r->ok <= t->npopped)
+            r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
+        if (t->nfr && (size_t)r->ok == t->nfr) {
+            note_popped(sm, t);
             return 0;
+        }
         /* the current frame as read right after the innermost frames:
          * the stack the thread moved to meanwhile, on which the frames the
          * first walk found are put back when they ended after its read */
@@ -463,12 +544,21 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             size_t xn = t->nfr1, xc = t->fr1cap;
             t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
             t->fr = x, t->nfr = xn, t->frcap = xc;
-            if (walk(sm, t, ts, t->again, spans) < 0)
+            /* (in the copies made after the current frame was read again:
+             * the second of the early spans, then the rest) */
+            swap_early(t);
+            int rc = walk(sm, t, ts, t->again, spans);
+            swap_early(t);
+            if (rc < 0)
                 return -1;
             r->ok = pyu_accept_chain(sm, t, ts);
             if (r->ok < 0)
                 return -1;
+            if (t->nfr && (size_t)r->ok < t->nfr &&
+                t->nfr - (size_t)r->ok <= t->npopped)
+                r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
             if (t->nfr && (size_t)r->ok == t->nfr) {
+                note_popped(sm, t);
                 if (graft(sm, t) < 0)
                     return -1;
                 r->ok = (long)t->nfr;

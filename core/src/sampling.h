@@ -21,6 +21,7 @@
                             thread state */
 #define PYU_PLAN_EARLY 3 /* innermost frames whose ranges are read first,
                             and the current frame again right after them */
+#define PYU_CFRAMES 4    /* 3.11: recent _PyCFrames of a thread read ahead */
 
 /* A frame of a stack read in this sample. */
 typedef struct pyu_sframe {
@@ -29,6 +30,8 @@ typedef struct pyu_sframe {
                          copy as the frame (see accept.c) */
     uint8_t nslot;    /* how many of them that copy holds */
     uint16_t ret;     /* return_offset (3.13+), from the same copy */
+    bool popped;      /* popped since the thread state was read: its code
+                         told by its instruction pointer (sampler.c) */
     /* the second copy of the innermost frames' ranges, read right after
      * the first (accept.c): the same fields */
     bool twice;
@@ -71,11 +74,20 @@ typedef struct pyu_sthread {
     bool spans_read;  /* read in this sample's batch */
     uint64_t again;   /* the current frame read again after the spans (0:
                          not read) */
+    uint64_t again_cf, again_at[PYU_CFRAMES]; /* 3.11: what it is read
+                         from: the thread state's cframe, and the current
+                         frame in each of cframe[] */
     uint64_t chunk, chunk_end; /* its current data-stack chunk */
-    uint64_t cframe;  /* 3.11: its _PyCFrame last time */
+    uint64_t cframe[PYU_CFRAMES]; /* 3.11: the _PyCFrames it had lately,
+                         the last first (one per eval loop on its C stack:
+                         a generator resumed from C code runs in one of
+                         its own) */
     /* this sample's walk, innermost first */
     pyu_sframe *fr;   /* owned */
     size_t nfr, frcap;
+    size_t npopped;   /* the first of them were popped since (sampler.c) */
+    bool unplaced;    /* popped ones were left out: their code could not
+                         be told, or their callers had gone past the call */
     pyu_sframe *fr1;  /* the walk from the first current frame, while the
                          one read after the frames is walked (owned) */
     size_t nfr1, fr1cap;
@@ -141,8 +153,8 @@ struct pyu_sampler {
                           (3.15: anchored threads) */
     size_t captsbuf;
     uint64_t *next;    /* each thread state's next, as read */
-    uint64_t *cfpeek;  /* 3.11: each thread's current frame, read at its
-                          last cframe */
+    uint64_t *cfpeek;  /* 3.11: each thread's current frame, read at each
+                          of its recent cframes (PYU_CFRAMES a thread) */
     pyu_tstate *recs;
     /* accept.c */
     pyu_kind_slot *kinds;

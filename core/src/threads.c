@@ -242,8 +242,11 @@ void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
         r->current_frame = pyu_u64(buf, len, PYU_OFF(o, ts_current_frame));
     } else if ((r->cframe = pyu_u64(buf, len, PYU_OFF(o, ts_cframe)))) {
         /* 3.11: the eval loop's _PyCFrame, on the thread's C stack */
-        if (peek && peek->cframe == r->cframe)
-            r->current_frame = peek->current_frame;
+        size_t k = 0;
+        while (peek && k < peek->n && peek->cframe[k] != r->cframe)
+            k++;
+        if (peek && k < peek->n)
+            r->current_frame = peek->current_frame[k];
         else if (pyu_read_quiet(s,
                                 r->cframe + PYU_OFF(o, cframe_current_frame),
                                 &r->current_frame, 8) < 0)

@@ -1039,6 +1039,10 @@ static void sim_step(sim *x)
         /* the result takes the callable's place on the caller's stack */
         put64(&x->m, SIM_FRAME(x->depth - 2) + 0x50, 0x1);
         x->depth--;
+        sim_publish(x); /* (the caller is current before the frame is
+                           cleared: its code, its function) */
+        put64(&x->m, f, 1);
+        put64(&x->m, f + 0x10, 1);
     } else if (r < 6) { /* call: a new frame at the next slot */
         uint64_t f = SIM_FRAME(x->depth);
         if (x->depth) { /* the caller's evidence: callable, return offset */

@@ -939,6 +939,12 @@ typedef struct pyu_sampler_stats {
                                 first read found put back on top (they had
                                 ended: a generator yielded, a call from C
                                 returned) */
+    uint64_t popped;         /* stacks whose current frame had been popped
+                                by the time it was copied (3.14+: a short
+                                call is often over that soon) */
+    uint64_t popped_left;    /* ... of them recorded as the caller's stack
+                                (the popped frames' code could not be told
+                                or their callers had gone past the call) */
 } pyu_sampler_stats;
 
 /* A sampler over an opened session, recording into p (which it fills in
