@@ -52,6 +52,10 @@
  *   - Frames C code called (behind an entry frame, 3.11's is_entry) carry
  *     no evidence of their caller: C code between them and their caller
  *     made the call.
+ *   - A frame popped between the read of the thread state and its copy
+ *     (3.14+ clears it; sampler.c finds its code from its instruction
+ *     pointer) carries none either, and its caller has gone on: the
+ *     caller's code must name it.
  *
  * The instruction a caller stands at is read from the target once per
  * (code object, instruction) and remembered until the caches are flushed.
@@ -66,7 +70,7 @@
  * creation and its first push).  On the alternating target of
  * tests/targets/alternate.py at 20 kHz this was measured at 0 in 10^6
  * samples on 3.13 (4 % of the stacks read without the rules were
- * impossible); the tests assert at most 1 in 100,000 (bench/README.md).
+ * impossible); the tests assert at most 1 in 10,000 (docs/sample.md).
  * On 3.15 a thread whose anchor proves its stack is not read at all
  * (frame_cache.c); the rest is read under the same rules.
  *
@@ -346,15 +350,11 @@ static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
     const pyu_code *cc = pyu_code_get(sm->s, c->r.code, &is_code);
     if (!cc)
         return false;
-    if (e->popped) {
-        /* the frame was popped before its copy, its caller copied after
-         * that: the caller has not gone past the call yet (3.14+ moves
-         * the instruction pointer at the next instruction), and calls the
-         * popped function by name; or was popped too */
-        uint8_t kind = c->popped ? PYU_AT_PUSH : kind_of(sm, &c->r, cc);
-        return kind != PYU_AT_OTHER && names_callee(sm, c->r.code, e->r.code);
-    }
-    return pushed(sm, c, cc, e);
+    /* a frame popped before its copy has no evidence of its call left (its
+     * caller, copied after that, has gone on): its caller's code must
+     * name it */
+    return e->popped ? names_callee(sm, c->r.code, e->r.code)
+                     : pushed(sm, c, cc, e);
 }
 
 long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)

@@ -536,10 +536,14 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             note_popped(sm, t);
             return 0;
         }
-        /* the current frame as read right after the innermost frames:
-         * the stack the thread moved to meanwhile, on which the frames the
-         * first walk found are put back when they ended after its read */
-        if (spans && t->again && t->again != ts->current_frame) {
+        /* the current frame as read right after the innermost frames,
+         * walked in the copies made after it: the stack the thread moved
+         * to meanwhile, on which the frames the first walk found are put
+         * back when they ended after its read.  (The same frame again is
+         * worth the walk: a generator's frame that had yielded when first
+         * copied is often resumed, by the same caller, by the second.) */
+        if (spans && t->again &&
+            (t->again != ts->current_frame || t->nearly)) {
             pyu_sframe *x = t->fr1;
             size_t xn = t->nfr1, xc = t->fr1cap;
             t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
