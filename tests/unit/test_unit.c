@@ -1350,7 +1350,7 @@ static void test_sampler_cache(void)
             CHECK(bad * 100 <= 20000); /* (mixes of frames of one function
                                           the rules cannot tell apart) */
             CHECK(failed < 20000 * 6 / 10);
-            CHECK(st.torn > 0);
+            CHECK(st.torn + st.later > 0); /* (the races were met) */
             CHECK_EQ(st.stacks, 20000); /* (no sample vanishes) */
         }
     }
