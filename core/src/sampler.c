@@ -29,6 +29,7 @@
 
 #define MEMO_MAX (1u << 16) /* (code, instruction) -> frame memo entries */
 #define RETRIES 2           /* fresh snapshots of a stack that did not pass */
+#define GEN_DEPTH 16 /* generators that yielded a walk goes through */
 #define SINGLES 3           /* frames outside the spans read one by one
                                before the chunks are copied */
 #define VALIDATE_MAX 64     /* code objects checked again per sample (3.13) */
@@ -240,18 +241,16 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     return 0;
 }
 
-/* Walks t's chain from `first`, in its spans when they were read with ts.
- * 0, or -1 on an error that ends the sample. */
-static int walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
-                uint64_t first, bool spans)
+/* Walks t's chain from `first`, in its spans when they were read with ts,
+ * after the frames t holds.  0, or -1 on an error that ends the sample. */
+static int walk_on(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                   uint64_t first, bool spans)
 {
     pyu_chain_it it = {.first = first, .base = ts->base_frame,
                        .span = spans ? t->span : NULL,
                        .nspan = spans ? t->nspan : 0, .chunk = ts->chunk,
                        .singles = SINGLES, .quiet = true};
     walk_ctx w = {sm, t, spans};
-    t->nfr = t->npopped = 0;
-    t->unplaced = false;
     if (pyu_chain_each(sm->s, &it, on_frame, &w) < 0) {
         if (!sm->s->err.code)
             pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
@@ -261,6 +260,15 @@ static int walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     t->outside = it.outside;
     sm->st.frames_read += it.n;
     return 0;
+}
+
+/* The same, from no frames. */
+static int walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                uint64_t first, bool spans)
+{
+    t->nfr = t->npopped = 0;
+    t->unplaced = false;
+    return walk_on(sm, t, ts, first, spans);
 }
 
 /* -------------------------------------------------------------- threads */
@@ -451,6 +459,58 @@ struct thread_read {
 /* Leaves out t's n innermost frames, popped ones whose callers, as
  * copied, cannot have called them any more: the stack is the callers',
  * as copied.  Returns the frames left. */
+/* ---------------------------------------- generators that yielded */
+
+/* The slot of t's memo for the generator frame at addr. */
+static size_t caller_slot(uint64_t addr)
+{
+    return pyu_slot(addr, PYU_GEN_CALLERS);
+}
+
+/* Remembers who resumed each generator frame of t's accepted stack. */
+static void learn_callers(pyu_sthread *t)
+{
+    for (size_t i = 0; i + 1 < t->nfr; i++) {
+        const pyu_frame_raw *g = &t->fr[i].r;
+        if (g->owner == PYU_OWNER_GENERATOR && g->prev) {
+            size_t k = caller_slot(g->addr);
+            t->gen_at[k] = g->addr;
+            t->gen_caller[k] = g->prev;
+        }
+    }
+}
+
+/* A walk that ended at a generator's frame that had yielded (it clears
+ * its previous) when it was copied: it was running when the thread state
+ * was read, resumed by the frame that resumed it last time, if that frame
+ * (as copied) still holds the generator.  The walk goes on from there:
+ * the stack it had, with its caller's own stack as copied. */
+static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                       bool spans)
+{
+    for (int k = 0; k < GEN_DEPTH && t->end == PYU_CHAIN_NULL && t->nfr;
+         k++) {
+        const pyu_frame_raw g = t->fr[t->nfr - 1].r;
+        size_t at = caller_slot(g.addr), n0 = t->nfr;
+        if (g.owner != PYU_OWNER_GENERATOR || g.prev ||
+            t->gen_at[at] != g.addr)
+            return 0;
+        uint64_t gen = gen_object(sm, g.addr);
+        if (!gen)
+            return 0;
+        if (walk_on(sm, t, ts, t->gen_caller[at], spans) < 0)
+            return -1;
+        if (t->nfr == n0 || t->fr[n0].r.owner >= PYU_OWNER_ENTRY ||
+            !holds(sm, t, &t->fr[n0].r, gen)) {
+            t->nfr = n0;
+            t->end = PYU_CHAIN_NULL;
+            return 0;
+        }
+        sm->st.resumed++;
+    }
+    return 0;
+}
+
 /* Counts a stack taken from a walk that met popped frames. */
 static void note_popped(pyu_sampler *sm, const pyu_sthread *t)
 {
@@ -521,7 +581,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             }
             spans = rc == 0;
         }
-        if (walk(sm, t, ts, ts->current_frame, spans) < 0)
+        if (walk(sm, t, ts, ts->current_frame, spans) < 0 ||
+            resume_walk(sm, t, ts, spans) < 0)
             return -1;
         r->what = THREAD_READ;
         /* (frames the spans did not hold were read as the walk met them:
@@ -534,6 +595,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
         if (t->nfr && (size_t)r->ok == t->nfr) {
             note_popped(sm, t);
+            learn_callers(t);
             return 0;
         }
         /* the current frame as read right after the innermost frames,
@@ -552,6 +614,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
              * the second of the early spans, then the rest) */
             swap_early(t);
             int rc = walk(sm, t, ts, t->again, spans);
+            if (rc == 0)
+                rc = resume_walk(sm, t, ts, spans);
             swap_early(t);
             if (rc < 0)
                 return -1;
@@ -563,6 +627,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
                 r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
             if (t->nfr && (size_t)r->ok == t->nfr) {
                 note_popped(sm, t);
+                learn_callers(t);
                 if (graft(sm, t) < 0)
                     return -1;
                 r->ok = (long)t->nfr;

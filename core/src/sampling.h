@@ -21,7 +21,9 @@
                             thread state */
 #define PYU_PLAN_EARLY 3 /* innermost frames whose ranges are read first,
                             and the current frame again right after them */
-#define PYU_CFRAMES 4    /* 3.11: recent _PyCFrames of a thread read ahead */
+#define PYU_GEN_CALLERS 64 /* generator frames whose last caller a thread
+                              remembers (a power of two) */
+#define PYU_CFRAMES 8    /* 3.11: recent _PyCFrames of a thread read ahead */
 
 /* A frame of a stack read in this sample. */
 typedef struct pyu_sframe {
@@ -86,6 +88,9 @@ typedef struct pyu_sthread {
     pyu_sframe *fr;   /* owned */
     size_t nfr, frcap;
     size_t npopped;   /* the first of them were popped since (sampler.c) */
+    uint64_t gen_at[PYU_GEN_CALLERS], gen_caller[PYU_GEN_CALLERS];
+                      /* generator frames, and the frame that resumed each
+                         last (sampler.c) */
     bool unplaced;    /* popped ones were left out: their code could not
                          be told, or their callers had gone past the call */
     pyu_sframe *fr1;  /* the walk from the first current frame, while the

@@ -939,6 +939,9 @@ typedef struct pyu_sampler_stats {
                                 first read found put back on top (they had
                                 ended: a generator yielded, a call from C
                                 returned) */
+    uint64_t resumed;        /* walks gone on from a generator's frame that
+                                had yielded by its copy to the frame that
+                                resumed it (it still holds the generator) */
     uint64_t popped;         /* stacks whose current frame had been popped
                                 by the time it was copied (3.14+: a short
                                 call is often over that soon) */
