@@ -204,13 +204,16 @@ void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     c->wrote = true;
 }
 
-void pyu_fcache_clear_anchors(pyu_sampler *sm)
+bool pyu_fcache_wrote(const pyu_sampler *sm)
 {
     bool any = false;
     for (size_t i = 0; i < sm->nthreads; i++)
         any |= sm->threads[i].cache.wrote;
-    if (!any || pyu_plan_rediscover(sm) < 0)
-        return;
+    return any;
+}
+
+void pyu_fcache_clear_anchors(pyu_sampler *sm)
+{
     const uint64_t zero = 0;
     for (size_t i = 0; i < sm->nthreads; i++)
         if (sm->threads[i].cache.wrote)

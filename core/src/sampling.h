@@ -272,14 +272,21 @@ PYU_HIDDEN int pyu_fcache_hit(pyu_sampler *sm, pyu_sthread *t,
  * it when the stack is the one the last sample read. */
 PYU_HIDDEN void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t,
                                   const pyu_tstate *ts);
-/* Clears the anchors the sampler wrote, in the threads the runtime still
- * lists. */
+/* Whether the sampler wrote an anchor into any thread. */
+PYU_HIDDEN bool pyu_fcache_wrote(const pyu_sampler *sm);
+/* Clears the anchors the sampler wrote, in its threads (the caller has
+ * made them the threads the runtime still lists). */
 PYU_HIDDEN void pyu_fcache_clear_anchors(pyu_sampler *sm);
 PYU_HIDDEN void pyu_fcache_free(pyu_fcache *c);
 
-/* (sampler.c) The profile frame of a Python frame: -1 when its executable
- * is not a code object (not a Python frame), -2 on an error (record
- * set). */
+/* (frame_memo.c) The profile frame of a Python frame: -1 when its
+ * executable is not a code object (not a Python frame), -2 on an error
+ * (record set). */
 PYU_HIDDEN long pyu_sampler_frame_of(pyu_sampler *sm, const pyu_frame_raw *f);
+/* The profile frame of function func at instruction instr of c (whose
+ * bytecode lies at `bytecode` in the target); negative on no memory. */
+PYU_HIDDEN long pyu_sampler_add_frame(pyu_sampler *sm, uint32_t func,
+                                      const pyu_code *c, uint32_t instr,
+                                      uint64_t bytecode);
 
 #endif

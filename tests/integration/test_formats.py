@@ -1076,9 +1076,15 @@ def test_collapsed_read_by_speedscope(workdir):
     assert errors == [], errors
     assert len(views) == 1
     for fn in ("three", "one"):
-        frames = {f for fr, _ in main for f in fr if f.split(":")[1] == fn}
-        assert len(frames) == 1, frames  # (one call line each)
-        name = frames.pop()
+        # its call line (busy(...)); a sample can catch the frame just
+        # made, at its first instruction (the def line)
+        lines = collections.Counter()
+        for fr, n in main:
+            for f in set(fr):
+                if f.split(":")[1] == fn:
+                    lines[f] += n
+        name, most = lines.most_common(1)[0]
+        assert most >= 0.95 * sum(lines.values()), lines
         want = count(main, lambda fr: name in fr)
         shown = views[0][name][0]  # speedscope: a sample is 1 unit
         assert shown == want, (name, shown, want)

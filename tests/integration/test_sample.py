@@ -409,7 +409,7 @@ def test_without_anchors_two_reads_a_sample(label, python, workdir):
                    *(["--read-only"] if label.startswith("3.15") else []))
         assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
                      tolerance=0.1)
-        m = re.search(r"(\d+) reads \(([\d.]+) a sample\)", r.stderr)
+        m = re.search(r"(\d+) reads \(([\d.]+) a sample", r.stderr)
         assert m and float(m.group(2)) < 3.0, r.stderr
         assert "anchors off" in r.stderr, r.stderr
     finally:
