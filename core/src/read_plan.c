@@ -527,26 +527,6 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
     return 0;
 }
 
-int pyu_plan_frames(pyu_sampler *sm, pyu_sthread *t)
-{
-    pyu_session *s = sm->s;
-    pyu_range r[1 + 2 * PYU_PLAN_SPANS + 2 * PYU_CFRAMES];
-    if (!t->nspan)
-        return 1;
-    size_t n = span_ranges(t, r, sm);
-    int rc = pyu_readv_quiet(s, r, n);
-    if (rc == -PYU_E_NOPROC)
-        return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
-    if (rc < 0) {
-        t->nspan = 0;
-        t->again = t->again_cf = 0;
-        return 1;
-    }
-    again_at(sm, t);
-    sm->st.snapshots++;
-    return 0;
-}
-
 void pyu_plan_free(pyu_sampler *sm)
 {
     for (size_t i = 0; i < sm->nthreads; i++)

@@ -468,20 +468,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
     }
     bool spans = t->spans_read;
     unsigned tries = 0;
-    if (!spans) {
-        /* (an anchored thread: its thread state was read, its frames were
-         * not; a snapshot's thread state would be a later moment, taken
-         * only when the stack had moved: the short calls would lose their
-         * samples to the frame they return to) */
-        int rc = pyu_plan_frames(sm, t);
-        if (rc < 0)
-            return -1;
-        spans = rc == 0;
-        if (!spans)
-            t->nspan = 0;
-    }
     for (;;) {
-        if (!spans && tries) { /* a snapshot of this thread alone */
+        if (!spans) { /* a snapshot of this thread alone */
             int rc = pyu_plan_snapshot(sm, in, t, ts, tsbuf);
             if (rc < 0)
                 return -1;

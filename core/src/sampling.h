@@ -206,12 +206,6 @@ PYU_HIDDEN bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t);
 PYU_HIDDEN int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in,
                                  pyu_sthread *t, pyu_tstate *ts,
                                  uint8_t *tsbuf);
-/* The frames of a thread whose thread state this sample read without
- * them (3.15: its anchor did not prove its stack), in the spans planned
- * last time: the stack is walked from the current frame that thread state
- * named, as when they are read together.  0, 1 when there were no spans
- * or they could not be read, -1 when the process is gone (record set). */
-PYU_HIDDEN int pyu_plan_frames(pyu_sampler *sm, pyu_sthread *t);
 /* Notes where the thread's current chunk ends. */
 PYU_HIDDEN void pyu_plan_note_chunk(pyu_sampler *sm, pyu_sthread *t,
                                     uint64_t chunk);

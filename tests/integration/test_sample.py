@@ -131,8 +131,14 @@ def test_exception_mode_keeps_what_runs_in_except(label, python, workdir):
         roles = t.truth["roles"]
         assert set(got) == {roles["handler"]}, sorted(got)
         stacks = got[roles["handler"]]
-        assert count(stacks, lambda f: calls(f, "in_except")) > 50
-        assert count(stacks, lambda f: calls(f, "no_except")) == 0
+        inside = count(stacks, lambda f: calls(f, "in_except"))
+        assert inside > 50
+        # (the status is the thread state's, the stack is copied a
+        # microsecond later: a sample that straddles the end of the except
+        # block can show no_except's frame, the one in_except's was popped
+        # for; 1 in 100 allows for a slow (ASan) read, 0-3 in 1,000 seen)
+        outside = count(stacks, lambda f: calls(f, "no_except"))
+        assert outside * 100 <= inside, (outside, inside)
     finally:
         t.close()
 
