@@ -179,6 +179,30 @@ int pyu_fcache_hit(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 1;
 }
 
+/* Whether the thread state at tstate is still the thread native_id's and
+ * runs the frame `frame` (0: any), read just now.
+ *
+ * The one write pyunwind makes goes into a thread state, and a thread
+ * that ends frees its thread state: a write into it after that corrupts
+ * whatever the target's allocator put there (a target with threads that
+ * come and go by the thousand aborted in free()).  Between the read of a
+ * sample and its writes there can be milliseconds (a thousand threads,
+ * a slow build); a thread state read again right before the write, still
+ * naming the thread and a frame of it, cannot be freed in the moment the
+ * write takes: the thread has that frame and all below it to return from
+ * and its own clean-up to run first. */
+static bool still_running(pyu_session *s, uint64_t tstate, uint64_t native_id,
+                          uint64_t frame)
+{
+    const pyu_offsets *o = &s->off;
+    uint64_t cur = 0, nid = 0;
+    pyu_range r[2] = {
+        {tstate + PYU_OFF(o, ts_current_frame), (uint8_t *)&cur, 8},
+        {tstate + PYU_OFF(o, ts_native_thread_id), (uint8_t *)&nid, 8}};
+    return pyu_readv_quiet(s, r, 2) == 0 && nid == native_id && cur &&
+           (!frame || cur == frame);
+}
+
 void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
 {
     pyu_fcache *c = &t->cache;
@@ -195,6 +219,8 @@ void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     if (!c->same || ts->extra[0] == top)
         return;
     uint64_t at = ts->addr + PYU_OFF(&s->off, ts_last_profiled_frame);
+    if (!still_running(s, ts->addr, ts->native_id, top))
+        return; /* (moved on, or gone: next time) */
     if (s->ops->write(s->ctx, at, &top, 8) < 0) {
         sm->anchors = false; /* refused: do without */
         return;
@@ -215,10 +241,13 @@ bool pyu_fcache_wrote(const pyu_sampler *sm)
 void pyu_fcache_clear_anchors(pyu_sampler *sm)
 {
     const uint64_t zero = 0;
-    for (size_t i = 0; i < sm->nthreads; i++)
-        if (sm->threads[i].cache.wrote)
+    for (size_t i = 0; i < sm->nthreads; i++) {
+        const pyu_sthread *t = &sm->threads[i];
+        if (t->cache.wrote &&
+            still_running(sm->s, t->tstate, t->native_id, 0))
             sm->s->ops->write(sm->s->ctx,
-                              sm->threads[i].tstate +
+                              t->tstate +
                                   PYU_OFF(&sm->s->off, ts_last_profiled_frame),
                               &zero, 8);
+    }
 }

@@ -43,6 +43,7 @@ void pyu_plan_thread_free(pyu_sthread *t)
     free(t->spanbuf);
     free(t->fr);
     free(t->fr1);
+    free(t->gen_memo);
     pyu_fcache_free(&t->cache);
 }
 
@@ -79,6 +80,8 @@ typedef struct discover {
     pyu_sampler *sm;
     pyu_sthread *old;
     size_t nold;
+    size_t next; /* where in old the search starts: the threads come in
+                    the order they came last time */
     int rc;
 } discover;
 
@@ -109,12 +112,14 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
     pyu_sthread *t = &sm->threads[sm->nthreads++];
     memset(t, 0, sizeof *t);
     t->pthread = -1;
-    for (size_t i = 0; i < d->nold; i++) {
+    for (size_t k = 0; k < d->nold; k++) {
+        size_t i = (d->next + k) % d->nold;
         pyu_sthread *o = &d->old[i];
         if (o->tstate == ts->addr && o->native_id == ts->native_id &&
             o->thread_id == ts->thread_id) {
             *t = *o;
             memset(o, 0, sizeof *o); /* moved */
+            d->next = i + 1;
             break;
         }
     }
@@ -127,7 +132,7 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
 
 int pyu_plan_rediscover(pyu_sampler *sm)
 {
-    discover d = {sm, sm->threads, sm->nthreads, 0};
+    discover d = {sm, sm->threads, sm->nthreads, 0, 0};
     sm->threads = NULL;
     sm->nthreads = sm->capthreads = 0;
     sm->ninterps = 0;

@@ -373,11 +373,14 @@ static void learn_callers(pyu_sthread *t)
 {
     for (size_t i = 0; i + 1 < t->nfr; i++) {
         const pyu_frame_raw *g = &t->fr[i].r;
-        if (g->owner == PYU_OWNER_GENERATOR && g->prev) {
-            size_t k = caller_slot(g->addr);
-            t->gen_at[k] = g->addr;
-            t->gen_caller[k] = g->prev;
-        }
+        if (g->owner != PYU_OWNER_GENERATOR || !g->prev)
+            continue;
+        if (!t->gen_memo &&
+            !(t->gen_memo = calloc(2 * PYU_GEN_CALLERS, sizeof *t->gen_memo)))
+            return; /* (no memory: the memo is only a help) */
+        size_t k = caller_slot(g->addr);
+        t->gen_memo[2 * k] = g->addr;
+        t->gen_memo[2 * k + 1] = g->prev;
     }
 }
 
@@ -393,13 +396,13 @@ static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
          k++) {
         const pyu_frame_raw g = t->fr[t->nfr - 1].r;
         size_t at = caller_slot(g.addr), n0 = t->nfr;
-        if (g.owner != PYU_OWNER_GENERATOR || g.prev ||
-            t->gen_at[at] != g.addr)
+        if (g.owner != PYU_OWNER_GENERATOR || g.prev || !t->gen_memo ||
+            t->gen_memo[2 * at] != g.addr)
             return 0;
         uint64_t gen = gen_object(sm, g.addr);
         if (!gen)
             return 0;
-        if (walk_on(sm, t, ts, t->gen_caller[at], spans) < 0)
+        if (walk_on(sm, t, ts, t->gen_memo[2 * at + 1], spans) < 0)
             return -1;
         if (t->nfr == n0 || t->fr[n0].r.owner >= PYU_OWNER_ENTRY ||
             !holds(sm, t, &t->fr[n0].r, gen)) {

@@ -88,9 +88,9 @@ typedef struct pyu_sthread {
     pyu_sframe *fr;   /* owned */
     size_t nfr, frcap;
     size_t npopped;   /* the first of them were popped since (sampler.c) */
-    uint64_t gen_at[PYU_GEN_CALLERS], gen_caller[PYU_GEN_CALLERS];
-                      /* generator frames, and the frame that resumed each
-                         last (sampler.c) */
+    uint64_t *gen_memo; /* PYU_GEN_CALLERS (generator frame, the frame that
+                         resumed it last) pairs, made when the first is met
+                         (sampler.c; owned) */
     bool unplaced;    /* popped ones were left out: their code could not
                          be told, or their callers had gone past the call */
     pyu_sframe *fr1;  /* the walk from the first current frame, while the
