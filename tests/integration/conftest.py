@@ -25,6 +25,9 @@ RUNNING = "RSD"
 def pytest_configure(config):
     config.addinivalue_line("markers", "debugger: drives gdb or lldb with "
                             "the plugins (release build only)")
+    config.addinivalue_line("markers", "accuracy: a profile's shares against "
+                            "the blocking reference (release build only: "
+                            "ASan's slower reads are not what is claimed)")
 
 
 def interpreters():

@@ -28,6 +28,10 @@ import accuracy  # noqa: E402  (tests/helpers/accuracy.py)
 
 PYTHONS = [p for p in interpreters() if not p[0].endswith("-dbg")]
 IDS = [p[0] for p in PYTHONS]
+# one interpreter of each build for the shares (a shared-library build or a
+# distribution's build of the same version reads the same way)
+KINDS = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.13.5t",
+                                        "3.14.7", "3.14.7t", "3.15.2-debian")]
 # the interpreters the other workloads run on: one of each way of reading
 # (3.13 and 3.14 without anchors, 3.14 free-threaded, 3.15 with them)
 SOME = [p for p in PYTHONS if p[0] in ("3.13.5", "3.14.7", "3.14.7t",
@@ -97,7 +101,8 @@ def distance_to_reference(python, mode, workdir):
     return ds, top(run), top(ref)
 
 
-@pytest.mark.parametrize("label,python", PYTHONS, ids=IDS)
+@pytest.mark.accuracy
+@pytest.mark.parametrize("label,python", KINDS, ids=[p[0] for p in KINDS])
 def test_short_calls_keep_their_share(label, python, workdir):
     """Functions of 0.1-2 us called in a hot loop (workloads.py calls):
     the running profile is the blocking one within noise."""
@@ -105,6 +110,7 @@ def test_short_calls_keep_their_share(label, python, workdir):
     assert ds < BOUND, (ds, got, want)
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("mode", ["sorting", "generators"])
 @pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
 def test_callbacks_and_generators_keep_their_share(label, python, mode,
