@@ -9,6 +9,10 @@
                                        the same stacks, each running a loop
                                        at its bottom instead of sleeping
                                        (bench/sample-run)
+    python3.15 bench/targets.py deep-churn
+                                       main thread 50 frames deep, its leaf
+                                       calling two short functions in turn
+                                       (a stack that never stands still)
     python3.15 bench/targets.py count  main thread 50 frames deep, counting:
                                        prints "rate N" (loop iterations per
                                        second) every second
@@ -52,6 +56,21 @@ def count_loop():
             next_report = now + 1
 
 
+def short_a(x):
+    return x + 1
+
+
+def short_b(x):
+    return x - 1
+
+
+def churn():
+    x = 0
+    while True:
+        x = short_a(x)
+        x = short_b(x)
+
+
 def recurse(n, at_bottom, then=None):
     if n > 1:
         return recurse(n - 1, at_bottom, then)
@@ -69,6 +88,8 @@ def main():
     mode = mode.removesuffix("-busy")
     if mode == "count":
         recurse(DEEP, say_ready, count_loop)
+    elif mode == "deep-churn":
+        recurse(DEEP, say_ready, churn)
     elif mode == "deep":
         # The recursion itself is DEEP frames (plus main() and <module>);
         # "ready" is printed from the bottom, just before time.sleep.
@@ -91,7 +112,7 @@ def main():
         park()
     else:
         sys.exit("usage: targets.py deep|wide|threads50|deep-busy|"
-                 "wide-busy|count")
+                 "wide-busy|deep-churn|count")
 
 
 if __name__ == "__main__":
