@@ -433,6 +433,36 @@ static long drop_popped(pyu_sthread *t, size_t n)
     return (long)t->nfr;
 }
 
+/* Walks t's chain from `first` (walk()), and on through the generators
+ * that had yielded by their copy (resume_walk()). */
+static int walk_whole(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                      uint64_t first, bool spans)
+{
+    if (walk(sm, t, ts, first, spans) < 0)
+        return -1;
+    return resume_walk(sm, t, ts, spans);
+}
+
+/* Judges t's walk by the acceptance rules, leaving out the popped frames
+ * their callers cannot have called any more.  1 when the stack passed
+ * whole (r->ok == t->nfr), 0 when not, -1 on an error that ends the
+ * sample. */
+static int judge(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                 thread_read *r)
+{
+    r->ok = pyu_accept_chain(sm, t, ts);
+    if (r->ok < 0)
+        return -1;
+    if (t->nfr && (size_t)r->ok < t->nfr &&
+        t->nfr - (size_t)r->ok <= t->npopped)
+        r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
+    if (!t->nfr || (size_t)r->ok != t->nfr)
+        return 0;
+    note_popped(sm, t);
+    learn_callers(t);
+    return 1;
+}
+
 /* Swaps the two copies of t's early spans. */
 static void swap_early(pyu_sthread *t)
 {
@@ -485,23 +515,14 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             }
             spans = rc == 0;
         }
-        if (walk(sm, t, ts, ts->current_frame, spans) < 0 ||
-            resume_walk(sm, t, ts, spans) < 0)
+        /* (frames the spans did not hold are read as the walk meets
+         * them: a snapshot of its own would be another moment) */
+        if (walk_whole(sm, t, ts, ts->current_frame, spans) < 0)
             return -1;
         r->what = THREAD_READ;
-        /* (frames the spans did not hold were read as the walk met them:
-         * a snapshot of its own would be another moment) */
-        r->ok = pyu_accept_chain(sm, t, ts);
-        if (r->ok < 0)
-            return -1;
-        if (t->nfr && (size_t)r->ok < t->nfr &&
-            t->nfr - (size_t)r->ok <= t->npopped)
-            r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
-        if (t->nfr && (size_t)r->ok == t->nfr) {
-            note_popped(sm, t);
-            learn_callers(t);
-            return 0;
-        }
+        int ok = judge(sm, t, ts, r);
+        if (ok)
+            return ok < 0 ? -1 : 0;
         /* the current frame as read right after the innermost frames,
          * walked in the copies made after it: the stack the thread moved
          * to meanwhile, on which the frames the first walk found are put
@@ -517,21 +538,11 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             /* (in the copies made after the current frame was read again:
              * the second of the early spans, then the rest) */
             swap_early(t);
-            int rc = walk(sm, t, ts, t->again, spans);
-            if (rc == 0)
-                rc = resume_walk(sm, t, ts, spans);
+            int rc = walk_whole(sm, t, ts, t->again, spans);
             swap_early(t);
-            if (rc < 0)
+            if (rc < 0 || (ok = judge(sm, t, ts, r)) < 0)
                 return -1;
-            r->ok = pyu_accept_chain(sm, t, ts);
-            if (r->ok < 0)
-                return -1;
-            if (t->nfr && (size_t)r->ok < t->nfr &&
-                t->nfr - (size_t)r->ok <= t->npopped)
-                r->ok = drop_popped(t, t->nfr - (size_t)r->ok);
-            if (t->nfr && (size_t)r->ok == t->nfr) {
-                note_popped(sm, t);
-                learn_callers(t);
+            if (ok) {
                 if (graft(sm, t) < 0)
                     return -1;
                 r->ok = (long)t->nfr;
