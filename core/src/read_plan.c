@@ -16,7 +16,9 @@
  *
  * The lists are checked link by link against the prediction (head, next);
  * any difference reads them anew through threads.c, which sets up the
- * next prediction.  A thread whose frames were not all in its spans, or
+ * next prediction and stands for this sample's batch (each thread then
+ * gets a snapshot of its own: a list that changes under every batch, as
+ * with threads coming and going by the thousand, is still sampled).  A thread whose frames were not all in its spans, or
  * whose stack did not pass the rules, gets a snapshot of its own
  * (pyu_plan_snapshot) planned from what its walk found.
  */
@@ -82,6 +84,10 @@ typedef struct discover {
     size_t nold;
     size_t next; /* where in old the search starts: the threads come in
                     the order they came last time */
+    pyu_tstate *recs; /* each thread state as the batch or the walk read
+                         it */
+    uint8_t *pf;      /* an anchored thread's innermost frame of the batch */
+    size_t caprecs;
     int rc;
 } discover;
 
@@ -109,7 +115,19 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
     if (!pyu_grow((void **)&sm->threads, sm->nthreads, &sm->capthreads,
                   sizeof *sm->threads))
         return d->rc = -PYU_E_NOMEM, 2;
-    pyu_sthread *t = &sm->threads[sm->nthreads++];
+    if (sm->nthreads == d->caprecs) {
+        size_t cap = d->caprecs ? 2 * d->caprecs : 64;
+        pyu_tstate *r = realloc(d->recs, cap * sizeof *r);
+        if (r)
+            d->recs = r;
+        uint8_t *pf = r ? realloc(d->pf, cap * sm->fsize) : NULL;
+        if (!pf)
+            return d->rc = -PYU_E_NOMEM, 2;
+        d->pf = pf;
+        d->caprecs = cap;
+    }
+    d->recs[sm->nthreads] = *ts;
+    pyu_sthread *t = &sm->threads[sm->nthreads];
     memset(t, 0, sizeof *t);
     t->pthread = -1;
     for (size_t k = 0; k < d->nold; k++) {
@@ -117,12 +135,25 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
         pyu_sthread *o = &d->old[i];
         if (o->tstate == ts->addr && o->native_id == ts->native_id &&
             o->thread_id == ts->thread_id) {
+            /* the batch's read of it (made before this walk), when it is
+             * still the same thread */
+            const pyu_tstate *b = &sm->recs[i];
+            if (o->taken && b->native_id == ts->native_id &&
+                b->thread_id == ts->thread_id) {
+                d->recs[sm->nthreads] = *b;
+                memcpy(d->pf + sm->nthreads * sm->fsize,
+                       sm->pfbuf + i * sm->fsize, sm->fsize);
+            } else {
+                o->spans_read = o->cache.anchored = false;
+            }
             *t = *o;
             memset(o, 0, sizeof *o); /* moved */
             d->next = i + 1;
             break;
         }
     }
+    t->taken = false;
+    sm->nthreads++;
     t->tstate = ts->addr;
     t->thread_id = ts->thread_id;
     t->native_id = ts->native_id;
@@ -132,7 +163,7 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
 
 int pyu_plan_rediscover(pyu_sampler *sm)
 {
-    discover d = {sm, sm->threads, sm->nthreads, 0, 0};
+    discover d = {sm, sm->threads, sm->nthreads, 0, NULL, NULL, 0, 0};
     sm->threads = NULL;
     sm->nthreads = sm->capthreads = 0;
     sm->ninterps = 0;
@@ -146,17 +177,28 @@ int pyu_plan_rediscover(pyu_sampler *sm)
     for (size_t i = 0; i < d.nold; i++)
         pyu_plan_thread_free(&d.old[i]);
     free(d.old);
-    /* (a proof holds for the thread state it was made with: a batch that
-     * failed may have failed on a thread that is gone) */
-    for (size_t i = 0; i < sm->nthreads; i++)
-        sm->threads[i].cache.anchored = false;
     sm->predicted = false;
-    if (rc == 2 || d.rc)
-        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    if (rc != 0)
-        return -1;
-    if (!reserve_sample(sm, sm->nthreads))
-        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    if (rc != 0 || d.rc || !reserve_sample(sm, sm->nthreads)) {
+        /* (a proof holds for the thread state it was made with, which a
+         * thread not found again may no longer have) */
+        for (size_t i = 0; i < sm->nthreads; i++)
+            sm->threads[i].cache.anchored = sm->threads[i].taken = false;
+        free(d.recs);
+        free(d.pf);
+        return rc != 0 && rc != 2 && !d.rc
+                   ? -1
+                   : pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    }
+    /* what was read stands for this sample's batch: the batch's read of a
+     * thread still there, else the walk's (that thread then gets a
+     * snapshot of its own): a list that changes under every batch, as
+     * with threads coming and going by the thousand, is still sampled */
+    if (sm->nthreads) {
+        memcpy(sm->recs, d.recs, sm->nthreads * sizeof *sm->recs);
+        memcpy(sm->pfbuf, d.pf, sm->nthreads * sm->fsize);
+    }
+    free(d.recs);
+    free(d.pf);
     if (sm->ispan_len) {
         uint8_t *b = realloc(sm->ispan, (sm->ninterps ? sm->ninterps : 1) *
                                             sm->ispan_len);
@@ -459,12 +501,16 @@ int pyu_plan_batch(pyu_sampler *sm)
             t->spans_read = t->nspan > 0;
         }
     }
+    for (size_t j = 0; j < sm->nthreads; j++)
+        sm->threads[j].taken = false;
     int rc = pyu_readv_quiet(s, r, n);
     if (rc == -PYU_E_NOPROC)
         return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
-    if (rc < 0 || head != sm->head)
+    if (rc < 0)
         return 0;
-    /* link by link */
+    /* link by link (every thread state is taken: where the lists differ,
+     * the threads still in them keep what was read) */
+    bool same = head == sm->head;
     for (size_t i = 0; i < sm->ninterps; i++) {
         pyu_sinterp *si = &sm->interps[i];
         for (size_t k = 0; sm->ispan_len && k < si->ir.nlocal; k++)
@@ -476,7 +522,7 @@ int pyu_plan_batch(pyu_sampler *sm)
             i + 1 < sm->ninterps ? sm->interps[i + 1].in.addr : 0;
         uint64_t want_head = si->n ? sm->threads[si->first].tstate : 0;
         if (si->in.next != want_next || si->in.threads_head != want_head)
-            return 0;
+            same = false;
         pyu_interp_take(s, &si->in, &si->ir);
         for (size_t j = si->first; j < si->first + si->n; j++) {
             pyu_sthread *t = &sm->threads[j];
@@ -489,13 +535,14 @@ int pyu_plan_batch(pyu_sampler *sm)
             if (t->spans_read)
                 again_at(sm, t);
             cframe_seen(t, sm->recs[j].cframe);
+            t->taken = true;
             uint64_t want =
                 j + 1 < si->first + si->n ? sm->threads[j + 1].tstate : 0;
             if (sm->next[j] != want)
-                return 0;
+                same = false;
         }
     }
-    return 1;
+    return same;
 }
 
 int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,

@@ -705,13 +705,8 @@ static int take_cached(pyu_session *s, void *arg)
         rc = pyu_plan_batch(sm);
     if (rc < 0)
         return -1;
-    if (rc == 0) {
-        if (pyu_plan_rediscover(sm) < 0 || (rc = pyu_plan_batch(sm)) < 0)
-            return -1;
-        if (rc == 0) /* changing faster than it can be read */
-            return pyu_fail(&s->err, PYU_E_CORRUPT,
-                            "the thread list changed under the read");
-    }
+    if (rc == 0 && pyu_plan_rediscover(sm) < 0)
+        return -1; /* (the lists as the walk read them, else) */
     thread_read *r = reads_for(sm);
     if (!r && sm->nthreads)
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");

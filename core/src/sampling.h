@@ -74,6 +74,9 @@ typedef struct pyu_sthread {
     uint8_t *spanbuf; /* owned */
     size_t spancap;
     bool spans_read;  /* read in this sample's batch */
+    bool taken;       /* its thread state of this sample's batch is in
+                         sm->recs (also when the lists differed from the
+                         prediction: pyu_plan_rediscover keeps it) */
     uint64_t again;   /* the current frame read again after the spans (0:
                          not read) */
     uint64_t again_cf, again_at[PYU_CFRAMES]; /* 3.11: what it is read
@@ -187,11 +190,14 @@ struct pyu_sampler {
  * each interpreter's fields, and per thread its thread state with the
  * memory its frames are predicted in (or, for a thread whose 3.15 anchor
  * proves its stack, the innermost frame before its thread state).
- * Returns 1 when the lists are as predicted (sm->recs filled), 0 when not,
- * -1 on an error (record set). */
+ * Returns 1 when the lists are as predicted (sm->recs filled), 0 when not
+ * (each thread read is still taken into sm->recs, for pyu_plan_rediscover
+ * to keep), -1 on an error (record set). */
 PYU_HIDDEN int pyu_plan_batch(pyu_sampler *sm);
 /* Reads the interpreter and thread lists in full and makes them the
- * prediction (threads known before keep their caches).  0 or -1. */
+ * prediction (threads known before keep their caches); the thread states
+ * as read go into sm->recs, for a sample whose batch missed (each thread
+ * then reads a snapshot of its own).  0 or -1. */
 PYU_HIDDEN int pyu_plan_rediscover(pyu_sampler *sm);
 /* Sets t's spans from its walk in t->fr: where its frames lay (the
  * current chunk from its start to a little past the innermost frame it
