@@ -46,6 +46,7 @@ void pyu_plan_thread_free(pyu_sthread *t)
     free(t->fr);
     free(t->fr1);
     free(t->gen_memo);
+    free(t->cfwin);
     pyu_fcache_free(&t->cache);
 }
 
@@ -364,17 +365,49 @@ static bool ranges_for(pyu_sampler *sm, size_t need)
 }
 
 
-/* The ranges of t's recent cframes' current frames into r, read into
- * words (3.11).  Returns how many. */
-static size_t cframe_ranges(const pyu_sampler *sm, const pyu_sthread *t,
+/* The ranges of t's recent cframes' current frames into r (3.11), for
+ * the read with the thread state (which 0) or the one after the spans
+ * (1).  They lie on the thread's C stack, a few hundred bytes apart: one
+ * range over them when they are close, so that the words are read right
+ * after the thread state names its cframe (a generator's eval loop lasts
+ * about a microsecond; one range more is a good part of that), else a
+ * range each, read into words.  Returns how many. */
+static size_t cframe_ranges(const pyu_sampler *sm, pyu_sthread *t, int which,
                             pyu_range *r, uint64_t *words)
 {
-    size_t n = 0;
-    for (size_t k = 0; k < PYU_CFRAMES && t->cframe[k]; k++, n++)
-        r[n] = (pyu_range){t->cframe[k] +
-                               PYU_OFF(&sm->s->off, cframe_current_frame),
-                           &words[k], 8};
-    return n;
+    uint64_t off = PYU_OFF(&sm->s->off, cframe_current_frame);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    size_t m = 0;
+    for (; m < PYU_CFRAMES && t->cframe[m]; m++) {
+        uint64_t a = t->cframe[m] + off;
+        lo = a < lo ? a : lo;
+        hi = a + 8 > hi ? a + 8 : hi;
+    }
+    t->cfwin_len[which] = 0;
+    if (m > 1 && hi - lo <= PYU_CFWIN &&
+        (t->cfwin || (t->cfwin = malloc(2 * PYU_CFWIN)))) {
+        t->cfwin_lo[which] = lo;
+        t->cfwin_len[which] = (uint32_t)(hi - lo);
+        r[0] = (pyu_range){lo, t->cfwin + which * PYU_CFWIN, hi - lo};
+        return 1;
+    }
+    for (size_t k = 0; k < m; k++)
+        r[k] = (pyu_range){t->cframe[k] + off, &words[k], 8};
+    return m;
+}
+
+/* After the read: the words of cframe_ranges()'s one range into words. */
+static void cframe_words(const pyu_sampler *sm, const pyu_sthread *t,
+                         int which, uint64_t *words)
+{
+    uint64_t off = PYU_OFF(&sm->s->off, cframe_current_frame);
+    if (!t->cfwin_len[which])
+        return;
+    for (size_t k = 0; k < PYU_CFRAMES && t->cframe[k]; k++)
+        memcpy(&words[k],
+               t->cfwin + which * PYU_CFWIN +
+                   (t->cframe[k] + off - t->cfwin_lo[which]),
+               8);
 }
 
 /* The ranges that read t's current frame again, after its spans: in its
@@ -395,7 +428,7 @@ static size_t again_ranges(const pyu_sampler *sm, pyu_sthread *t,
     if (!t->cframe[0])
         return 0;
     r[0] = (pyu_range){t->tstate + PYU_OFF(o, ts_cframe), &t->again_cf, 8};
-    return 1 + cframe_ranges(sm, t, r + 1, t->again_at);
+    return 1 + cframe_ranges(sm, t, 1, r + 1, t->again_at);
 }
 
 /* After the read (3.11): the current frame read again, in the cframe
@@ -404,6 +437,7 @@ static void again_at(const pyu_sampler *sm, pyu_sthread *t)
 {
     if (!sm->indirect)
         return;
+    cframe_words(sm, t, 1, t->again_at);
     t->again = 0;
     for (size_t k = 0; k < PYU_CFRAMES && t->again_cf; k++)
         if (t->cframe[k] == t->again_cf)
@@ -418,8 +452,11 @@ static void cframe_seen(pyu_sthread *t, uint64_t cframe)
     size_t k = 0;
     while (k + 1 < PYU_CFRAMES && t->cframe[k] != cframe)
         k++;
+    uint64_t entry = t->cframe[k] == cframe ? t->entry[k] : 0;
     memmove(&t->cframe[1], &t->cframe[0], k * sizeof t->cframe[0]);
+    memmove(&t->entry[1], &t->entry[0], k * sizeof t->entry[0]);
     t->cframe[0] = cframe;
+    t->entry[0] = entry;
 }
 
 /* The ranges of t's spans into r: those that held its innermost frames
@@ -495,7 +532,7 @@ int pyu_plan_batch(pyu_sampler *sm)
                                  sm->tslen};
             /* 3.11: the current frame, in each cframe it had lately */
             if (sm->indirect)
-                n += cframe_ranges(sm, t, r + n,
+                n += cframe_ranges(sm, t, 0, r + n,
                                    &sm->cfpeek[j * PYU_CFRAMES]);
             n += span_ranges(t, r + n, sm);
             t->spans_read = t->nspan > 0;
@@ -528,6 +565,9 @@ int pyu_plan_batch(pyu_sampler *sm)
             pyu_sthread *t = &sm->threads[j];
             pyu_peek peek = {t->cframe, &sm->cfpeek[j * PYU_CFRAMES],
                              PYU_CFRAMES};
+            if (sm->indirect && !(t->cache.anchored && t->cache.valid &&
+                                  t->cache.n))
+                cframe_words(sm, t, 0, &sm->cfpeek[j * PYU_CFRAMES]);
             pyu_tstate_take(s, &si->in, sm->extra_off, t->tstate,
                             sm->tsbuf + j * sm->tslen, sm->tslen,
                             &sm->recs[j], &sm->next[j],
@@ -554,7 +594,7 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
     size_t n = 0, npeek = 0;
     r[n++] = (pyu_range){t->tstate, tsbuf, sm->tslen};
     if (sm->indirect)
-        n += npeek = cframe_ranges(sm, t, r + n, peek_words);
+        n += npeek = cframe_ranges(sm, t, 0, r + n, peek_words);
     n += span_ranges(t, r + n, sm);
     int rc = pyu_readv_quiet(s, r, n);
     if (rc == -PYU_E_NOPROC)
@@ -570,7 +610,9 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             return 1;
     }
     uint64_t next;
-    pyu_peek peek = {t->cframe, peek_words, npeek};
+    if (sm->indirect)
+        cframe_words(sm, t, 0, peek_words);
+    pyu_peek peek = {t->cframe, peek_words, PYU_CFRAMES};
     pyu_tstate_take(s, in, sm->extra_off, t->tstate, tsbuf, sm->tslen, ts,
                     &next, sm->indirect ? &peek : NULL);
     again_at(sm, t);

@@ -473,6 +473,48 @@ static void swap_early(pyu_sthread *t)
     }
 }
 
+/* ------------------------------------------- 3.11: eval loops entered */
+
+/* Remembers the frame t's stack entered the eval loop of the _PyCFrame
+ * cf with (3.11: the innermost frame that entered one). */
+static void learn_entry(pyu_sthread *t, uint64_t cf)
+{
+    size_t k = 0;
+    while (cf && k < PYU_CFRAMES && t->cframe[k] != cf)
+        k++;
+    if (!cf || k == PYU_CFRAMES)
+        return;
+    for (size_t i = 0; i < t->nfr; i++)
+        if (t->fr[i].r.entry) {
+            t->entry[k] = t->fr[i].r.addr;
+            return;
+        }
+}
+
+/* 3.11 keeps the current frame in the eval loop's _PyCFrame, on the C
+ * stack: when the loop the thread state named has ended by the read of
+ * that word (a generator that yielded, within a microsecond), the word is
+ * another C function's by then, and no frame.  The thread was in that
+ * loop: in the frame it was last seen entered with, or in a call made
+ * from it that has ended too.  Walks from that frame; 1 when the stack
+ * passed the rules, 0 when not (or no such frame), -1 on an error. */
+static int from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                      bool spans, thread_read *r)
+{
+    if (!sm->indirect || !ts->cframe || t->nfr > 1 ||
+        (t->nfr == 1 && t->end != PYU_CHAIN_UNREAD))
+        return 0;
+    size_t k = 0;
+    while (k < PYU_CFRAMES && t->cframe[k] != ts->cframe)
+        k++;
+    uint64_t e = k < PYU_CFRAMES ? t->entry[k] : 0;
+    if (!e || e == ts->current_frame)
+        return 0;
+    if (walk_whole(sm, t, ts, e, spans) < 0)
+        return -1;
+    return judge(sm, t, ts, r);
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
@@ -521,6 +563,10 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             return -1;
         r->what = THREAD_READ;
         int ok = judge(sm, t, ts, r);
+        if (ok > 0)
+            learn_entry(t, ts->cframe);
+        else if (!ok && (ok = from_entry(sm, t, ts, spans, r)) > 0)
+            sm->st.entered++;
         if (ok)
             return ok < 0 ? -1 : 0;
         /* the current frame as read right after the innermost frames,

@@ -24,6 +24,8 @@
 #define PYU_GEN_CALLERS 64 /* generator frames whose last caller a thread
                               remembers (a power of two) */
 #define PYU_CFRAMES 8    /* 3.11: recent _PyCFrames of a thread read ahead */
+#define PYU_CFWIN 4096   /* 3.11: bytes of C stack read as one range over
+                            them at most */
 
 /* A frame of a stack read in this sample. */
 typedef struct pyu_sframe {
@@ -83,6 +85,16 @@ typedef struct pyu_sthread {
                          from: the thread state's cframe, and the current
                          frame in each of cframe[] */
     uint64_t chunk, chunk_end; /* its current data-stack chunk */
+    uint8_t *cfwin;   /* 3.11: the stretch of C stack that holds the
+                         cframes' current frames, read as one range: with
+                         the thread state, then again after the spans
+                         (2 x PYU_CFWIN bytes; owned, made when needed) */
+    uint64_t cfwin_lo[2];
+    uint32_t cfwin_len[2]; /* 0: that read took the words one by one */
+    uint64_t entry[PYU_CFRAMES]; /* 3.11: the frame each of cframe[]
+                         was last seen entered with (its eval loop's
+                         outermost frame: a generator resumed, a function
+                         called from C) */
     uint64_t cframe[PYU_CFRAMES]; /* 3.11: the _PyCFrames it had lately,
                          the last first (one per eval loop on its C stack:
                          a generator resumed from C code runs in one of

@@ -942,6 +942,11 @@ typedef struct pyu_sampler_stats {
     uint64_t resumed;        /* walks gone on from a generator's frame that
                                 had yielded by its copy to the frame that
                                 resumed it (it still holds the generator) */
+    uint64_t entered;        /* 3.11: stacks read from the frame that
+                                entered the eval loop the thread state
+                                named, its current frame there being gone
+                                by its read (that loop had ended: a
+                                generator yielded) */
     uint64_t popped;         /* stacks whose current frame had been popped
                                 by the time it was copied (3.14+: a short
                                 call is often over that soon) */
