@@ -515,6 +515,69 @@ static int from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return judge(sm, t, ts, r);
 }
 
+/* ------------------------------------------- calls from C code */
+
+/* A walk whose innermost frames agree among themselves but whose link
+ * below them is gone: the outermost of them was called by C code (its
+ * previous, an entry frame on the C stack, is another C function's by
+ * its copy: the call was ending).  C code pushes the frames it calls
+ * right above its caller's on the data stack: the caller is the frame
+ * below it there, found among the frames of the last stack taken (the
+ * same code object in this sample's copy).  The walk from it, in the same
+ * copies, has the innermost frames put back on top (graft()): the moment
+ * the thread state was read, not a later one (a snapshot of its own, or
+ * the current frame read again, is more likely back in the C code, and
+ * the profile leans to it).  1 when that stack passed, 0 when not (t's
+ * walk is then as it was), -1 on an error. */
+static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                      bool spans, thread_read *r)
+{
+    const pyu_fcache *c = &t->cache;
+    if (!t->nfr || !c->valid || !c->n)
+        return 0;
+    long up = pyu_accept_upper(sm, t->fr, t->nfr);
+    if (up < 0)
+        return -1;
+    size_t u = (size_t)up;
+    while (u > 0 && t->fr[u - 1].r.owner >= PYU_OWNER_ENTRY)
+        u--;
+    if (u == 0 || t->fr[u - 1].r.owner != PYU_OWNER_THREAD ||
+        (u < t->nfr && t->fr[u].r.owner < PYU_OWNER_ENTRY))
+        return 0; /* (not a frame whose link below is an entry frame) */
+    uint64_t low = t->fr[u - 1].r.addr, below = 0, code = 0;
+    for (size_t k = 0; k < c->n; k++)
+        if (c->addr[k] < low && c->addr[k] > below &&
+            low - c->addr[k] < (1u << 20) &&
+            (!t->chunk || (c->addr[k] >= t->chunk && low < t->chunk_end)))
+            below = c->addr[k], code = c->code[k];
+    if (!below)
+        return 0;
+    /* (the first walk where graft() looks for it) */
+    pyu_sframe *x = t->fr1;
+    size_t xn = t->nfr1, xc = t->fr1cap;
+    t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
+    t->fr = x, t->nfr = xn, t->frcap = xc;
+    int ok = 0;
+    if (walk_whole(sm, t, ts, below, spans) < 0)
+        return -1;
+    if (t->nfr && t->fr[0].r.code == code &&
+        (ok = judge(sm, t, ts, r)) > 0) {
+        size_t n = t->nfr;
+        if (graft(sm, t) < 0)
+            return -1;
+        if (t->nfr > n) {
+            r->ok = (long)t->nfr;
+            return 1;
+        }
+    }
+    if (ok < 0)
+        return -1;
+    x = t->fr, xn = t->nfr, xc = t->frcap; /* (back as it was) */
+    t->fr = t->fr1, t->nfr = t->nfr1, t->frcap = t->fr1cap;
+    t->fr1 = x, t->nfr1 = xn, t->fr1cap = xc;
+    return 0;
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
@@ -542,9 +605,16 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         }
     }
     bool spans = t->spans_read;
+    /* a thread state of the batch read without spans (its anchor was to
+     * prove the stack, and did not): its frames are read as the walk meets
+     * them, from the current frame of that moment -- a snapshot of its
+     * own would be a later moment, on which a thread seen out of the
+     * anchored frame (a callback of C code, a short call) is more likely
+     * back in it */
+    bool moment = !spans && t->taken;
     unsigned tries = 0;
     for (;;) {
-        if (!spans) { /* a snapshot of this thread alone */
+        if (!spans && !moment) { /* a snapshot of this thread alone */
             int rc = pyu_plan_snapshot(sm, in, t, ts, tsbuf);
             if (rc < 0)
                 return -1;
@@ -559,6 +629,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         }
         /* (frames the spans did not hold are read as the walk meets
          * them: a snapshot of its own would be another moment) */
+        moment = false;
         if (walk_whole(sm, t, ts, ts->current_frame, spans) < 0)
             return -1;
         r->what = THREAD_READ;
@@ -567,6 +638,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             learn_entry(t, ts->cframe);
         else if (!ok && (ok = from_entry(sm, t, ts, spans, r)) > 0)
             sm->st.entered++;
+        else if (!ok && (ok = from_below(sm, t, ts, spans, r)) > 0)
+            sm->st.grafted++;
         if (ok)
             return ok < 0 ? -1 : 0;
         /* the current frame as read right after the innermost frames,
