@@ -29,6 +29,9 @@
 
 #define RETRIES 2           /* fresh snapshots of a stack that did not pass */
 #define GEN_DEPTH 16 /* generators that yielded a walk goes through */
+#define GEN_TRIES 8  /* frames of the last stack tried as the resumer of a
+                        generator its memo does not know */
+#define GEN_WALKS 48 /* walks from such frames, a stack at most */
 #define SINGLES 3           /* frames outside the spans read one by one
                                before the chunks are copied */
 #define VALIDATE_MAX 64     /* code objects checked again per sample (3.13) */
@@ -368,12 +371,30 @@ static size_t caller_slot(uint64_t addr)
     return pyu_slot(addr, PYU_GEN_CALLERS);
 }
 
+/* Puts addr first in a list of PYU_GEN_RECENT, the last first. */
+static void remember(uint64_t *recent, uint64_t addr)
+{
+    size_t m = 0;
+    while (m + 1 < PYU_GEN_RECENT && recent[m] != addr)
+        m++;
+    memmove(&recent[1], &recent[0], m * sizeof recent[0]);
+    recent[0] = addr;
+}
+
 /* Remembers who resumed each generator frame of t's accepted stack. */
 static void learn_callers(pyu_sthread *t)
 {
-    for (size_t i = 0; i + 1 < t->nfr; i++) {
+    for (size_t i = t->nfr; i-- > 0;) { /* (the outermost first) */
         const pyu_frame_raw *g = &t->fr[i].r;
-        if (g->owner != PYU_OWNER_GENERATOR || !g->prev)
+        if (g->owner != PYU_OWNER_GENERATOR)
+            continue;
+        /* the generators' frames met lately, the last first; the entry
+         * frames they were resumed through from C code */
+        remember(t->gens, g->addr);
+        if (i + 1 < t->nfr && t->fr[i + 1].r.owner >= PYU_OWNER_ENTRY &&
+            t->fr[i + 1].r.prev)
+            remember(t->shims, t->fr[i + 1].r.addr);
+        if (!g->prev || i + 1 == t->nfr)
             continue;
         if (!t->gen_memo &&
             !(t->gen_memo = calloc(2 * PYU_GEN_CALLERS, sizeof *t->gen_memo)))
@@ -384,32 +405,88 @@ static void learn_callers(pyu_sthread *t)
     }
 }
 
+/* Goes on with t's walk (n0 frames, the last a generator's frame that had
+ * yielded) from the frame at addr, when that frame, as copied, holds the
+ * generator gen.  1 when it does, 0 when not (the walk as it was), -1 on
+ * an error. */
+static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                       uint64_t addr, uint64_t gen, size_t n0, bool spans,
+                       unsigned *budget)
+{
+    if (*budget == 0)
+        return 0;
+    --*budget;
+    for (size_t i = 0; i < n0; i++)
+        if (t->fr[i].r.addr == addr)
+            return 0; /* (a frame of the walk already) */
+    if (walk_on(sm, t, ts, addr, spans) < 0)
+        return -1;
+    size_t h = n0; /* (past the entry frame of a call from C code) */
+    while (h < t->nfr && h < n0 + 2 && t->fr[h].r.owner >= PYU_OWNER_ENTRY)
+        h++;
+    if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
+        holds(sm, t, &t->fr[h].r, gen))
+        return 1;
+    t->nfr = n0;
+    t->end = PYU_CHAIN_NULL;
+    return 0;
+}
+
+static bool in_cache(const pyu_fcache *c, uint64_t addr)
+{
+    for (size_t i = 0; c->valid && i < c->n; i++)
+        if (c->addr[i] == addr)
+            return true;
+    return false;
+}
+
 /* A walk that ended at a generator's frame that had yielded (it clears
  * its previous) when it was copied: it was running when the thread state
  * was read, resumed by the frame that resumed it last time, if that frame
- * (as copied) still holds the generator.  The walk goes on from there:
- * the stack it had, with its caller's own stack as copied. */
+ * (as copied) still holds the generator; else (a generator new since, or
+ * its memo taken by another) by the innermost frame of the last stack
+ * taken that holds it.  The walk goes on from there: the stack it had,
+ * with its caller's own stack as copied. */
 static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        bool spans)
 {
+    const pyu_fcache *c = &t->cache;
+    unsigned budget = GEN_WALKS;
     for (int k = 0; k < GEN_DEPTH && t->end == PYU_CHAIN_NULL && t->nfr;
          k++) {
         const pyu_frame_raw g = t->fr[t->nfr - 1].r;
         size_t at = caller_slot(g.addr), n0 = t->nfr;
-        if (g.owner != PYU_OWNER_GENERATOR || g.prev || !t->gen_memo ||
-            t->gen_memo[2 * at] != g.addr)
+        if (g.owner != PYU_OWNER_GENERATOR || g.prev)
             return 0;
         uint64_t gen = gen_object(sm, g.addr);
         if (!gen)
             return 0;
-        if (walk_on(sm, t, ts, t->gen_memo[2 * at + 1], spans) < 0)
-            return -1;
-        if (t->nfr == n0 || t->fr[n0].r.owner >= PYU_OWNER_ENTRY ||
-            !holds(sm, t, &t->fr[n0].r, gen)) {
-            t->nfr = n0;
-            t->end = PYU_CHAIN_NULL;
-            return 0;
+        uint64_t memo = t->gen_memo && t->gen_memo[2 * at] == g.addr
+                            ? t->gen_memo[2 * at + 1]
+                            : 0;
+        int rc = memo ? resume_from(sm, t, ts, memo, gen, n0, spans, &budget) : 0;
+        for (size_t i = c->valid ? c->n : 0, tries = 0;
+             rc == 0 && i-- > 0 && tries < GEN_TRIES; tries++)
+            if (c->addr[i] != memo && c->addr[i] != g.addr)
+                rc = resume_from(sm, t, ts, c->addr[i], gen, n0, spans,
+                                 &budget);
+        /* (then the generators' frames met lately: one that resumed this
+         * one may have yielded before the last stack) */
+        for (size_t i = 0; rc == 0 && i < PYU_GEN_RECENT; i++) {
+            uint64_t a = t->gens[i];
+            if (a && a != memo && a != g.addr && !in_cache(c, a))
+                rc = resume_from(sm, t, ts, a, gen, n0, spans, &budget);
         }
+        /* (and the entry frames on the C stack that generators were
+         * resumed through lately: each names, as copied now, the frame
+         * that resumed one last -- generators made since have new
+         * addresses, the C stack the same) */
+        for (size_t i = 0; rc == 0 && i < PYU_GEN_RECENT; i++)
+            if (t->shims[i])
+                rc = resume_from(sm, t, ts, t->shims[i], gen, n0, spans,
+                                 &budget);
+        if (rc <= 0)
+            return rc;
         sm->st.resumed++;
     }
     return 0;
@@ -517,6 +594,39 @@ static int from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 
 /* ------------------------------------------- calls from C code */
 
+/* from_below() for a generator's frame resumed from C code (a `for` over
+ * it in 3.11 and the free-threaded builds, sum() of it anywhere), whose
+ * entry frame on the C stack is gone by its copy: it yielded.  The walk
+ * goes on from the frame that holds it, as for one whose previous was
+ * cleared (resume_walk()). */
+static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
+                          const pyu_tstate *ts, bool spans, thread_read *r,
+                          size_t u)
+{
+    pyu_sframe *x = t->fr1;
+    size_t xn = t->nfr1, xc = t->fr1cap;
+    t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
+    t->fr = x, t->nfr = xn, t->frcap = xc;
+    while (u > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
+    t->nfr = u;
+    t->npopped = t->npopped < u ? t->npopped : u;
+    t->fr[u - 1].r.prev = 0; /* (its link below is gone) */
+    t->end = PYU_CHAIN_NULL;
+    size_t n0 = t->nfr;
+    int ok = resume_walk(sm, t, ts, spans);
+    if (ok == 0 && t->nfr > n0)
+        ok = judge(sm, t, ts, r);
+    if (ok != 0)
+        return ok;
+    x = t->fr, xn = t->nfr, xc = t->frcap; /* (back as it was) */
+    t->fr = t->fr1, t->nfr = t->nfr1, t->frcap = t->fr1cap;
+    t->fr1 = x, t->nfr1 = xn, t->fr1cap = xc;
+    return 0;
+}
+
 /* A walk whose innermost frames agree among themselves but whose link
  * below them is gone: the outermost of them was called by C code (its
  * previous, an entry frame on the C stack, is another C function's by
@@ -541,6 +651,10 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     size_t u = (size_t)up;
     while (u > 0 && t->fr[u - 1].r.owner >= PYU_OWNER_ENTRY)
         u--;
+    if (u > 0 && t->fr[u - 1].r.owner == PYU_OWNER_GENERATOR &&
+        (u == t->nfr || t->fr[u].r.owner >= PYU_OWNER_ENTRY ||
+         !pyu_code_cached(sm->s, t->fr[u].r.code)))
+        return resumed_from_c(sm, t, ts, spans, r, u);
     if (u == 0 || t->fr[u - 1].r.owner != PYU_OWNER_THREAD ||
         (u < t->nfr && t->fr[u].r.owner < PYU_OWNER_ENTRY))
         return 0; /* (not a frame whose link below is an entry frame) */

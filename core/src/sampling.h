@@ -23,6 +23,7 @@
                             and the current frame again right after them */
 #define PYU_GEN_CALLERS 64 /* generator frames whose last caller a thread
                               remembers (a power of two) */
+#define PYU_GEN_RECENT 8 /* generator frames a thread remembers meeting */
 #define PYU_CFRAMES 8    /* 3.11: recent _PyCFrames of a thread read ahead */
 #define PYU_CFWIN 4096   /* 3.11: bytes of C stack read as one range over
                             them at most */
@@ -106,6 +107,10 @@ typedef struct pyu_sthread {
     uint64_t *gen_memo; /* PYU_GEN_CALLERS (generator frame, the frame that
                          resumed it last) pairs, made when the first is met
                          (sampler.c; owned) */
+    uint64_t gens[PYU_GEN_RECENT]; /* the generators' frames its accepted
+                         stacks held lately, the last first (sampler.c) */
+    uint64_t shims[PYU_GEN_RECENT]; /* the entry frames (C stack) they
+                         were resumed through, the last first */
     bool unplaced;    /* popped ones were left out: their code could not
                          be told, or their callers had gone past the call */
     pyu_sframe *fr1;  /* the walk from the first current frame, while the

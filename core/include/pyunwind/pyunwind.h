@@ -935,10 +935,12 @@ typedef struct pyu_sampler_stats {
     uint64_t later;          /* stacks taken from the current frame read
                                 again right after the frames (the one read
                                 before them did not pass the rules) */
-    uint64_t grafted;        /* ... of them, with the innermost frames the
-                                first read found put back on top (they had
-                                ended: a generator yielded, a call from C
-                                returned) */
+    uint64_t grafted;        /* stacks with the innermost frames the first
+                                read found put back on top of another walk
+                                (they had ended: a generator yielded, a
+                                call from C returned): of the current frame
+                                read again, or of the frame below them on
+                                the data stack */
     uint64_t resumed;        /* walks gone on from a generator's frame that
                                 had yielded by its copy to the frame that
                                 resumed it (it still holds the generator) */
