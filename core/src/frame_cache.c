@@ -16,7 +16,10 @@
  *   1. two samples in a row read the same stack (same frames, same code
  *      objects) from their snapshots, accepted by accept.c's rules: the
  *      sampler writes the anchor to name its innermost frame (the one
- *      write it makes to a target);
+ *      write it makes to a target), unless it names that frame already
+ *      (another profiler's, CPython's own sampler writes it too: that is
+ *      step 2 at once, as CPython moves it off a returning frame whoever
+ *      wrote it);
  *   2. a later sample reads that stack again, and the same copy of the
  *      thread state shows the anchor still naming that frame: no frame at
  *      that address returned since the write, and the snapshot shows the
@@ -211,12 +214,15 @@ void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     if (!sm->anchors || !c->valid || !c->n)
         return;
     uint64_t top = c->addr[c->n - 1];
-    if (c->wrote_at == top && ts->extra[0] == top && c->same) {
-        c->anchored = true; /* (step 2 above) */
+    /* (step 2 above; also when the anchor named the frame before: another
+     * profiler, or an earlier run, left it there -- CPython moves it off
+     * a frame that returns, whoever wrote it) */
+    if (ts->extra[0] == top && c->same) {
+        c->anchored = true;
         c->seq = ts->extra[1];
         return;
     }
-    if (!c->same || ts->extra[0] == top)
+    if (!c->same)
         return;
     uint64_t at = ts->addr + PYU_OFF(&s->off, ts_last_profiled_frame);
     if (!still_running(s, ts->addr, ts->native_id, top))

@@ -398,6 +398,34 @@ def test_blocking_and_read_only(label, python, workdir):
         t.close()
 
 
+@pytest.mark.parametrize("label,python", PY315[:1],
+                         ids=[p[0] for p in PY315[:1]])
+def test_an_anchor_another_profiler_left(label, python, workdir):
+    """CPython's own unwinder with its frame cache (Tachyon's) writes the
+    same anchor, and leaves it naming each thread's frame: a stack whose
+    innermost frame the anchor already names is proven by it (CPython moves
+    it off a frame that returns, whoever wrote it), not read whole in every
+    sample from then on."""
+    t = split_target(python, workdir)
+    try:
+        code = ("import _remote_debugging, sys, time\n"
+                "u = _remote_debugging.RemoteUnwinder(int(sys.argv[1]), "
+                "all_threads=True, cache_frames=True)\n"
+                "for _ in range(200):\n"
+                "    u.get_stack_trace(); time.sleep(0.001)\n")
+        r = subprocess.run([python, "-c", code, str(t.pid)],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        r = sample(t.pid, "-d", "1", "--verbose", "-o", os.devnull)
+        m = re.search(r"(\d+) stacks, .* stacks: (\d+) from the cache",
+                      r.stderr)
+        assert m, r.stderr
+        # (the sleeper and the spinning thread stay in one frame)
+        assert int(m.group(2)) > int(m.group(1)) // 4, r.stderr
+    finally:
+        t.close()
+
+
 NO_ANCHOR = [p for p in PYTHONS if not p[0].startswith("3.15")]
 
 
