@@ -827,7 +827,9 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         size_t ok = (size_t)r->ok;
         unknown = ok < t->nfr || !t->nfr;
         bool reuse = !(sm->o.flags & PYU_SAMPLE_NO_CACHE);
-        int rc = pyu_fcache_commit(sm, t, t->fr + (t->nfr - ok), 0, ok, reuse);
+        /* (no frames: a walk into unreadable memory, t->fr maybe unmade) */
+        const pyu_sframe *from = ok ? t->fr + (t->nfr - ok) : NULL;
+        int rc = pyu_fcache_commit(sm, t, from, 0, ok, reuse);
         if (rc < 0)
             return -1;
         if (rc > 0) { /* a code object could not be read after all */

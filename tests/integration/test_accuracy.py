@@ -49,12 +49,14 @@ ROUNDS = 2
 # from their reference on these workloads.
 BOUND = 0.08
 # Functions C code calls (sorted's key and comparisons) and generator
-# pipelines are still 0.03-0.15 from their reference (a C-called frame
-# popped before its copy loses its link through the C stack; a generator
-# that yields is found again through the frame that resumed it, not always):
-# the part of issue 22 still open.  0.2 holds what was reached; the
-# running profiles were 0.31-0.45 from it on these before.
-OPEN_BOUND = 0.2
+# pipelines: 0.01-0.06 from their reference with the GIL, 0.06-0.09 on the
+# free-threaded builds (bench/README.md), where a generator is resumed
+# through C code and its objects are new every few milliseconds, so the
+# frame that resumed it is not always found.  Before the day's work on
+# links gone by the copy: 0.07-0.15, and 0.31-0.45 before the acceptance
+# rules.  The bounds hold what was reached, with room for noise.
+OPEN_BOUND = 0.1
+FT_BOUND = 0.15
 
 
 class Workload:
@@ -118,7 +120,8 @@ def test_callbacks_and_generators_keep_their_share(label, python, mode,
     """Key functions and comparisons that C code calls (sorted, cmp_to_key)
     and a pipeline of generators, each stage a microsecond or two."""
     ds, got, want = distance_to_reference(python, mode, workdir)
-    assert ds < OPEN_BOUND, (ds, got, want)
+    bound = FT_BOUND if label.endswith("t") else OPEN_BOUND
+    assert ds < bound, (ds, got, want)
 
 
 def impossible(text):
