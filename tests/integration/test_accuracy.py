@@ -21,6 +21,7 @@ import sys
 
 import pytest
 
+import conftest
 from conftest import ROOT, TARGETS, TIMEOUT, interpreters, pyunwind
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
@@ -122,6 +123,35 @@ def test_callbacks_and_generators_keep_their_share(label, python, mode,
     ds, got, want = distance_to_reference(python, mode, workdir)
     bound = FT_BOUND if label.endswith("t") else OPEN_BOUND
     assert ds < bound, (ds, got, want)
+
+
+@pytest.mark.accuracy
+@pytest.mark.debugger
+def test_py_sample_in_gdb_keeps_short_calls_share(workdir):
+    """py-sample in gdb samples the inferior while gdb lets it run: the
+    same sampler, read through the same process; its profile of short
+    calls is the blocking one within noise (3.15, the stripped build)."""
+    from debuggers import GDB_SCRIPT, Gdb
+    if not os.path.exists(GDB_SCRIPT):
+        pytest.fail("the gdb plugin is not built (scripts/setup builds it)")
+    python = conftest.py315(PYTHONS)
+    ref, run = (os.path.join(workdir, n) for n in ("ref.txt", "run.txt"))
+    w = Workload(python, "calls")
+    try:
+        cmd = "py-sample -d %s -r %s --format collapsed" % (SECONDS, RATE)
+        for _ in range(ROUNDS):
+            sample_into(ref, w.pid, "--blocking")
+            tr = Gdb().run([cmd, "detach"], ["-p", str(w.pid)])
+            lines = [l for l in tr[cmd].splitlines()
+                     if l.startswith("tid:")]
+            assert lines, tr.text[-2000:]
+            with open(run, "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+    finally:
+        w.close()
+    ds, _, n = accuracy.distances(ref, run)
+    assert n > 1000, n
+    assert ds < BOUND, (ds, accuracy.shares(run), accuracy.shares(ref))
 
 
 def impossible(text):
