@@ -565,8 +565,7 @@ int pyu_plan_batch(pyu_sampler *sm)
             pyu_sthread *t = &sm->threads[j];
             pyu_peek peek = {t->cframe, &sm->cfpeek[j * PYU_CFRAMES],
                              PYU_CFRAMES};
-            if (sm->indirect && !(t->cache.anchored && t->cache.valid &&
-                                  t->cache.n))
+            if (sm->indirect) /* (3.11: never anchored) */
                 cframe_words(sm, t, 0, &sm->cfpeek[j * PYU_CFRAMES]);
             pyu_tstate_take(s, &si->in, sm->extra_off, t->tstate,
                             sm->tsbuf + j * sm->tslen, sm->tslen,

@@ -288,6 +288,26 @@ static bool holds(pyu_sampler *sm, const pyu_sthread *t,
     return false;
 }
 
+/* Swaps t's walk with the one kept aside (t->fr1). */
+static void swap_walks(pyu_sthread *t)
+{
+    pyu_sframe *x = t->fr1;
+    size_t xn = t->nfr1, xc = t->fr1cap;
+    t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
+    t->fr = x, t->nfr = xn, t->frcap = xc;
+}
+
+/* The innermost frames of a walk that agree among themselves
+ * (pyu_accept_upper), less the entry frames below them: how many, or -1
+ * on an error. */
+static long upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
+{
+    long up = pyu_accept_upper(sm, fr, n);
+    while (up > 0 && fr[up - 1].r.owner >= PYU_OWNER_ENTRY)
+        up--;
+    return up;
+}
+
 /* After a walk from the current frame failed and one from the current
  * frame read after the frames passed (in t->fr1 and t->fr): when the
  * first walk's innermost frames agree among themselves and ended before
@@ -298,12 +318,10 @@ static bool holds(pyu_sampler *sm, const pyu_sthread *t,
  * down.  0, or -1 on an error. */
 static int graft(pyu_sampler *sm, pyu_sthread *t)
 {
-    long up = pyu_accept_upper(sm, t->fr1, t->nfr1);
+    long up = upper(sm, t->fr1, t->nfr1);
     if (up < 0)
         return -1;
     size_t u = (size_t)up;
-    while (u > 0 && t->fr1[u - 1].r.owner >= PYU_OWNER_ENTRY)
-        u--;
     if (u == 0)
         return 0;
     const pyu_frame_raw *low = &t->fr1[u - 1].r;
@@ -603,10 +621,7 @@ static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
                           const pyu_tstate *ts, bool spans, thread_read *r,
                           size_t u)
 {
-    pyu_sframe *x = t->fr1;
-    size_t xn = t->nfr1, xc = t->fr1cap;
-    t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
-    t->fr = x, t->nfr = xn, t->frcap = xc;
+    swap_walks(t);
     while (u > t->frcap)
         if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
             return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
@@ -621,9 +636,7 @@ static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
         ok = judge(sm, t, ts, r);
     if (ok != 0)
         return ok;
-    x = t->fr, xn = t->nfr, xc = t->frcap; /* (back as it was) */
-    t->fr = t->fr1, t->nfr = t->nfr1, t->frcap = t->fr1cap;
-    t->fr1 = x, t->nfr1 = xn, t->fr1cap = xc;
+    swap_walks(t); /* (back as it was) */
     return 0;
 }
 
@@ -645,12 +658,10 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     const pyu_fcache *c = &t->cache;
     if (!t->nfr || !c->valid || !c->n)
         return 0;
-    long up = pyu_accept_upper(sm, t->fr, t->nfr);
+    long up = upper(sm, t->fr, t->nfr);
     if (up < 0)
         return -1;
     size_t u = (size_t)up;
-    while (u > 0 && t->fr[u - 1].r.owner >= PYU_OWNER_ENTRY)
-        u--;
     if (u > 0 && t->fr[u - 1].r.owner == PYU_OWNER_GENERATOR &&
         (u == t->nfr || t->fr[u].r.owner >= PYU_OWNER_ENTRY ||
          !pyu_code_cached(sm->s, t->fr[u].r.code)))
@@ -667,10 +678,7 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (!below)
         return 0;
     /* (the first walk where graft() looks for it) */
-    pyu_sframe *x = t->fr1;
-    size_t xn = t->nfr1, xc = t->fr1cap;
-    t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
-    t->fr = x, t->nfr = xn, t->frcap = xc;
+    swap_walks(t);
     int ok = 0;
     if (walk_whole(sm, t, ts, below, spans) < 0)
         return -1;
@@ -686,9 +694,7 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     }
     if (ok < 0)
         return -1;
-    x = t->fr, xn = t->nfr, xc = t->frcap; /* (back as it was) */
-    t->fr = t->fr1, t->nfr = t->nfr1, t->frcap = t->fr1cap;
-    t->fr1 = x, t->nfr1 = xn, t->fr1cap = xc;
+    swap_walks(t); /* (back as it was) */
     return 0;
 }
 
@@ -764,10 +770,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
          * copied is often resumed, by the same caller, by the second.) */
         if (spans && t->again &&
             (t->again != ts->current_frame || t->nearly)) {
-            pyu_sframe *x = t->fr1;
-            size_t xn = t->nfr1, xc = t->fr1cap;
-            t->fr1 = t->fr, t->nfr1 = t->nfr, t->fr1cap = t->frcap;
-            t->fr = x, t->nfr = xn, t->frcap = xc;
+            swap_walks(t);
             /* (in the copies made after the current frame was read again:
              * the second of the early spans, then the rest) */
             swap_early(t);

@@ -416,12 +416,15 @@ def test_an_anchor_another_profiler_left(label, python, workdir):
         r = subprocess.run([python, "-c", code, str(t.pid)],
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
-        r = sample(t.pid, "-d", "1", "--verbose", "-o", os.devnull)
+        r = sample(t.pid, "-d", "1", "--verbose", "--format", "collapsed")
         m = re.search(r"(\d+) stacks, .* stacks: (\d+) from the cache",
                       r.stderr)
         assert m, r.stderr
         # (the sleeper and the spinning thread stay in one frame)
         assert int(m.group(2)) > int(m.group(1)) // 4, r.stderr
+        # and what the proofs gave is the target's own split
+        assert_split(collapsed(r.stdout)[t.truth["roles"]["main"]],
+                     tolerance=0.1)
     finally:
         t.close()
 
