@@ -124,6 +124,7 @@ static void stats_line(FILE *diag, const pyu_sampler_stats *st)
             "%" PRIu64 " snapshots of one thread); frames: %" PRIu64
             " read, %" PRIu64 " from the cache; stacks: %" PRIu64
             " from the cache but the innermost frame, %" PRIu64
+            " from the cache but the frames above the anchor, %" PRIu64
             " read whole, %" PRIu64 " of them from the current frame read "
             "after the frames; %" PRIu64 " read again (torn), %" PRIu64
             " with <unknown>, %" PRIu64 " grafted, %" PRIu64
@@ -134,7 +135,7 @@ static void stats_line(FILE *diag, const pyu_sampler_stats *st)
             st->stacks, st->reads,
             st->samples ? (double)st->reads / (double)st->samples : 0.0,
             st->snapshots, st->frames_read, st->frames_cached,
-            st->cache_full, st->cache_miss, st->later, st->torn,
+            st->cache_full, st->cache_part, st->cache_miss, st->later, st->torn,
             st->unknown, st->grafted, st->resumed, st->entered, st->popped,
             st->popped_left,
             st->anchors ? "on" : "off", st->anchor_writes);

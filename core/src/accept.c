@@ -223,6 +223,49 @@ void pyu_accept_free(pyu_sampler *sm)
     sm->kindcap = sm->kindn = 0;
 }
 
+/* ------------------------------------------ the evidence a copy holds */
+
+/* The words at a frame's saved stack top in a copy of avail bytes of it
+ * from buf. */
+uint8_t pyu_sframe_slots(uint64_t addr, uint64_t sp, const uint8_t *buf,
+                        size_t avail, uint64_t slot[2])
+{
+    if (sp <= addr || sp - addr >= avail)
+        return 0;
+    size_t at = (size_t)(sp - addr), room = avail - at;
+    uint8_t n = room >= 16 ? 2 : room >= 8 ? 1 : 0;
+    memcpy(slot, buf + at, 8u * n);
+    return n;
+}
+
+uint16_t pyu_sframe_ret(const pyu_sampler *sm, const uint8_t *buf)
+{
+    const pyu_offsets *o = &sm->s->off;
+    return PYU_HAS(o, fr_return_offset)
+               ? (uint16_t)(pyu_u32(buf, sm->fsize,
+                                    PYU_OFF(o, fr_return_offset)) &
+                            0xFFFF)
+               : 0;
+}
+
+/* Whether frame f is one being popped or popped (3.14+, which clears a
+ * frame it pops): popping makes the caller current, then drops the
+ * frame's value stack and locals (its stack pointer set to where its
+ * locals start: a running frame's stack starts after them), then its
+ * function, then its code. */
+bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f)
+{
+    const pyu_offsets *o = &s->off;
+    if (o->version_hex < 0x030E0000 || f->owner != PYU_OWNER_THREAD ||
+        !f->prev)
+        return false;
+    if (!f->code || !f->func)
+        return true;
+    const pyu_code *c;
+    return f->sp == f->addr + PYU_OFF(o, fr_localsplus) &&
+           (c = pyu_code_cached(s, f->code)) && c->nlocalsplus;
+}
+
 /* ----------------------------------------------------------- the rules */
 
 /* Whether func is None (the function of a shim frame: the one that runs
@@ -357,19 +400,23 @@ static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
                      : pushed(sm, c, cc, e);
 }
 
-long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
 {
-    size_t n = t->nfr;
-    if (!n || !complete(sm, t, ts))
-        return 0;
     for (size_t i = n; i-- > 0;) {
-        int ok = frame_ok(sm, &t->fr[i]);
+        int ok = frame_ok(sm, &fr[i]);
         if (ok < 0)
             return -1;
-        if (!ok || (i + 1 < n && !link_ok(sm, &t->fr[i + 1], &t->fr[i])))
+        if (!ok || (i + 1 < n && !link_ok(sm, &fr[i + 1], &fr[i])))
             return (long)(n - 1 - i);
     }
     return (long)n;
+}
+
+long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+{
+    if (!t->nfr || !complete(sm, t, ts))
+        return 0;
+    return pyu_accept_links(sm, t->fr, t->nfr);
 }
 
 long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)

@@ -11,8 +11,8 @@
  * The anchor (3.15).  The thread state carries last_profiled_frame and a
  * sequence number: when the frame the anchor names returns or yields, the
  * interpreter moves the anchor to its caller and adds one to the
- * sequence.  A stack is proven, and from then on is read as one frame,
- * this way:
+ * sequence.  A stack is proven, and from then on read as the few frames
+ * above the one the anchor names, this way:
  *   1. two samples in a row read the same stack (same frames, same code
  *      objects) from their snapshots, accepted by accept.c's rules: the
  *      sampler writes the anchor to name its innermost frame (the one
@@ -25,21 +25,41 @@
  *      that address returned since the write, and the snapshot shows the
  *      stack under it as it is at the moment of that read.  The stack is
  *      cached with the sequence that copy shows;
- *   3. from then on a sample reads the innermost frame, then the thread
- *      state: while the thread state shows that frame current, the anchor
- *      naming it and the same sequence, the frame was never popped since
- *      step 2, so everything below it is as cached; the copy of the frame,
- *      read before the thread state, is that frame at a moment in between
- *      and gives its line.
- * Anything else (the frame returned, the thread called further) reads
- * the thread's stack from a snapshot again, and the anchor is set up
- * again once the thread settles.  Anchors are cleared when the sampler
- * ends.
+ *   3. from then on a sample reads the thread state, then a window of the
+ *      data stack from a frame below the one the anchor names to a little
+ *      past the innermost frame.  When the thread state shows the anchor
+ *      moved m frames down from the proven one with the sequence m more,
+ *      the frame it names now and everything below it were never popped
+ *      since step 2 and are as cached; the frames above it are walked in
+ *      the window from the current frame and judged by accept.c's rules
+ *      (a frame popped by the window's copy told by its instruction
+ *      pointer, as a snapshot's is).  In a loop that calls short
+ *      functions the anchor stays on the caller and each sample reads one
+ *      range: the thread state and the window.  The proof goes on from
+ *      the frame the anchor names now.
+ *   4. a stack that stays the same with the anchor more than RAISE_ABOVE
+ *      frames below its innermost gets the anchor written there (step 1
+ *      from a hit); the next hit whose thread state shows it unmoved, its
+ *      stack the same up to that frame, raises the proof to it (step 2).
+ * A thread state that proves the frames up to the anchor while the frames
+ * above fail the rules (a call from C code, a generator, a frame outside
+ * the window) reads the thread's stack from a snapshot, which takes the
+ * proof on when it has those frames as cached; anything else (the anchor
+ * not where the count says, a stack that moved below it) sets it up
+ * again from step 1 once the thread settles.  Anchors are cleared when
+ * the sampler ends.
  */
 #include "sampling.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#define WIN_SLACK 512         /* bytes of the window past the innermost
+                                 frame's header: a short call or two */
+#define WIN_MAX (16u << 10)   /* from the anchored frame to the innermost
+                                 one at most, for a window */
+#define RAISE_ABOVE 2         /* frames read above the anchor before it is
+                                 written higher */
 
 void pyu_fcache_free(pyu_fcache *c)
 {
@@ -84,12 +104,15 @@ int pyu_fcache_commit(pyu_sampler *sm, pyu_sthread *t, const pyu_sframe *fr,
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
     bool same = reuse && c->valid && c->epoch == s->code_epoch;
     bool same_frames = c->valid && c->n == n; /* (addresses and code) */
+    size_t agree = c->valid ? keep : 0;
     uint32_t parent = keep ? c->node[keep - 1] : 0;
     for (size_t p = keep, j = nf; j-- > 0; p++) {
         const pyu_frame_raw *f = &fr[j].r;
         uint32_t node;
-        if (same_frames && (p >= c->n || c->addr[p] != f->addr ||
-                            c->code[p] != f->code))
+        if (agree == p && p < c->n && c->addr[p] == f->addr &&
+            c->code[p] == f->code)
+            agree++;
+        if (same_frames && agree <= p)
             same_frames = false;
         if (same && p < c->n && c->addr[p] == f->addr &&
             c->code[p] == f->code && c->ip[p] == f->ip) {
@@ -134,6 +157,7 @@ int pyu_fcache_commit(pyu_sampler *sm, pyu_sthread *t, const pyu_sframe *fr,
         parent = node;
     }
     c->same = same_frames;
+    c->agree = agree;
     c->n = n;
     c->valid = true;
     c->epoch = s->code_epoch;
@@ -153,33 +177,82 @@ long pyu_fcache_leaf(pyu_sampler *sm, const pyu_sthread *t, bool unknown,
     return node;
 }
 
-int pyu_fcache_hit(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
-                   const uint8_t *pf)
+/* Whether t's cached frames from the one below depth d up lie one above
+ * the other in its current chunk of the data stack, close enough for a
+ * window. */
+static bool stacked(const pyu_sampler *sm, const pyu_sthread *t, size_t d)
+{
+    const pyu_fcache *c = &t->cache;
+    size_t from = d ? d - 1 : 0;
+    uint64_t top = c->addr[c->n - 1], lo = c->addr[from];
+    bool yes = d < c->n && t->chunk && lo >= t->chunk &&
+               top < t->chunk_end && t->chunk_end - top >= sm->fsize &&
+               top - lo <= WIN_MAX;
+    for (size_t p = from + 1; yes && p < c->n; p++)
+        yes = c->addr[p] > c->addr[p - 1];
+    return yes;
+}
+
+/* The window: the frames from the anchored one up lie one above the
+ * other in the current chunk of the data stack (a generator's frame lies
+ * elsewhere: then the innermost frame alone), read as one range with
+ * room above for a call or two. */
+bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
+{
+    const pyu_fcache *c = &t->cache;
+    size_t fsize = sm->fsize;
+    if (!c->anchored || !c->valid || !c->n || c->adepth >= c->n)
+        return false;
+    /* (from the frame below the anchored one: the anchor is down there
+     * after one return) */
+    size_t from = c->adepth ? c->adepth - 1 : 0;
+    uint64_t top = c->addr[c->n - 1], lo = c->addr[from];
+    uint64_t hi = top + fsize;
+    if (stacked(sm, t, c->adepth))
+        hi = t->chunk_end - top < fsize + WIN_SLACK ? t->chunk_end
+                                                    : top + fsize + WIN_SLACK;
+    else
+        lo = top;
+    size_t len = (size_t)(hi - lo);
+    if (len > t->wincap) {
+        uint8_t *b = realloc(t->win, len);
+        if (!b)
+            return false; /* (read from a snapshot instead) */
+        t->win = b;
+        t->wincap = len;
+    }
+    t->win_lo = lo;
+    t->win_len = len;
+    return true;
+}
+
+size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
+                         const pyu_tstate *ts)
 {
     pyu_fcache *c = &t->cache;
-    uint64_t first = ts->current_frame;
-    if (!pf || !c->valid || !c->anchored || !c->n || !first ||
-        ts->extra[0] != first || ts->extra[1] != c->seq ||
-        first != c->addr[c->n - 1]) {
-        c->anchored = false;
+    uint64_t seq = ts->extra[1];
+    bool was = c->anchored;
+    c->anchored = false; /* (until pyu_fcache_take) */
+    if (!was)
+        c->pending = false;
+    c->held = 0;
+    (void)sm;
+    /* (step 3: the anchor has moved down one frame for each frame it
+     * named that returned since the proof; the same count of moves and
+     * the anchor on the frame cached that many below: that frame and all
+     * below it were never popped) */
+    if (!was || !t->win_read || !c->valid || !c->n || !ts->current_frame ||
+        c->adepth >= c->n || seq - c->seq > c->adepth)
         return 0;
-    }
-    pyu_sframe f;
-    memset(&f, 0, sizeof f);
-    pyu_frame_raw_take(&sm->s->off, first, pf, sm->fsize, &f.r);
-    if (f.r.prev != (c->n > 1 ? c->addr[c->n - 2] : f.r.prev) ||
-        f.r.code != c->code[c->n - 1]) {
-        c->anchored = false; /* (cannot be: a hostile target) */
+    size_t k = c->adepth - (size_t)(seq - c->seq);
+    /* (or, unmoved, on the frame it was written to name after the last
+     * hit: pyu_fcache_take) */
+    if (ts->extra[0] != c->addr[k] &&
+        !(c->pending && seq == c->seq && ts->extra[0] == c->wrote_at))
         return 0;
-    }
-    int rc = pyu_fcache_commit(sm, t, &f, c->n - 1, 1, true);
-    if (rc != 0)
-        return rc < 0 ? -1 : 0;
-    c->anchored = true; /* (commit keeps the stack; still proven) */
-    sm->st.frames_read++;
-    sm->st.frames_cached += c->n - 1;
-    sm->st.cache_full++;
-    return 1;
+    c->held = k + 1;
+    c->held_seq = seq;
+    return k + 1;
 }
 
 /* Whether the thread state at tstate is still the thread native_id's and
@@ -206,24 +279,15 @@ static bool still_running(pyu_session *s, uint64_t tstate, uint64_t native_id,
            (!frame || cur == frame);
 }
 
-void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+/* Writes t's anchor to name its innermost cached frame (the one write
+ * pyunwind makes to a target), while the thread state shows the thread
+ * still in it. */
+static void write_anchor(pyu_sampler *sm, pyu_sthread *t,
+                         const pyu_tstate *ts)
 {
     pyu_fcache *c = &t->cache;
     pyu_session *s = sm->s;
-    c->anchored = false;
-    if (!sm->anchors || !c->valid || !c->n)
-        return;
     uint64_t top = c->addr[c->n - 1];
-    /* (step 2 above; also when the anchor named the frame before: another
-     * profiler, or an earlier run, left it there -- CPython moves it off
-     * a frame that returns, whoever wrote it) */
-    if (ts->extra[0] == top && c->same) {
-        c->anchored = true;
-        c->seq = ts->extra[1];
-        return;
-    }
-    if (!c->same)
-        return;
     uint64_t at = ts->addr + PYU_OFF(&s->off, ts_last_profiled_frame);
     if (!still_running(s, ts->addr, ts->native_id, top))
         return; /* (moved on, or gone: next time) */
@@ -233,7 +297,81 @@ void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     }
     sm->st.anchor_writes++;
     c->wrote_at = top;
+    c->wdepth = c->n - 1;
     c->wrote = true;
+}
+
+int pyu_fcache_take(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+{
+    pyu_fcache *c = &t->cache;
+    size_t k = c->held - 1;
+    bool moved = ts->extra[1] != c->seq, pending = c->pending;
+    c->pending = false;
+    int rc = pyu_fcache_commit(sm, t, t->fr, k, t->nfr, true);
+    if (rc != 0)
+        return rc < 0 ? -1 : 0;
+    /* (still proven, from the frame the anchor names now) */
+    c->anchored = true;
+    c->adepth = k;
+    c->seq = c->held_seq;
+    c->held = 0;
+    sm->st.frames_read += t->nfr;
+    sm->st.frames_cached += k;
+    if (t->nfr == 1)
+        sm->st.cache_full++;
+    else
+        sm->st.cache_part++;
+    /* Raising the proof.  The anchor written after the last hit (step 1,
+     * from a hit) names, unmoved, the frame it was written to name: that
+     * frame never returned since, nor anything below it, and this stack
+     * has them as they were cached then (same addresses and code): the
+     * proof holds up to it (step 2).  Else, the stack the same as the
+     * last sample's with the anchor more than a few frames below its
+     * innermost frame: write it there (two calls; a short call made
+     * over and over just above the anchor is cheaper read). */
+    if (pending && !moved && ts->extra[0] == c->wrote_at &&
+        c->wdepth < c->n && c->agree > c->wdepth &&
+        c->addr[c->wdepth] == c->wrote_at)
+        c->adepth = c->wdepth;
+    else if (c->same && ts->extra[0] != c->addr[c->n - 1] &&
+             c->adepth + RAISE_ABOVE < c->n - 1) {
+        write_anchor(sm, t, ts);
+        c->pending = c->wrote && c->wrote_at == c->addr[c->n - 1];
+    }
+    return 1;
+}
+
+void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+{
+    pyu_fcache *c = &t->cache;
+    c->anchored = c->pending = false;
+    if (!sm->anchors || !c->valid || !c->n)
+        return;
+    uint64_t top = c->addr[c->n - 1];
+    size_t held = c->held;
+    c->held = 0;
+    /* (step 2 above; also when the anchor named the frame before: another
+     * profiler, or an earlier run, left it there -- CPython moves it off
+     * a frame that returns, whoever wrote it) */
+    if (ts->extra[0] == top && c->same) {
+        c->anchored = true;
+        c->adepth = c->n - 1;
+        c->seq = ts->extra[1];
+        return;
+    }
+    /* the proof the thread state of a hit that failed gave, for the
+     * frames this stack has as they were cached (the anchor moves down
+     * from there as before), while the stack moves: frames above it are
+     * read in the window */
+    if (!c->same) {
+        if (held && c->agree >= held && stacked(sm, t, held - 1)) {
+            c->anchored = true;
+            c->adepth = held - 1;
+            c->seq = c->held_seq;
+        }
+        return;
+    }
+    write_anchor(sm, t, ts);
 }
 
 bool pyu_fcache_wrote(const pyu_sampler *sm)

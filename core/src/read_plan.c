@@ -8,9 +8,9 @@
  * its last stack lay (its spans: the current data-stack chunk from its
  * start to a little past the innermost frame, then frames elsewhere, the
  * outermost first) -- one snapshot per thread, which accept.c judges.  A
- * 3.15 thread whose anchor proves its stack (frame_cache.c) gets instead
- * its innermost frame, then its thread state (the kernel reads the ranges
- * in order: the proof needs that frame read first).  3.11 keeps its
+ * 3.15 thread whose anchor proved its stack (frame_cache.c) gets instead
+ * its thread state, then a window of its data stack from the frame the
+ * anchor named to a little past the innermost frame.  3.11 keeps its
  * current frame in the eval loop's _PyCFrame: that word is read at the
  * _PyCFrame the thread had last time, right after its thread state.
  *
@@ -47,6 +47,7 @@ void pyu_plan_thread_free(pyu_sthread *t)
     free(t->fr1);
     free(t->gen_memo);
     free(t->cfwin);
+    free(t->win);
     pyu_fcache_free(&t->cache);
 }
 
@@ -60,10 +61,7 @@ static bool reserve_sample(pyu_sampler *sm, size_t nthreads)
     uint8_t *a = realloc(sm->tsbuf, ncap * sm->tslen);
     if (a)
         sm->tsbuf = a;
-    uint8_t *b = a ? realloc(sm->pfbuf, ncap * sm->fsize) : NULL;
-    if (b)
-        sm->pfbuf = b;
-    uint64_t *nx = b ? realloc(sm->next, ncap * 8) : NULL;
+    uint64_t *nx = a ? realloc(sm->next, ncap * 8) : NULL;
     if (nx)
         sm->next = nx;
     uint64_t *cp = nx ? realloc(sm->cfpeek, ncap * 8 * PYU_CFRAMES) : NULL;
@@ -87,7 +85,6 @@ typedef struct discover {
                     the order they came last time */
     pyu_tstate *recs; /* each thread state as the batch or the walk read
                          it */
-    uint8_t *pf;      /* an anchored thread's innermost frame of the batch */
     size_t caprecs;
     int rc;
 } discover;
@@ -119,12 +116,9 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
     if (sm->nthreads == d->caprecs) {
         size_t cap = d->caprecs ? 2 * d->caprecs : 64;
         pyu_tstate *r = realloc(d->recs, cap * sizeof *r);
-        if (r)
-            d->recs = r;
-        uint8_t *pf = r ? realloc(d->pf, cap * sm->fsize) : NULL;
-        if (!pf)
+        if (!r)
             return d->rc = -PYU_E_NOMEM, 2;
-        d->pf = pf;
+        d->recs = r;
         d->caprecs = cap;
     }
     d->recs[sm->nthreads] = *ts;
@@ -140,13 +134,10 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
              * still the same thread */
             const pyu_tstate *b = &sm->recs[i];
             if (o->taken && b->native_id == ts->native_id &&
-                b->thread_id == ts->thread_id) {
-                d->recs[sm->nthreads] = *b;
-                memcpy(d->pf + sm->nthreads * sm->fsize,
-                       sm->pfbuf + i * sm->fsize, sm->fsize);
-            } else {
-                o->spans_read = o->cache.anchored = false;
-            }
+                b->thread_id == ts->thread_id)
+                d->recs[sm->nthreads] = *b; /* (its window with it) */
+            else
+                o->spans_read = o->win_read = o->cache.anchored = false;
             *t = *o;
             memset(o, 0, sizeof *o); /* moved */
             d->next = i + 1;
@@ -164,7 +155,7 @@ static int on_thread(void *arg, const pyu_interp *in, const pyu_tstate *ts)
 
 int pyu_plan_rediscover(pyu_sampler *sm)
 {
-    discover d = {sm, sm->threads, sm->nthreads, 0, NULL, NULL, 0, 0};
+    discover d = {sm, sm->threads, sm->nthreads, 0, NULL, 0, 0};
     sm->threads = NULL;
     sm->nthreads = sm->capthreads = 0;
     sm->ninterps = 0;
@@ -185,7 +176,6 @@ int pyu_plan_rediscover(pyu_sampler *sm)
         for (size_t i = 0; i < sm->nthreads; i++)
             sm->threads[i].cache.anchored = sm->threads[i].taken = false;
         free(d.recs);
-        free(d.pf);
         return rc != 0 && rc != 2 && !d.rc
                    ? -1
                    : pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
@@ -194,12 +184,9 @@ int pyu_plan_rediscover(pyu_sampler *sm)
      * thread still there, else the walk's (that thread then gets a
      * snapshot of its own): a list that changes under every batch, as
      * with threads coming and going by the thousand, is still sampled */
-    if (sm->nthreads) {
+    if (sm->nthreads)
         memcpy(sm->recs, d.recs, sm->nthreads * sizeof *sm->recs);
-        memcpy(sm->pfbuf, d.pf, sm->nthreads * sm->fsize);
-    }
     free(d.recs);
-    free(d.pf);
     if (sm->ispan_len) {
         uint8_t *b = realloc(sm->ispan, (sm->ninterps ? sm->ninterps : 1) *
                                             sm->ispan_len);
@@ -518,15 +505,14 @@ int pyu_plan_batch(pyu_sampler *sm)
     }
     for (size_t j = 0; j < sm->nthreads; j++) {
         pyu_sthread *t = &sm->threads[j];
-        pyu_fcache *c = &t->cache;
-        t->spans_read = false;
-        if (c->anchored && c->valid && c->n) {
-            /* proven last time: its innermost frame, then its thread
-             * state (frame_cache.c) */
-            r[n++] = (pyu_range){c->addr[c->n - 1], sm->pfbuf + j * sm->fsize,
-                                 sm->fsize};
+        t->spans_read = t->win_read = false;
+        if (pyu_fcache_window(sm, t)) {
+            /* proven last time: its thread state, then the frames from
+             * the anchored one up (frame_cache.c) */
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
                                  sm->tslen};
+            r[n++] = (pyu_range){t->win_lo, t->win, t->win_len};
+            t->win_read = true;
         } else {
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
                                  sm->tslen};
@@ -628,7 +614,6 @@ void pyu_plan_free(pyu_sampler *sm)
     free(sm->interps);
     free(sm->ranges);
     free(sm->tsbuf);
-    free(sm->pfbuf);
     free(sm->next);
     free(sm->cfpeek);
     free(sm->recs);

@@ -45,47 +45,6 @@ typedef struct walk_ctx {
     bool spans; /* the walk is in the spans read with its thread state */
 } walk_ctx;
 
-/* The words at a frame's saved stack top in a copy of avail bytes of it
- * from buf. */
-static uint8_t slots_of(uint64_t addr, uint64_t sp, const uint8_t *buf,
-                        size_t avail, uint64_t slot[2])
-{
-    if (sp <= addr || sp - addr >= avail)
-        return 0;
-    size_t at = (size_t)(sp - addr), room = avail - at;
-    uint8_t n = room >= 16 ? 2 : room >= 8 ? 1 : 0;
-    memcpy(slot, buf + at, 8u * n);
-    return n;
-}
-
-static uint16_t ret_of(const pyu_sampler *sm, const uint8_t *buf)
-{
-    const pyu_offsets *o = &sm->s->off;
-    return PYU_HAS(o, fr_return_offset)
-               ? (uint16_t)(pyu_u32(buf, sm->fsize,
-                                    PYU_OFF(o, fr_return_offset)) &
-                            0xFFFF)
-               : 0;
-}
-
-/* Whether frame f is one being popped or popped (3.14+, which clears a
- * frame it pops): popping makes the caller current, then drops the
- * frame's value stack and locals (its stack pointer set to where its
- * locals start: a running frame's stack starts after them), then its
- * function, then its code. */
-static bool popped(pyu_session *s, const pyu_frame_raw *f)
-{
-    const pyu_offsets *o = &s->off;
-    if (o->version_hex < 0x030E0000 || f->owner != PYU_OWNER_THREAD ||
-        !f->prev)
-        return false;
-    if (!f->code || !f->func)
-        return true;
-    const pyu_code *c;
-    return f->sp == f->addr + PYU_OFF(o, fr_localsplus) &&
-           (c = pyu_code_cached(s, f->code)) && c->nlocalsplus;
-}
-
 /* Stores each frame the walk meets, with the words at its saved stack
  * top when the same copy holds them, and its second copy when its range
  * was read twice. */
@@ -101,12 +60,14 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
      * instruction pointer, which popping leaves, tells its code; whether
      * its caller, as copied, can have made the call is for the rules
      * (accept.c).  When the code cannot be told, the caller's stack is
-     * taken, as it was when copied. */
+     * taken, as it was when copied.  (The code the copy shows can be the
+     * next call's, filling the slot again: its instruction pointer is set
+     * after its code, and the thread state named the frame before that
+     * call was made current.) */
     pyu_frame_raw was;
     bool is_popped = false;
-    if (t->nfr == t->npopped && popped(w->sm->s, f)) {
-        const pyu_code *c =
-            f->code ? NULL : pyu_code_at_instr(w->sm->s, f->instr_ptr);
+    if (t->nfr == t->npopped && pyu_frame_popped(w->sm->s, f)) {
+        const pyu_code *c = pyu_code_at_instr(w->sm->s, f->instr_ptr);
         if (!f->code && !c) {
             t->nfr = t->npopped = 0; /* (and the popped frames above) */
             t->unplaced = true;
@@ -124,8 +85,8 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
         return -1;
     pyu_sframe *sf = &t->fr[t->nfr++];
     sf->r = *f;
-    sf->nslot = slots_of(f->addr, f->sp, buf, avail, sf->slot);
-    sf->ret = ret_of(w->sm, buf);
+    sf->nslot = pyu_sframe_slots(f->addr, f->sp, buf, avail, sf->slot);
+    sf->ret = pyu_sframe_ret(w->sm, buf);
     sf->twice = false;
     sf->popped = is_popped;
     for (size_t k = 0; k < t->nearly && w->spans && !is_popped; k++) {
@@ -137,8 +98,8 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
         size_t avail2 = (size_t)(b->end - b->start) - off;
         pyu_frame_raw_take(&w->sm->s->off, f->addr, b2, w->sm->fsize,
                            &sf->r2);
-        sf->nslot2 = slots_of(f->addr, sf->r2.sp, b2, avail2, sf->slot2);
-        sf->ret2 = ret_of(w->sm, b2);
+        sf->nslot2 = pyu_sframe_slots(f->addr, sf->r2.sp, b2, avail2, sf->slot2);
+        sf->ret2 = pyu_sframe_ret(w->sm, b2);
         sf->twice = true;
         break;
     }
@@ -698,11 +659,74 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 0;
 }
 
+/* ----------------------------------------------- 3.15: the anchor */
+
+/* Walks t's chain from `first` down to the frame at `stop` in its window
+ * (read right after the thread state), as walk() would.  1 when it got
+ * there, 0 when a frame lies outside the window or is not one of the
+ * data stack, -1 on an error that ends the sample. */
+static int walk_window(pyu_sampler *sm, pyu_sthread *t, uint64_t first,
+                       uint64_t stop)
+{
+    size_t fsize = sm->fsize;
+    walk_ctx w = {sm, t, false};
+    t->nfr = t->npopped = 0;
+    t->unplaced = false;
+    for (uint64_t a = first;;) {
+        if (a < t->win_lo || a - t->win_lo > t->win_len - fsize)
+            return 0;
+        size_t off = (size_t)(a - t->win_lo);
+        pyu_frame_raw f;
+        pyu_frame_raw_take(&sm->s->off, a, t->win + off, fsize, &f);
+        if (a == stop) {
+            /* (it cannot have been popped by the thread state's read: by
+             * the copy, the thread may have gone on) */
+            if (pyu_frame_popped(sm->s, &f))
+                return 0;
+        } else if (f.owner != PYU_OWNER_THREAD || a < fsize ||
+                   f.prev > a - fsize) {
+            return 0; /* (C code called it, or a generator runs) */
+        }
+        if (on_frame(&w, &f, t->win + off, t->win_len - off) < 0)
+            return -1;
+        if (a == stop)
+            return t->nfr > 0;
+        a = f.prev;
+    }
+}
+
+/* The stack from the frame the anchor names down as cached, the frames
+ * above it walked in the window and judged by the rules (frame_cache.c).
+ * 1 when taken (committed), 0 when not, -1 on an error. */
+static int from_anchor(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+{
+    size_t k = pyu_fcache_proven(sm, t, ts);
+    if (!k--)
+        return 0;
+    const pyu_fcache *c = &t->cache;
+    int rc = walk_window(sm, t, ts->current_frame, c->addr[k]);
+    if (rc <= 0)
+        return rc;
+    const pyu_frame_raw *f = &t->fr[t->nfr - 1].r;
+    if (f->code != c->code[k] || (k && f->prev != c->addr[k - 1]))
+        return 0; /* (the copy is of a later call there) */
+    long ok = t->nfr > 1 ? pyu_accept_links(sm, t->fr, t->nfr)
+                         : (long)t->nfr;
+    if (ok < 0)
+        return -1;
+    if ((size_t)ok < t->nfr && t->nfr - (size_t)ok <= t->npopped)
+        ok = drop_popped(t, t->nfr - (size_t)ok);
+    if ((size_t)ok != t->nfr)
+        return 0;
+    note_popped(sm, t);
+    return pyu_fcache_take(sm, t, ts);
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
 static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
-                       pyu_tstate *ts, uint8_t *tsbuf, const uint8_t *pf,
+                       pyu_tstate *ts, uint8_t *tsbuf,
                        thread_read *r)
 {
     pyu_session *s = sm->s;
@@ -716,7 +740,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         return 0; /* (no Python frames) */
     }
     if (sm->anchors) {
-        int hit = pyu_fcache_hit(sm, t, ts, pf);
+        int hit = from_anchor(sm, t, ts);
         if (hit < 0)
             return -1;
         if (hit) {
@@ -828,6 +852,7 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0;
     if (r->what == THREAD_READ) {
         size_t ok = (size_t)r->ok;
+        pyu_plan_note_chunk(sm, t, ts->chunk); /* (settle looks at it) */
         unknown = ok < t->nfr || !t->nfr;
         bool reuse = !(sm->o.flags & PYU_SAMPLE_NO_CACHE);
         /* (no frames: a walk into unreadable memory, t->fr maybe unmade) */
@@ -852,7 +877,6 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
             }
         }
         /* the next sample reads where this walk found the frames */
-        pyu_plan_note_chunk(sm, t, ts->chunk);
         pyu_plan_spans(sm, t);
     }
     /* 3.15 names the frame that started a collection */
@@ -955,8 +979,7 @@ static int take_cached(pyu_session *s, void *arg)
             pyu_sthread *t = &sm->threads[j];
             t->nfr = 0;
             if (read_thread(sm, &si->in, t, &sm->recs[j],
-                            sm->tsbuf + j * sm->tslen,
-                            sm->pfbuf + j * sm->fsize, &r[j]) < 0)
+                            sm->tsbuf + j * sm->tslen, &r[j]) < 0)
                 return -1;
             any_read |= r[j].what == THREAD_READ;
         }

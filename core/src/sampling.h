@@ -57,9 +57,22 @@ typedef struct pyu_fcache {
     bool same;       /* the last commit kept the same frames and code
                         objects at every depth (instructions aside) */
     /* CPython 3.15's anchor (last_profiled_frame) and its sequence */
-    bool anchored;     /* proven: the anchor named addr[n-1] with `seq` */
+    bool anchored;     /* proven: the anchor named addr[adepth] with `seq`
+                          (frames above it read since) */
+    size_t adepth;
     uint64_t seq;
+    size_t agree;      /* the last commit found the cached frames (address
+                          and code) at the depths below this one */
+    size_t held;       /* a proof of the frames below this depth (with
+                          held_seq, the anchor on the top one) that the
+                          last sample's thread state gave when the frames
+                          above did not pass: the stack read instead
+                          takes it on when it agrees that far; 0: none */
+    uint64_t held_seq;
     uint64_t wrote_at; /* the frame the anchor was last written to name */
+    size_t wdepth;     /* its depth, when written during a proof (pending:
+                          the next hit raises the proof to it) */
+    bool pending;
     bool wrote;        /* the sampler wrote this thread's anchor */
 } pyu_fcache;
 
@@ -77,6 +90,13 @@ typedef struct pyu_sthread {
     uint8_t *spanbuf; /* owned */
     size_t spancap;
     bool spans_read;  /* read in this sample's batch */
+    /* frame_cache.c: an anchored thread's window, read in the batch right
+     * before its thread state: the data stack from the frame the anchor
+     * names up to a little past the innermost frame */
+    uint8_t *win;     /* owned */
+    size_t wincap, win_len;
+    uint64_t win_lo;
+    bool win_read;    /* read in this sample's batch */
     bool taken;       /* its thread state of this sample's batch is in
                          sm->recs (also when the lists differed from the
                          prediction: pyu_plan_rediscover keeps it) */
@@ -174,8 +194,6 @@ struct pyu_sampler {
     pyu_range *ranges;
     size_t capranges;
     uint8_t *tsbuf;    /* nthreads thread state copies */
-    uint8_t *pfbuf;    /* nthreads copies of the predicted innermost frame
-                          (3.15: anchored threads) */
     size_t captsbuf;
     uint64_t *next;    /* each thread state's next, as read */
     uint64_t *cfpeek;  /* 3.11: each thread's current frame, read at each
@@ -256,6 +274,21 @@ enum {
  * -1 on an error that ends the sample (record set). */
 PYU_HIDDEN long pyu_accept_chain(pyu_sampler *sm, pyu_sthread *t,
                                  const pyu_tstate *ts);
+/* The words at a frame's saved stack top (sp) in a copy of avail bytes
+ * of the frame at addr from buf: how many of slot[2] it holds. */
+PYU_HIDDEN uint8_t pyu_sframe_slots(uint64_t addr, uint64_t sp,
+                                    const uint8_t *buf, size_t avail,
+                                    uint64_t slot[2]);
+/* A frame's return_offset (3.13+; 0 before), from a copy of it. */
+PYU_HIDDEN uint16_t pyu_sframe_ret(const pyu_sampler *sm,
+                                   const uint8_t *buf);
+/* Whether frame f, as copied, is being popped or popped (3.14+). */
+PYU_HIDDEN bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f);
+/* The same for frames fr[0..n) (innermost first) whose outermost is known
+ * to be on the thread's stack: how many of the outermost pass the frame
+ * and link rules, or -1. */
+PYU_HIDDEN long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr,
+                                 size_t n);
 /* How many of the innermost frames of fr[0..n) pass the rules among
  * themselves (counted from the innermost), or -1 on an error. */
 PYU_HIDDEN long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr,
@@ -277,12 +310,20 @@ PYU_HIDDEN int pyu_fcache_commit(pyu_sampler *sm, pyu_sthread *t,
  * <unknown> on top when asked, and <GC> when the status says so. */
 PYU_HIDDEN long pyu_fcache_leaf(pyu_sampler *sm, const pyu_sthread *t,
                                 bool unknown, unsigned status);
-/* 3.15: whether the thread state copy proves that the thread is still in
- * the innermost cached frame, whose copy (pf, read before ts) then gives
- * its line.  1 when it proved it (the stack is committed), 0 when not,
- * -1 on an error. */
-PYU_HIDDEN int pyu_fcache_hit(pyu_sampler *sm, pyu_sthread *t,
-                              const pyu_tstate *ts, const uint8_t *pf);
+/* 3.15: plans the window of an anchored thread (t->win_lo, t->win_len,
+ * its buffer made); false when the thread is not anchored or has no
+ * window (out of memory). */
+PYU_HIDDEN bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t);
+/* 3.15: how many of the thread's cached frames, from its base, the thread
+ * state copy ts proves unchanged (the frame the anchor names and all
+ * below it; held as the proof), or 0. */
+PYU_HIDDEN size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
+                                    const pyu_tstate *ts);
+/* 3.15: commits the held proof's frames with t->fr on top (innermost
+ * first, its outermost the frame the anchor names), as ts showed them:
+ * 1 when done, 0 when a code object could not be read, -1 (record set). */
+PYU_HIDDEN int pyu_fcache_take(pyu_sampler *sm, pyu_sthread *t,
+                               const pyu_tstate *ts);
 /* 3.15: after a stack read whole from a snapshot and accepted (and
  * committed), sets up the anchor: proves the cache when the anchor written
  * last time still names the innermost frame of the same stack, or writes

@@ -509,6 +509,7 @@ static void build_fake_version(fake_mem *m, uint64_t version)
     SET(ts_current_exception, 0x48); SET(ts_exc_state, 0x50);
     SET(ts_base_frame, 0x70); /* -> the frame at 0x80 */
     SET(ts_last_profiled_frame, 0xE0); SET(ts_last_profiled_frame_seq, 0xE8);
+    SET(ts_datastack_chunk, 0x60);
     SET(fr_size, 0x50); SET(fr_previous, 8); SET(fr_executable, 0);
     SET(fr_instr_ptr, 0x38); SET(fr_stackpointer, 0x40);
     SET(fr_tlbc_index, 0x48); SET(fr_owner, 0x4A); SET(fr_localsplus, 0x50);
@@ -1179,6 +1180,10 @@ static void sim_init(sim *x, uint64_t seed)
     /* every instruction the frames stand at is a call */
     x->m.img[CODE + 0xC0 - IMG_BASE] = SIM_CALL_OP;
     x->m.img[CODE + 0xC0 + 2 * 4 - IMG_BASE] = SIM_CALL_OP;
+    /* the frames lie in one chunk of the data stack: a header (previous,
+     * size) right below the first */
+    put64(&x->m, TSTATE + 0x60, FRAMES - 0x20);
+    put64(&x->m, FRAMES - 0x18, 0xC00);
     put_frame(&x->m, SIM_FRAME(0), CODE, TSTATE + 0x80, 0, 0);
     put64(&x->m, SIM_FRAME(0) + 0x10, SIM_FUNC);
     x->m.img[TSTATE + 0x80 + 0x4A - IMG_BASE] = 3;
@@ -1333,6 +1338,9 @@ static void test_sampler_cache(void)
         if (m == 0) { /* the anchor did its work */
             CHECK(st.anchor_writes > 0);
             CHECK(st.cache_full > 2000);
+            /* (calls made above the frame the anchor names: read in the
+             * window, the rest from the cache) */
+            CHECK(st.cache_part > 1000);
             CHECK(st.frames_cached > st.frames_read / 4);
         } else {
             CHECK_EQ(st.anchor_writes, 0);

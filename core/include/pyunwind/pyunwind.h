@@ -921,6 +921,9 @@ typedef struct pyu_sampler_stats {
     uint64_t frames_cached;  /* frames taken from the frame cache */
     uint64_t cache_full;     /* stacks whose frames below the innermost
                                 came from the cache (3.15's anchor) */
+    uint64_t cache_part;     /* stacks whose frames from the one the
+                                anchor names down came from the cache,
+                                the few above it read (3.15) */
     uint64_t cache_miss;     /* stacks read whole */
     uint64_t unproven;       /* stacks recorded from a snapshot that
                                 passed the rules, without an anchor's
