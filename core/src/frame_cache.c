@@ -58,6 +58,8 @@
                                  frame's header: a short call or two */
 #define WIN_MAX (16u << 10)   /* from the anchored frame to the innermost
                                  one at most, for a window */
+#define CALM 16               /* samples in a row in the anchored frame
+                                 after which the window is that frame */
 #define RAISE_ABOVE 2         /* frames read above the anchor before it is
                                  written higher */
 
@@ -208,7 +210,9 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
     size_t from = c->adepth ? c->adepth - 1 : 0;
     uint64_t top = c->addr[c->n - 1], lo = c->addr[from];
     uint64_t hi = top + fsize;
-    if (stacked(sm, t, c->adepth))
+    /* (a thread that has stayed in the anchored frame a while: that frame
+     * alone, the cheaper read; it leaves by a snapshot) */
+    if (c->calm < CALM && stacked(sm, t, c->adepth))
         hi = t->chunk_end - top < fsize + WIN_SLACK ? t->chunk_end
                                                     : top + fsize + WIN_SLACK;
     else
@@ -232,7 +236,9 @@ size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
     pyu_fcache *c = &t->cache;
     uint64_t seq = ts->extra[1];
     bool was = c->anchored;
+    unsigned calm = c->calm;
     c->anchored = false; /* (until pyu_fcache_take) */
+    c->calm = 0;
     if (!was)
         c->pending = false;
     c->held = 0;
@@ -252,6 +258,7 @@ size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
         return 0;
     c->held = k + 1;
     c->held_seq = seq;
+    c->calm = calm; /* (pyu_fcache_take counts on) */
     return k + 1;
 }
 
@@ -306,6 +313,8 @@ int pyu_fcache_take(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     pyu_fcache *c = &t->cache;
     size_t k = c->held - 1;
     bool moved = ts->extra[1] != c->seq, pending = c->pending;
+    bool calm = !moved && t->nfr == 1 && k + 1 == c->n;
+    c->calm = calm ? c->calm + (c->calm < CALM) : 0;
     c->pending = false;
     int rc = pyu_fcache_commit(sm, t, t->fr, k, t->nfr, true);
     if (rc != 0)
@@ -345,6 +354,7 @@ void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
 {
     pyu_fcache *c = &t->cache;
     c->anchored = c->pending = false;
+    c->calm = 0;
     if (!sm->anchors || !c->valid || !c->n)
         return;
     uint64_t top = c->addr[c->n - 1];

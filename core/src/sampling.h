@@ -70,6 +70,8 @@ typedef struct pyu_fcache {
                           takes it on when it agrees that far; 0: none */
     uint64_t held_seq;
     uint64_t wrote_at; /* the frame the anchor was last written to name */
+    unsigned calm;     /* proven samples in a row that found the thread in
+                          the frame the anchor names, as cached */
     size_t wdepth;     /* its depth, when written during a proof (pending:
                           the next hit raises the proof to it) */
     bool pending;
