@@ -60,6 +60,9 @@
                                  one at most, for a window */
 #define CALM 16               /* samples in a row in the anchored frame
                                  after which the window is that frame */
+#define WIN_XSLACK 256        /* bytes read past a frame outside the data
+                                 stack's window (its saved stack top) */
+#define WIN_XBELOW 512        /* ... and below an entry frame */
 #define RAISE_ABOVE 2         /* frames read above the anchor before it is
                                  written higher */
 
@@ -69,6 +72,7 @@ void pyu_fcache_free(pyu_fcache *c)
     free(c->code);
     free(c->ip);
     free(c->node);
+    free(c->own);
     memset(c, 0, sizeof *c);
 }
 
@@ -89,9 +93,12 @@ static bool reserve(pyu_fcache *c, size_t n)
     if (i)
         c->ip = i;
     uint32_t *nd = i ? realloc(c->node, ncap * 4) : NULL;
-    if (!nd)
+    if (nd)
+        c->node = nd;
+    uint8_t *ow = nd ? realloc(c->own, ncap) : NULL;
+    if (!ow)
         return false;
-    c->node = nd;
+    c->own = ow;
     c->cap = ncap;
     return true;
 }
@@ -155,6 +162,9 @@ int pyu_fcache_commit(pyu_sampler *sm, pyu_sthread *t, const pyu_sframe *fr,
         c->addr[p] = f->addr;
         c->code[p] = f->code;
         c->ip[p] = f->ip;
+        c->own[p] = f->owner;
+        if (f->owner >= PYU_OWNER_ENTRY && p > 0)
+            c->entry = f->addr;
         c->node[p] = node;
         parent = node;
     }
@@ -179,26 +189,51 @@ long pyu_fcache_leaf(pyu_sampler *sm, const pyu_sthread *t, bool unknown,
     return node;
 }
 
-/* Whether t's cached frames from the one below depth d up lie one above
- * the other in its current chunk of the data stack, close enough for a
- * window. */
-static bool stacked(const pyu_sampler *sm, const pyu_sthread *t, size_t d)
+/* The window for t's cached frames from the one below depth d up: the
+ * ones in its current chunk of the data stack, one above the other, as
+ * one range [*lo, *hi) with room above for a call or two; the rest (an
+ * entry frame on the C stack, a generator's frame) each as a range of
+ * its own, their depths in x[], *nx of them.  False when they do not fit
+ * that. */
+static bool plan(const pyu_sampler *sm, const pyu_sthread *t, size_t d,
+                 uint64_t *lo, uint64_t *hi, uint64_t x[PYU_WIN_EXTRA],
+                 size_t *nx)
 {
     const pyu_fcache *c = &t->cache;
-    size_t from = d ? d - 1 : 0;
-    uint64_t top = c->addr[c->n - 1], lo = c->addr[from];
-    bool yes = d < c->n && t->chunk && lo >= t->chunk &&
-               top < t->chunk_end && t->chunk_end - top >= sm->fsize &&
-               top - lo <= WIN_MAX;
-    for (size_t p = from + 1; yes && p < c->n; p++)
-        yes = c->addr[p] > c->addr[p - 1];
-    return yes;
+    size_t fsize = sm->fsize;
+    uint64_t first = 0, last = 0;
+    *nx = 0;
+    if (d >= c->n || !t->chunk || t->chunk_end <= t->chunk ||
+        t->chunk_end - t->chunk < fsize)
+        return false;
+    for (size_t p = d ? d - 1 : 0; p < c->n; p++) {
+        uint64_t a = c->addr[p];
+        if (a >= t->chunk && a <= t->chunk_end - fsize) {
+            if (a <= last)
+                return false; /* (not one above the other) */
+            first = first ? first : a;
+            last = a;
+        } else if (*nx < PYU_WIN_EXTRA) {
+            x[(*nx)++] = p;
+        } else {
+            return false;
+        }
+    }
+    if (!first || last - first > WIN_MAX)
+        return false;
+    /* (with none of its own, the entry frame a stack of it held last: a
+     * callback from C code comes through one like it) */
+    bool entry = false;
+    for (size_t i = 0; i < *nx; i++)
+        entry |= c->own[x[i]] >= PYU_OWNER_ENTRY;
+    if (!entry && c->entry && *nx < PYU_WIN_EXTRA)
+        x[(*nx)++] = SIZE_MAX;
+    *lo = first;
+    *hi = t->chunk_end - last < fsize + WIN_SLACK ? t->chunk_end
+                                                  : last + fsize + WIN_SLACK;
+    return true;
 }
 
-/* The window: the frames from the anchored one up lie one above the
- * other in the current chunk of the data stack (a generator's frame lies
- * elsewhere: then the innermost frame alone), read as one range with
- * room above for a call or two. */
 bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
 {
     const pyu_fcache *c = &t->cache;
@@ -206,18 +241,33 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
     if (!c->anchored || !c->valid || !c->n || c->adepth >= c->n)
         return false;
     /* (from the frame below the anchored one: the anchor is down there
-     * after one return) */
-    size_t from = c->adepth ? c->adepth - 1 : 0;
-    uint64_t top = c->addr[c->n - 1], lo = c->addr[from];
-    uint64_t hi = top + fsize;
-    /* (a thread that has stayed in the anchored frame a while: that frame
-     * alone, the cheaper read; it leaves by a snapshot) */
-    if (c->calm < CALM && stacked(sm, t, c->adepth))
-        hi = t->chunk_end - top < fsize + WIN_SLACK ? t->chunk_end
-                                                    : top + fsize + WIN_SLACK;
-    else
+     * after one return; a thread that has stayed in the anchored frame a
+     * while gets that frame alone, the cheaper read, and leaves it by a
+     * snapshot) */
+    uint64_t top = c->addr[c->n - 1], lo = top, hi = top + fsize,
+             x[PYU_WIN_EXTRA], xend[PYU_WIN_EXTRA];
+    size_t nx = 0;
+    if (c->calm >= CALM || !plan(sm, t, c->adepth, &lo, &hi, x, &nx)) {
         lo = top;
+        hi = top + fsize;
+        nx = 0;
+    }
+    /* (a frame elsewhere: a little past it, within its last page; an
+     * entry frame from a little below it, within its first page: the next
+     * call from C code may come through a deeper or shallower one) */
     size_t len = (size_t)(hi - lo);
+    for (size_t i = 0; i < nx; i++) {
+        bool hint = x[i] == SIZE_MAX;
+        uint64_t a = hint ? c->entry : c->addr[x[i]];
+        uint64_t page_end = ((a + fsize - 1) | 4095) + 1,
+                 page = a & ~(uint64_t)4095;
+        xend[i] = a + fsize + WIN_XSLACK < page_end ? a + fsize + WIN_XSLACK
+                                                    : page_end;
+        x[i] = !hint && c->own[x[i]] < PYU_OWNER_ENTRY ? a
+               : a - page > WIN_XBELOW        ? a - WIN_XBELOW
+                                              : page;
+        len += (size_t)(xend[i] - x[i]);
+    }
     if (len > t->wincap) {
         uint8_t *b = realloc(t->win, len);
         if (!b)
@@ -226,7 +276,13 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
         t->wincap = len;
     }
     t->win_lo = lo;
-    t->win_len = len;
+    t->win_len = (size_t)(hi - lo);
+    size_t at = t->win_len;
+    for (size_t i = 0; i < nx; i++) {
+        t->wx[i] = (pyu_chunk_span){x[i], xend[i], t->win + at};
+        at += (size_t)(xend[i] - x[i]);
+    }
+    t->nwx = nx;
     return true;
 }
 
@@ -236,29 +292,19 @@ size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
     pyu_fcache *c = &t->cache;
     uint64_t seq = ts->extra[1];
     bool was = c->anchored;
-    unsigned calm = c->calm;
     c->anchored = false; /* (until pyu_fcache_take) */
-    c->calm = 0;
-    if (!was)
-        c->pending = false;
-    c->held = 0;
     (void)sm;
     /* (step 3: the anchor has moved down one frame for each frame it
      * named that returned since the proof; the same count of moves and
      * the anchor on the frame cached that many below: that frame and all
-     * below it were never popped) */
+     * below it were never popped.  Not an entry frame: the interpreter
+     * leaves the anchor where it was when one ends) */
     if (!was || !t->win_read || !c->valid || !c->n || !ts->current_frame ||
         c->adepth >= c->n || seq - c->seq > c->adepth)
         return 0;
     size_t k = c->adepth - (size_t)(seq - c->seq);
-    /* (or, unmoved, on the frame it was written to name after the last
-     * hit: pyu_fcache_take) */
-    if (ts->extra[0] != c->addr[k] &&
-        !(c->pending && seq == c->seq && ts->extra[0] == c->wrote_at))
+    if (ts->extra[0] != c->addr[k] || c->own[k] >= PYU_OWNER_ENTRY)
         return 0;
-    c->held = k + 1;
-    c->held_seq = seq;
-    c->calm = calm; /* (pyu_fcache_take counts on) */
     return k + 1;
 }
 
@@ -304,84 +350,69 @@ static void write_anchor(pyu_sampler *sm, pyu_sthread *t,
     }
     sm->st.anchor_writes++;
     c->wrote_at = top;
-    c->wdepth = c->n - 1;
     c->wrote = true;
 }
 
-int pyu_fcache_take(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
+/* Step 2, after a stack was committed that the rules or a proof took as
+ * the one the thread had when ts was read: the anchor names, in ts, one of
+ * its Python frames at or above depth `from`, which the last stack had
+ * too (the same frames below it): from then on the frames up to it stay
+ * as they are until the anchor moves (the same count of moves as the
+ * sequence shows, step 3).  The highest such frame.  Else, the stack the
+ * same as the last sample's with no proof or one more than RAISE_ABOVE
+ * frames below its innermost frame: the anchor is written to name that
+ * frame (step 1; two calls, so a short call made over and over just above
+ * the anchor stays read from the window). */
+static void prove(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                  size_t from)
 {
     pyu_fcache *c = &t->cache;
-    size_t k = c->held - 1;
-    bool moved = ts->extra[1] != c->seq, pending = c->pending;
-    bool calm = !moved && t->nfr == 1 && k + 1 == c->n;
+    for (size_t p = c->n; p-- > from;)
+        if (c->addr[p] == ts->extra[0] && c->own[p] < PYU_OWNER_ENTRY &&
+            c->agree > p) {
+            c->anchored = true;
+            c->adepth = p;
+            c->seq = ts->extra[1];
+            break;
+        }
+    if (c->same && ts->extra[0] != c->addr[c->n - 1] &&
+        (!c->anchored || c->adepth + RAISE_ABOVE < c->n - 1))
+        write_anchor(sm, t, ts);
+}
+
+int pyu_fcache_take(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                    size_t k)
+{
+    pyu_fcache *c = &t->cache;
+    k--; /* (the depth of the frame the anchor names) */
+    bool calm = ts->extra[1] == c->seq && t->nfr <= 1 && k + 1 == c->n;
     c->calm = calm ? c->calm + (c->calm < CALM) : 0;
-    c->pending = false;
-    int rc = pyu_fcache_commit(sm, t, t->fr, k, t->nfr, true);
+    /* (no frames read: the one the anchor names as cached, and its line) */
+    int rc = t->nfr ? pyu_fcache_commit(sm, t, t->fr, k, t->nfr, true)
+                    : pyu_fcache_commit(sm, t, NULL, k + 1, 0, true);
     if (rc != 0)
         return rc < 0 ? -1 : 0;
     /* (still proven, from the frame the anchor names now) */
     c->anchored = true;
     c->adepth = k;
-    c->seq = c->held_seq;
-    c->held = 0;
+    c->seq = ts->extra[1];
     sm->st.frames_read += t->nfr;
-    sm->st.frames_cached += k;
-    if (t->nfr == 1)
+    sm->st.frames_cached += k + !t->nfr;
+    if (t->nfr <= 1)
         sm->st.cache_full++;
     else
         sm->st.cache_part++;
-    /* Raising the proof.  The anchor written after the last hit (step 1,
-     * from a hit) names, unmoved, the frame it was written to name: that
-     * frame never returned since, nor anything below it, and this stack
-     * has them as they were cached then (same addresses and code): the
-     * proof holds up to it (step 2).  Else, the stack the same as the
-     * last sample's with the anchor more than a few frames below its
-     * innermost frame: write it there (two calls; a short call made
-     * over and over just above the anchor is cheaper read). */
-    if (pending && !moved && ts->extra[0] == c->wrote_at &&
-        c->wdepth < c->n && c->agree > c->wdepth &&
-        c->addr[c->wdepth] == c->wrote_at)
-        c->adepth = c->wdepth;
-    else if (c->same && ts->extra[0] != c->addr[c->n - 1] &&
-             c->adepth + RAISE_ABOVE < c->n - 1) {
-        write_anchor(sm, t, ts);
-        c->pending = c->wrote && c->wrote_at == c->addr[c->n - 1];
-    }
+    prove(sm, t, ts, k);
     return 1;
 }
 
 void pyu_fcache_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
 {
     pyu_fcache *c = &t->cache;
-    c->anchored = c->pending = false;
+    c->anchored = false;
     c->calm = 0;
-    if (!sm->anchors || !c->valid || !c->n)
-        return;
-    uint64_t top = c->addr[c->n - 1];
-    size_t held = c->held;
-    c->held = 0;
-    /* (step 2 above; also when the anchor named the frame before: another
-     * profiler, or an earlier run, left it there -- CPython moves it off
-     * a frame that returns, whoever wrote it) */
-    if (ts->extra[0] == top && c->same) {
-        c->anchored = true;
-        c->adepth = c->n - 1;
-        c->seq = ts->extra[1];
-        return;
-    }
-    /* the proof the thread state of a hit that failed gave, for the
-     * frames this stack has as they were cached (the anchor moves down
-     * from there as before), while the stack moves: frames above it are
-     * read in the window */
-    if (!c->same) {
-        if (held && c->agree >= held && stacked(sm, t, held - 1)) {
-            c->anchored = true;
-            c->adepth = held - 1;
-            c->seq = c->held_seq;
-        }
-        return;
-    }
-    write_anchor(sm, t, ts);
+    if (sm->anchors && c->valid && c->n)
+        prove(sm, t, ts, 0);
 }
 
 bool pyu_fcache_wrote(const pyu_sampler *sm)

@@ -512,6 +512,10 @@ int pyu_plan_batch(pyu_sampler *sm)
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
                                  sm->tslen};
             r[n++] = (pyu_range){t->win_lo, t->win, t->win_len};
+            for (size_t i = 0; i < t->nwx; i++)
+                r[n++] = (pyu_range){
+                    t->wx[i].start, t->win + (t->wx[i].local - t->win),
+                    (size_t)(t->wx[i].end - t->wx[i].start)};
             t->win_read = true;
         } else {
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,

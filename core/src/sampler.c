@@ -661,38 +661,65 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 
 /* ----------------------------------------------- 3.15: the anchor */
 
-/* Walks t's chain from `first` down to the frame at `stop` in its window
- * (read right after the thread state), as walk() would.  1 when it got
- * there, 0 when a frame lies outside the window or is not one of the
- * data stack, -1 on an error that ends the sample. */
-static int walk_window(pyu_sampler *sm, pyu_sthread *t, uint64_t first,
-                       uint64_t stop)
+/* The copy of the frame at addr in t's window or the frames read with
+ * it, with how many bytes of the copy follow its start; NULL when none
+ * holds it. */
+static const uint8_t *windowed(const pyu_sampler *sm, const pyu_sthread *t,
+                               uint64_t addr, size_t *avail)
 {
+    size_t fsize = sm->fsize;
+    if (addr >= t->win_lo && addr - t->win_lo <= t->win_len - fsize) {
+        *avail = t->win_len - (size_t)(addr - t->win_lo);
+        return t->win + (addr - t->win_lo);
+    }
+    for (size_t i = 0; i < t->nwx; i++) {
+        const pyu_chunk_span *x = &t->wx[i];
+        if (addr >= x->start && addr - x->start <= x->end - x->start - fsize) {
+            *avail = (size_t)(x->end - addr);
+            return x->local + (addr - x->start);
+        }
+    }
+    return NULL;
+}
+
+/* Walks t's chain from `first` down to the frame the anchor names (cached
+ * at depth k) in its window (read right after the thread state) and the
+ * frames read with it, as walk() would.  1 when it got there, 2 when
+ * `first` is that frame and its copy is of a later moment (it returned by
+ * then: the cached frame is the one the thread state named), 0 when a
+ * frame was not read with the window or the anchored one's copy is not
+ * it, -1 on an error that ends the sample. */
+static int walk_window(pyu_sampler *sm, pyu_sthread *t, uint64_t first,
+                       size_t k)
+{
+    const pyu_fcache *c = &t->cache;
+    uint64_t stop = c->addr[k];
     size_t fsize = sm->fsize;
     walk_ctx w = {sm, t, false};
     t->nfr = t->npopped = 0;
     t->unplaced = false;
-    for (uint64_t a = first;;) {
-        if (a < t->win_lo || a - t->win_lo > t->win_len - fsize)
+    /* (each frame once at most: a loop in a hostile target ends) */
+    size_t most = t->win_len / fsize + t->nwx + 1;
+    for (uint64_t a = first; a; ) {
+        size_t avail;
+        const uint8_t *buf = windowed(sm, t, a, &avail);
+        if (!buf || most-- == 0)
             return 0;
-        size_t off = (size_t)(a - t->win_lo);
         pyu_frame_raw f;
-        pyu_frame_raw_take(&sm->s->off, a, t->win + off, fsize, &f);
-        if (a == stop) {
+        pyu_frame_raw_take(&sm->s->off, a, buf, fsize, &f);
+        if (a == stop &&
+            (pyu_frame_popped(sm->s, &f) || f.code != c->code[k] ||
+             (k && f.prev != c->addr[k - 1])))
             /* (it cannot have been popped by the thread state's read: by
              * the copy, the thread may have gone on) */
-            if (pyu_frame_popped(sm->s, &f))
-                return 0;
-        } else if (f.owner != PYU_OWNER_THREAD || a < fsize ||
-                   f.prev > a - fsize) {
-            return 0; /* (C code called it, or a generator runs) */
-        }
-        if (on_frame(&w, &f, t->win + off, t->win_len - off) < 0)
+            return t->nfr ? 0 : 2;
+        if (on_frame(&w, &f, buf, avail) < 0)
             return -1;
         if (a == stop)
             return t->nfr > 0;
         a = f.prev;
     }
+    return 0; /* (a generator that had yielded: snapshots follow it) */
 }
 
 /* The stack from the frame the anchor names down as cached, the frames
@@ -703,13 +730,13 @@ static int from_anchor(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     size_t k = pyu_fcache_proven(sm, t, ts);
     if (!k--)
         return 0;
-    const pyu_fcache *c = &t->cache;
-    int rc = walk_window(sm, t, ts->current_frame, c->addr[k]);
+    int rc = walk_window(sm, t, ts->current_frame, k);
     if (rc <= 0)
         return rc;
-    const pyu_frame_raw *f = &t->fr[t->nfr - 1].r;
-    if (f->code != c->code[k] || (k && f->prev != c->addr[k - 1]))
-        return 0; /* (the copy is of a later call there) */
+    if (rc == 2) { /* (that frame as cached, its line the last sample's) */
+        t->nfr = 0;
+        return pyu_fcache_take(sm, t, ts, k + 1);
+    }
     long ok = t->nfr > 1 ? pyu_accept_links(sm, t->fr, t->nfr)
                          : (long)t->nfr;
     if (ok < 0)
@@ -719,7 +746,7 @@ static int from_anchor(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     if ((size_t)ok != t->nfr)
         return 0;
     note_popped(sm, t);
-    return pyu_fcache_take(sm, t, ts);
+    return pyu_fcache_take(sm, t, ts, k + 1);
 }
 
 /* Reads one thread's stack: the proven innermost frame, or snapshots

@@ -24,6 +24,8 @@
 #define PYU_GEN_CALLERS 64 /* generator frames whose last caller a thread
                               remembers (a power of two) */
 #define PYU_GEN_RECENT 8 /* generator frames a thread remembers meeting */
+#define PYU_WIN_EXTRA 6  /* frames outside the data stack read with an
+                            anchored thread's window */
 #define PYU_CFRAMES 8    /* 3.11: recent _PyCFrames of a thread read ahead */
 #define PYU_CFWIN 4096   /* 3.11: bytes of C stack read as one range over
                             them at most */
@@ -49,6 +51,9 @@ typedef struct pyu_sframe {
 /* A thread's stack of the last sample, base first (frame_cache.c). */
 typedef struct pyu_fcache {
     uint64_t *addr, *code, *ip; /* owned */
+    uint8_t *own;               /* each frame's owner (PYU_OWNER_*) */
+    uint64_t entry;             /* the entry frame (C code called Python)
+                                   a stack of it held last, or 0 */
     uint32_t *node;             /* the profile node of the stack up to
                                    each frame */
     size_t n, cap;
@@ -63,18 +68,9 @@ typedef struct pyu_fcache {
     uint64_t seq;
     size_t agree;      /* the last commit found the cached frames (address
                           and code) at the depths below this one */
-    size_t held;       /* a proof of the frames below this depth (with
-                          held_seq, the anchor on the top one) that the
-                          last sample's thread state gave when the frames
-                          above did not pass: the stack read instead
-                          takes it on when it agrees that far; 0: none */
-    uint64_t held_seq;
     uint64_t wrote_at; /* the frame the anchor was last written to name */
     unsigned calm;     /* proven samples in a row that found the thread in
                           the frame the anchor names, as cached */
-    size_t wdepth;     /* its depth, when written during a proof (pending:
-                          the next hit raises the proof to it) */
-    bool pending;
     bool wrote;        /* the sampler wrote this thread's anchor */
 } pyu_fcache;
 
@@ -95,9 +91,13 @@ typedef struct pyu_sthread {
     /* frame_cache.c: an anchored thread's window, read in the batch right
      * before its thread state: the data stack from the frame the anchor
      * names up to a little past the innermost frame */
-    uint8_t *win;     /* owned */
+    uint8_t *win;     /* owned: the window, then wx[]'s copies */
     size_t wincap, win_len;
     uint64_t win_lo;
+    pyu_chunk_span wx[PYU_WIN_EXTRA]; /* frames above the anchored one
+                         elsewhere (an entry frame on the C stack, a
+                         generator's frame), read each as a range */
+    size_t nwx;
     bool win_read;    /* read in this sample's batch */
     bool taken;       /* its thread state of this sample's batch is in
                          sm->recs (also when the lists differed from the
@@ -318,14 +318,15 @@ PYU_HIDDEN long pyu_fcache_leaf(pyu_sampler *sm, const pyu_sthread *t,
 PYU_HIDDEN bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t);
 /* 3.15: how many of the thread's cached frames, from its base, the thread
  * state copy ts proves unchanged (the frame the anchor names and all
- * below it; held as the proof), or 0. */
+ * below it), or 0. */
 PYU_HIDDEN size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
                                     const pyu_tstate *ts);
-/* 3.15: commits the held proof's frames with t->fr on top (innermost
- * first, its outermost the frame the anchor names), as ts showed them:
- * 1 when done, 0 when a code object could not be read, -1 (record set). */
+/* 3.15: commits the k proven frames with t->fr on top (innermost first,
+ * its outermost the frame the anchor names, cached at k - 1; none: that
+ * frame as cached), as ts showed them: 1 when done, 0 when a code object
+ * could not be read, -1 (record set). */
 PYU_HIDDEN int pyu_fcache_take(pyu_sampler *sm, pyu_sthread *t,
-                               const pyu_tstate *ts);
+                               const pyu_tstate *ts, size_t k);
 /* 3.15: after a stack read whole from a snapshot and accepted (and
  * committed), sets up the anchor: proves the cache when the anchor written
  * last time still names the innermost frame of the same stack, or writes
