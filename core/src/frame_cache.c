@@ -11,43 +11,36 @@
  * The anchor (3.15).  The thread state carries last_profiled_frame and a
  * sequence number: when the frame the anchor names returns or yields, the
  * interpreter moves the anchor to its caller and adds one to the
- * sequence.  A stack is proven, and from then on read as the few frames
+ * sequence (an entry frame, where C code called Python, ends without
+ * moving it).  A stack is proven, and from then on read as the few frames
  * above the one the anchor names, this way:
- *   1. two samples in a row read the same stack (same frames, same code
- *      objects) from their snapshots, accepted by accept.c's rules: the
- *      sampler writes the anchor to name its innermost frame (the one
- *      write it makes to a target), unless it names that frame already
- *      (another profiler's, CPython's own sampler writes it too: that is
- *      step 2 at once, as CPython moves it off a returning frame whoever
- *      wrote it);
- *   2. a later sample reads that stack again, and the same copy of the
- *      thread state shows the anchor still naming that frame: no frame at
- *      that address returned since the write, and the snapshot shows the
- *      stack under it as it is at the moment of that read.  The stack is
- *      cached with the sequence that copy shows;
+ *   1. the anchor is written to name the innermost frame of a stack read
+ *      the same twice (the one write the sampler makes to a target), when
+ *      nothing proves the stack or the proof lies more than RAISE_ABOVE
+ *      frames below that frame; CPython's own sampler writes it too, and
+ *      an anchor someone left serves as well;
+ *   2. a stack taken as the one the thread had when its thread state was
+ *      read (accept.c's rules on a snapshot, or step 3), with the anchor
+ *      in that thread state naming one of its Python frames that the
+ *      last stack had too, the same frames below it: that frame cannot
+ *      return, nor anything below it, without moving the anchor.  The
+ *      stack is cached with the depth of that frame and the sequence;
  *   3. from then on a sample reads the thread state, then a window of the
  *      data stack from a frame below the one the anchor names to a little
- *      past the innermost frame.  When the thread state shows the anchor
- *      moved m frames down from the proven one with the sequence m more,
- *      the frame it names now and everything below it were never popped
- *      since step 2 and are as cached; the frames above it are walked in
- *      the window from the current frame and judged by accept.c's rules
- *      (a frame popped by the window's copy told by its instruction
- *      pointer, as a snapshot's is).  In a loop that calls short
- *      functions the anchor stays on the caller and each sample reads one
- *      range: the thread state and the window.  The proof goes on from
- *      the frame the anchor names now.
- *   4. a stack that stays the same with the anchor more than RAISE_ABOVE
- *      frames below its innermost gets the anchor written there (step 1
- *      from a hit); the next hit whose thread state shows it unmoved, its
- *      stack the same up to that frame, raises the proof to it (step 2).
- * A thread state that proves the frames up to the anchor while the frames
- * above fail the rules (a call from C code, a generator, a frame outside
- * the window) reads the thread's stack from a snapshot, which takes the
- * proof on when it has those frames as cached; anything else (the anchor
- * not where the count says, a stack that moved below it) sets it up
- * again from step 1 once the thread settles.  Anchors are cleared when
- * the sampler ends.
+ *      past the innermost frame (and each frame above it lying elsewhere:
+ *      an entry frame on the C stack, a generator's frame).  When the
+ *      thread state shows the anchor moved m frames down from the proven
+ *      one with the sequence m more, the frame it names now and
+ *      everything below it were never popped since step 2 and are as
+ *      cached; the frames above it are walked in the window from the
+ *      current frame and judged by accept.c's rules (a frame popped by
+ *      the window's copy told by its instruction pointer, as a
+ *      snapshot's is).  In a loop that calls short functions the anchor
+ *      stays on the loop's frame and each sample reads one range a
+ *      thread.  Step 2 then holds for the stack taken.
+ * A thread whose frames above the anchor the window does not hold, or
+ * whose anchor is not where the count says, is read from a snapshot
+ * (step 2 again).  Anchors are cleared when the sampler ends.
  */
 #include "sampling.h"
 
