@@ -194,6 +194,8 @@ static uint64_t gen_object(pyu_sampler *sm, uint64_t frame)
 }
 
 #define HOLD_WORDS 64 /* locals of a frame looked at, at most */
+#define HELD_TRIES 2  /* generators a frame holds looked into, at most */
+#define HELD_DEPTH 3  /* ... and generators they hold in turn */
 
 /* How many locals (arguments, variables, cells) the code object at code
  * has: its co_localsplusnames tuple's size, read once per code object
@@ -269,6 +271,52 @@ static long upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
     return up;
 }
 
+/* Whether a generator that frame f holds (a local or its stack; one
+ * allocated near gen, as the generators of one pipeline are) has a frame
+ * that holds gen, the generator object whose frame had yielded, directly
+ * or through generators it holds in turn (all of them yielded too by the
+ * second read): those frames, as read now, into mid[], the innermost
+ * first, and how many (0: none). */
+static size_t held_gen(pyu_sampler *sm, const pyu_sthread *t,
+                       const pyu_frame_raw *f, uint64_t gen,
+                       pyu_sframe mid[HELD_DEPTH], size_t depth)
+{
+    const pyu_offsets *o = &sm->s->off;
+    uint64_t at = f->addr + PYU_OFF(o, fr_localsplus);
+    size_t want = nlocals(sm, f->code);
+    if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
+        (f->sp - at) / 8 > want)
+        want = (size_t)((f->sp - at) / 8);
+    uint64_t words[HOLD_WORDS];
+    uint64_t frame_off = PYU_HAS(o, gen_gi_iframe) ? PYU_OFF(o, gen_gi_iframe)
+                                                   : sm->gen_off;
+    if (depth == HELD_DEPTH || !want || !frame_off ||
+        pyu_read_quiet(sm->s, at, words, 8 * want) < 0)
+        return 0;
+    for (size_t k = 0, tries = 0; k < want && tries < HELD_TRIES; k++) {
+        uint64_t w = words[k] & ~o->tag_mask;
+        if (w == gen || w + (1u << 20) < gen || w > gen + (1u << 20))
+            continue;
+        tries++;
+        uint8_t buf[512];
+        if (sm->fsize > sizeof buf ||
+            pyu_read_quiet(sm->s, w + frame_off, buf, sm->fsize) < 0)
+            continue;
+        pyu_sframe *m = &mid[depth];
+        memset(m, 0, sizeof *m);
+        pyu_frame_raw_take(o, w + frame_off, buf, sm->fsize, &m->r);
+        if (m->r.owner != PYU_OWNER_GENERATOR || m->r.prev)
+            continue; /* (not one that had yielded) */
+        m->r.prev = f->addr; /* (who resumed it) */
+        if (holds(sm, t, &m->r, gen))
+            return depth + 1;
+        size_t n = held_gen(sm, t, &m->r, gen, mid, depth + 1);
+        if (n)
+            return n;
+    }
+    return 0;
+}
+
 /* After a walk from the current frame failed and one from the current
  * frame read after the frames passed (in t->fr1 and t->fr): when the
  * first walk's innermost frames agree among themselves and ended before
@@ -297,6 +345,15 @@ static int graft(pyu_sampler *sm, pyu_sthread *t)
         if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
             holds(sm, t, &t->fr[i].r, gen))
             x = i;
+    /* (or through a generator one of them holds, which had yielded too
+     * by the second read: its frame, which holds this one, goes between) */
+    pyu_sframe mid[HELD_DEPTH];
+    size_t via = 0;
+    for (size_t i = 0; gen && x == t->nfr && i < t->nfr && i < GEN_DEPTH;
+         i++)
+        if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
+            (via = held_gen(sm, t, &t->fr[i].r, gen, mid, 0)))
+            x = i;
     /* a frame of the data stack whose caller's link is gone (C code
      * called it, and returned): C code pushes the frames it calls where
      * the data stack ends, right above the innermost frame of its caller,
@@ -317,12 +374,14 @@ static int graft(pyu_sampler *sm, pyu_sthread *t)
     }
     if (x == t->nfr)
         return 0;
-    size_t n = u + (t->nfr - x);
+    size_t n = u + via + (t->nfr - x);
     while (n > t->frcap)
         if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
             return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + u, t->fr + x, (t->nfr - x) * sizeof *t->fr);
+    memmove(t->fr + u + via, t->fr + x, (t->nfr - x) * sizeof *t->fr);
     memcpy(t->fr, t->fr1, u * sizeof *t->fr);
+    for (size_t k = 0; k < via; k++) /* (mid[] has the outermost first) */
+        t->fr[u + k] = mid[via - 1 - k];
     t->nfr = n;
     sm->st.grafted++;
     return 0;
