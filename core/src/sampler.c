@@ -781,6 +781,21 @@ static int walk_window(pyu_sampler *sm, pyu_sthread *t, uint64_t first,
     return 0; /* (a generator that had yielded: snapshots follow it) */
 }
 
+/* Makes t's window and the frames read with it its spans (of this
+ * sample: pyu_plan_spans plans the next). */
+static bool window_spans(pyu_sthread *t)
+{
+    if (!t->win_len || 1 + t->nwx > PYU_PLAN_SPANS)
+        return false;
+    t->span[0] = (pyu_chunk_span){t->win_lo, t->win_lo + t->win_len, t->win};
+    for (size_t i = 0; i < t->nwx; i++)
+        t->span[1 + i] = t->wx[i];
+    t->nspan = 1 + t->nwx;
+    t->nearly = 0;
+    t->again = 0;
+    return true;
+}
+
 /* The stack from the frame the anchor names down as cached, the frames
  * above it walked in the window and judged by the rules (frame_cache.c).
  * 1 when taken (committed), 0 when not, -1 on an error. */
@@ -834,13 +849,16 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             return 0;
         }
     }
-    bool spans = t->spans_read;
-    /* a thread state of the batch read without spans (its anchor was to
-     * prove the stack, and did not): its frames are read as the walk meets
-     * them, from the current frame of that moment -- a snapshot of its
+    /* a thread state of the batch read with its window (its anchor was to
+     * prove the stack, and did not): its frames are walked from the
+     * current frame of that moment, in the window and the frames read
+     * with it, the rest read as the walk meets them -- a snapshot of its
      * own would be a later moment, on which a thread seen out of the
      * anchored frame (a callback of C code, a short call) is more likely
      * back in it */
+    if (t->win_read && t->taken && !t->spans_read)
+        t->spans_read = window_spans(t);
+    bool spans = t->spans_read;
     bool moment = !spans && t->taken;
     unsigned tries = 0;
     for (;;) {
