@@ -429,6 +429,43 @@ def test_an_anchor_another_profiler_left(label, python, workdir):
         t.close()
 
 
+@pytest.mark.parametrize("label,python", PY315[:1],
+                         ids=[p[0] for p in PY315[:1]])
+def test_the_anchor_under_short_calls(label, python, workdir):
+    """A loop that calls short functions (workloads.py calls: a few
+    microseconds each, two levels deep) never stands still in one frame:
+    the anchor stays on the loop's frame, which proves everything below
+    it, and the calls above it are read in the window that comes with the
+    thread state -- one read a sample, not the stack read whole."""
+    p = subprocess.Popen([python, os.path.join(TARGETS, "workloads.py"),
+                          "calls"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        r = sample(p.pid, "-d", "1", "-r", "2000", "--verbose", "--format",
+                   "collapsed")
+        m = re.search(r"(\d+) stacks, \d+ reads \(([\d.]+) a sample.*"
+                      r"stacks: (\d+) from the cache but the innermost "
+                      r"frame, (\d+) from the cache but the frames above "
+                      r"the anchor", r.stderr)
+        assert m, r.stderr
+        stacks, reads, full, part = (int(m.group(1)), float(m.group(2)),
+                                     int(m.group(3)), int(m.group(4)))
+        assert part > stacks // 2 and full + part > stacks * 8 // 10, \
+            r.stderr
+        assert reads < 1.5, r.stderr
+        # (what the window showed is what the loop calls)
+        leaves = collections.Counter()
+        for line in r.stdout.splitlines():
+            stack, n = line.rsplit(" ", 1)
+            leaves[stack.split(";")[-1].split(":")[1]] += int(n)
+        assert {"score", "process", "classify"} <= set(leaves), leaves
+        assert leaves["score"] > leaves["process"] > leaves["weight"], leaves
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+
+
 NO_ANCHOR = [p for p in PYTHONS if not p[0].startswith("3.15")]
 
 
