@@ -556,10 +556,16 @@ def test_native_frames_where_c_calls_python(label, python, workdir):
                  if f.split(":")[1:2] == ["key_calls_one"]][0]
             assert frames[i - 1] == "<native>", frames
             assert frames[i - 2].split(":")[1] == "main", frames
-        # the stacks each reader saw most are the same
+        # the stacks each reader saw most are the same (by function: the
+        # lines of busy() split each about 3:1, so that `three` at one line
+        # and the call through sorted() at the other weigh about the same)
+        def top(st):
+            by = collections.Counter()
+            for f, n in st:
+                by[";".join(x.split(":")[1] if ":" in x else x
+                            for x in f)] += n
+            return {s for s, _ in by.most_common(2)}
         for tid in (main, t.truth["roles"]["sleeper"]):
-            top = lambda st: {";".join(f) for f, n in
-                              sorted(st, key=lambda x: -x[1])[:2]}
             assert top(ours[tid]) == top(theirs[tid]), (ours[tid][:3],
                                                         theirs[tid][:3])
         plain = collapsed(sample(t.pid, "-d", "0.5", "--format",
