@@ -279,14 +279,12 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
     return true;
 }
 
-size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
-                         const pyu_tstate *ts)
+size_t pyu_fcache_proven(pyu_sthread *t, const pyu_tstate *ts)
 {
     pyu_fcache *c = &t->cache;
     uint64_t seq = ts->extra[1];
     bool was = c->anchored;
     c->anchored = false; /* (until pyu_fcache_take) */
-    (void)sm;
     /* (step 3: the anchor has moved down one frame for each frame it
      * named that returned since the proof; the same count of moves and
      * the anchor on the frame cached that many below: that frame and all
@@ -342,7 +340,6 @@ static void write_anchor(pyu_sampler *sm, pyu_sthread *t,
         return;
     }
     sm->st.anchor_writes++;
-    c->wrote_at = top;
     c->wrote = true;
 }
 

@@ -219,21 +219,17 @@ static size_t nlocals(pyu_sampler *sm, uint64_t code)
     return sm->nlocals;
 }
 
-/* Whether the frame f holds obj in a local variable (a generator's
- * resumer: the for loop's iterable, the generator expression's .0), or,
- * saved under its stack's top, on its value stack (an argument of the C
- * function that iterates it).  The frame's copy is the one in t's spans,
- * else read now. */
-static bool holds(pyu_sampler *sm, const pyu_sthread *t,
-                  const pyu_frame_raw *f, uint64_t obj)
+/* The words of frame f's locals and of its value stack up to its saved
+ * top (HOLD_WORDS at most) into words: from t's spans when they hold
+ * them, else read now.  How many. */
+static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
+                          const pyu_frame_raw *f, uint64_t *words)
 {
-    const pyu_offsets *o = &sm->s->off;
-    uint64_t at = f->addr + PYU_OFF(o, fr_localsplus);
+    uint64_t at = f->addr + PYU_OFF(&sm->s->off, fr_localsplus);
     size_t want = nlocals(sm, f->code);
     if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
         (f->sp - at) / 8 > want)
         want = (size_t)((f->sp - at) / 8);
-    uint64_t words[HOLD_WORDS];
     size_t n = 0;
     for (size_t k = 0; k < t->nspan && !n; k++) {
         const pyu_chunk_span *sp = &t->span[k];
@@ -245,8 +241,21 @@ static bool holds(pyu_sampler *sm, const pyu_sthread *t,
     }
     if (!n && want && pyu_read_quiet(sm->s, at, words, 8 * want) == 0)
         n = want;
+    return n;
+}
+
+/* Whether the frame f holds obj in a local variable (a generator's
+ * resumer: the for loop's iterable, the generator expression's .0), or,
+ * saved under its stack's top, on its value stack (an argument of the C
+ * function that iterates it).  The frame's copy is the one in t's spans,
+ * else read now. */
+static bool holds(pyu_sampler *sm, const pyu_sthread *t,
+                  const pyu_frame_raw *f, uint64_t obj)
+{
+    uint64_t words[HOLD_WORDS];
+    size_t n = frame_words(sm, t, f, words);
     for (size_t k = 0; k < n; k++)
-        if ((words[k] & ~o->tag_mask) == obj)
+        if ((words[k] & ~sm->s->off.tag_mask) == obj)
             return true;
     return false;
 }
@@ -275,25 +284,20 @@ static long upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
  * allocated near gen, as the generators of one pipeline are) has a frame
  * that holds gen, the generator object whose frame had yielded, directly
  * or through generators it holds in turn (all of them yielded too by the
- * second read): those frames, as read now, into mid[], the innermost
- * first, and how many (0: none). */
+ * second read): those frames, as read now, into mid[], the outermost
+ * (the one f holds) first, and how many (0: none). */
 static size_t held_gen(pyu_sampler *sm, const pyu_sthread *t,
                        const pyu_frame_raw *f, uint64_t gen,
                        pyu_sframe mid[HELD_DEPTH], size_t depth)
 {
     const pyu_offsets *o = &sm->s->off;
-    uint64_t at = f->addr + PYU_OFF(o, fr_localsplus);
-    size_t want = nlocals(sm, f->code);
-    if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
-        (f->sp - at) / 8 > want)
-        want = (size_t)((f->sp - at) / 8);
-    uint64_t words[HOLD_WORDS];
     uint64_t frame_off = PYU_HAS(o, gen_gi_iframe) ? PYU_OFF(o, gen_gi_iframe)
                                                    : sm->gen_off;
-    if (depth == HELD_DEPTH || !want || !frame_off ||
-        pyu_read_quiet(sm->s, at, words, 8 * want) < 0)
-        return 0;
-    for (size_t k = 0, tries = 0; k < want && tries < HELD_TRIES; k++) {
+    uint64_t words[HOLD_WORDS];
+    size_t n = depth < HELD_DEPTH && frame_off
+                   ? frame_words(sm, t, f, words)
+                   : 0;
+    for (size_t k = 0, tries = 0; k < n && tries < HELD_TRIES; k++) {
         uint64_t w = words[k] & ~o->tag_mask;
         if (w == gen || w + (1u << 20) < gen || w > gen + (1u << 20))
             continue;
@@ -801,7 +805,7 @@ static bool window_spans(pyu_sthread *t)
  * 1 when taken (committed), 0 when not, -1 on an error. */
 static int from_anchor(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
 {
-    size_t k = pyu_fcache_proven(sm, t, ts);
+    size_t k = pyu_fcache_proven(t, ts);
     if (!k--)
         return 0;
     int rc = walk_window(sm, t, ts->current_frame, k);

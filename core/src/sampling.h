@@ -68,7 +68,6 @@ typedef struct pyu_fcache {
     uint64_t seq;
     size_t agree;      /* the last commit found the cached frames (address
                           and code) at the depths below this one */
-    uint64_t wrote_at; /* the frame the anchor was last written to name */
     unsigned calm;     /* proven samples in a row that found the thread in
                           the frame the anchor names, as cached */
     bool wrote;        /* the sampler wrote this thread's anchor */
@@ -319,8 +318,7 @@ PYU_HIDDEN bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t);
 /* 3.15: how many of the thread's cached frames, from its base, the thread
  * state copy ts proves unchanged (the frame the anchor names and all
  * below it), or 0. */
-PYU_HIDDEN size_t pyu_fcache_proven(pyu_sampler *sm, pyu_sthread *t,
-                                    const pyu_tstate *ts);
+PYU_HIDDEN size_t pyu_fcache_proven(pyu_sthread *t, const pyu_tstate *ts);
 /* 3.15: commits the k proven frames with t->fr on top (innermost first,
  * its outermost the frame the anchor names, cached at k - 1; none: that
  * frame as cached), as ts showed them: 1 when done, 0 when a code object
