@@ -218,7 +218,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
     X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable) X(co_names)        \
-    X(co_nlocalsplus)                                                        \
+    X(co_nlocalsplus) X(co_stacksize) X(ts_datastack_top)                    \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset)                                                         \
@@ -649,8 +649,10 @@ typedef struct pyu_code {
     int firstlineno;
     int32_t firsttraceable; /* 3.11: code units before the first RESUME */
     uint32_t ncode;       /* its code units (0: unknown) */
-    uint32_t nlocalsplus; /* its locals, cells and free variables (3.12+;
+    uint32_t nlocalsplus; /* its locals, cells and free variables (3.11+;
                              0: none or unknown) */
+    uint32_t framesize;   /* bytes its frame takes on the data stack (3.11;
+                             0: unknown) */
     uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
     int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
     uint64_t tlbc_memo_base;
@@ -861,6 +863,8 @@ typedef struct pyu_tstate {
     bool holds_gil, gil_requested;
     uint64_t current_frame, base_frame, chunk;
     uint64_t cframe;                /* 3.11: its _PyCFrame */
+    uint64_t ds_top;                /* 3.11: its data stack's top (where
+                                       the next frame would be pushed) */
     bool frame_unread;              /* ... which could not be read */
     uint64_t current_exception;
     uint64_t exc_info;              /* top of its handled-exception stack */

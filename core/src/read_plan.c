@@ -439,11 +439,16 @@ static void cframe_seen(pyu_sthread *t, uint64_t cframe)
     size_t k = 0;
     while (k + 1 < PYU_CFRAMES && t->cframe[k] != cframe)
         k++;
-    uint64_t entry = t->cframe[k] == cframe ? t->entry[k] : 0;
+    bool same = t->cframe[k] == cframe;
+    uint64_t entry = same ? t->entry[k] : 0,
+             code = same ? t->entry_code[k] : 0; /* (see sampler.c) */
     memmove(&t->cframe[1], &t->cframe[0], k * sizeof t->cframe[0]);
     memmove(&t->entry[1], &t->entry[0], k * sizeof t->entry[0]);
+    memmove(&t->entry_code[1], &t->entry_code[0],
+            k * sizeof t->entry_code[0]);
     t->cframe[0] = cframe;
     t->entry[0] = entry;
+    t->entry_code[0] = code;
 }
 
 /* The ranges of t's spans into r: those that held its innermost frames

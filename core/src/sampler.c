@@ -35,6 +35,8 @@
 #define SINGLES 3           /* frames outside the spans read one by one
                                before the chunks are copied */
 #define VALIDATE_MAX 64     /* code objects checked again per sample (3.13) */
+#define TOP_STEPS 16        /* 3.11: frames gone up the data stack to its
+                               top */
 
 
 /* ---------------------------------------------------------------- walks */
@@ -594,44 +596,259 @@ static void swap_early(pyu_sthread *t)
 
 /* ------------------------------------------- 3.11: eval loops entered */
 
-/* Remembers the frame t's stack entered the eval loop of the _PyCFrame
- * cf with (3.11: the innermost frame that entered one). */
-static void learn_entry(pyu_sthread *t, uint64_t cf)
+/* 3.11 keeps a thread's current frame not in its thread state but in the
+ * _PyCFrame of the eval loop running, on the C stack: the thread state
+ * names the loop (its cframe), the loop's word names the frame.  The plan
+ * reads the words of the loops the thread had lately in the read that
+ * brings the thread state (read_plan.c), yet a microsecond or so after
+ * it, and the eval loop of a generator resumed from C code (a `for` over
+ * it) often lasts less.  What the thread state's copy holds is of one
+ * moment: the loop, and the top of the data stack.  The frames of the
+ * data stack lie one after the other (_PyFrame_PushUnchecked puts a frame
+ * at the top and moves the top past it by its code object's size; a
+ * generator's frame lies in the generator), so the innermost one of that
+ * moment ends at that top.  The walk from the loop's word is made to
+ * agree with that moment (settle()):
+ *
+ *   - frames of the data stack that end above the top were pushed after
+ *     it: they go, with the frames they called;
+ *   - what is left must be of the loop the thread state named: its
+ *     innermost entry frame runs the code that loop was last seen entered
+ *     with, else it is the walk of another loop (one made since at the
+ *     same place on the C stack), and is made again from the named loop's
+ *     entry frame (from_entry(): the frame running that code);
+ *   - a walk whose innermost frame of the data stack ends below the top
+ *     missed calls that returned before the word was read (a loop that
+ *     ended leaves its own first frame there): the frames from there to
+ *     the top, found code object by code object, go on top of it, the
+ *     walk's current frame calling the first (their copies may be of
+ *     later calls at the same places: sizes that end exactly at the top
+ *     make another function there rare).
+ *
+ * A loop that ended by the read of its word may leave another C
+ * function's word there, and no frame: the walk is made from its entry
+ * frame. */
+
+/* The index of cframe cf among t's recent ones, or PYU_CFRAMES. */
+static size_t loop_of(const pyu_sthread *t, uint64_t cf)
 {
     size_t k = 0;
     while (cf && k < PYU_CFRAMES && t->cframe[k] != cf)
         k++;
-    if (!cf || k == PYU_CFRAMES)
-        return;
-    for (size_t i = 0; i < t->nfr; i++)
-        if (t->fr[i].r.entry) {
-            t->entry[k] = t->fr[i].r.addr;
-            return;
-        }
+    return cf ? k : PYU_CFRAMES;
 }
 
-/* 3.11 keeps the current frame in the eval loop's _PyCFrame, on the C
- * stack: when the loop the thread state named has ended by the read of
- * that word (a generator that yielded, within a microsecond), the word is
- * another C function's by then, and no frame.  The thread was in that
- * loop: in the frame it was last seen entered with, or in a call made
- * from it that has ended too.  Walks from that frame; 1 when the stack
- * passed the rules, 0 when not (or no such frame), -1 on an error. */
+/* The index of the innermost frame of t's walk that entered an eval
+ * loop, or t->nfr. */
+static size_t entered_at(const pyu_sthread *t)
+{
+    size_t i = 0;
+    while (i < t->nfr && !t->fr[i].r.entry)
+        i++;
+    return i;
+}
+
+/* Remembers the frame t's walk entered the eval loop of the _PyCFrame cf
+ * with, and its code when that is a generator's frame. */
+static void learn_entry(pyu_sthread *t, uint64_t cf)
+{
+    size_t k = loop_of(t, cf), i = entered_at(t);
+    if (k < PYU_CFRAMES && i < t->nfr) {
+        t->entry[k] = t->fr[i].r.addr;
+        t->entry_code[k] = t->fr[i].r.owner == PYU_OWNER_GENERATOR
+                               ? t->fr[i].r.code
+                               : 0;
+    }
+}
+
+/* n bytes of t's memory at addr into buf: from its spans when they hold
+ * them, else read now.  Whether they could be had. */
+static bool span_bytes(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
+                       void *buf, size_t n)
+{
+    for (size_t k = 0; k < t->nspan; k++) {
+        const pyu_chunk_span *sp = &t->span[k];
+        if (addr >= sp->start && addr + n <= sp->end) {
+            memcpy(buf, sp->local + (addr - sp->start), n);
+            return true;
+        }
+    }
+    return pyu_read_quiet(sm->s, addr, buf, n) == 0;
+}
+
+/* The frame that runs code, among e and the frames t met lately that may
+ * be a loop's entry frame (e first), or 0: a generator's frame lies in
+ * the generator, and a pipeline made again puts its generators at the
+ * addresses the last one's had, in another order. */
+static uint64_t entry_now(pyu_sampler *sm, const pyu_sthread *t, uint64_t e,
+                          uint64_t code)
+{
+    uint64_t off = PYU_OFF(&sm->s->off, fr_executable), c;
+    if (span_bytes(sm, t, e + off, &c, 8) && c == code)
+        return e;
+    for (size_t k = 0; k < PYU_CFRAMES + PYU_GEN_RECENT; k++) {
+        uint64_t a = k < PYU_CFRAMES ? t->entry[k] : t->gens[k - PYU_CFRAMES];
+        if (a && a != e && span_bytes(sm, t, a + off, &c, 8) && c == code)
+            return a;
+    }
+    return 0;
+}
+
+/* Walks t's stack from the entry frame of the loop its thread state
+ * named, in place of its walk when the stack passes the rules: 1 when it
+ * did, 0 when not (or there is no such frame: the walk is kept), -1 on an
+ * error. */
 static int from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                       bool spans, thread_read *r)
 {
-    if (!sm->indirect || !ts->cframe || t->nfr > 1 ||
-        (t->nfr == 1 && t->end != PYU_CHAIN_UNREAD))
+    size_t k = loop_of(t, ts->cframe);
+    uint64_t e = k == PYU_CFRAMES || !t->entry[k] ? 0
+                 : t->entry_code[k]
+                     ? entry_now(sm, t, t->entry[k], t->entry_code[k])
+                     : t->entry[k];
+    if (!e)
         return 0;
-    size_t k = 0;
-    while (k < PYU_CFRAMES && t->cframe[k] != ts->cframe)
-        k++;
-    uint64_t e = k < PYU_CFRAMES ? t->entry[k] : 0;
-    if (!e || e == ts->current_frame)
-        return 0;
-    if (walk_whole(sm, t, ts, e, spans) < 0)
+    thread_read kept = *r;
+    int end = t->end;
+    swap_walks(t);
+    int ok;
+    if (walk_whole(sm, t, ts, e, spans) < 0 ||
+        (ok = judge(sm, t, ts, r)) < 0)
         return -1;
-    return judge(sm, t, ts, r);
+    if (!ok) {
+        swap_walks(t);
+        t->end = end;
+        *r = kept;
+    }
+    return ok;
+}
+
+/* Whether f is a frame of the data stack's chunk that holds its top (as
+ * t's thread state ts had it), where frames lie one after the other. */
+static bool in_top_chunk(const pyu_sthread *t, const pyu_tstate *ts,
+                         const pyu_frame_raw *f)
+{
+    return f->owner == PYU_OWNER_THREAD && t->chunk_end &&
+           t->chunk == ts->chunk && f->addr > ts->chunk &&
+           f->addr < t->chunk_end && ts->ds_top > ts->chunk &&
+           ts->ds_top <= t->chunk_end;
+}
+
+/* The bytes the code object code's frames take on the data stack, or 0. */
+static uint64_t frame_size(pyu_sampler *sm, uint64_t code)
+{
+    bool is_code;
+    const pyu_code *c = pyu_code_get(sm->s, code, &is_code);
+    return c ? c->framesize : 0;
+}
+
+/* Into at[]: the frames between the innermost frame of the data stack
+ * in t's walk from its frame i on and the top its thread state had, the
+ * outermost first, going up code object by code object.  How many (0 when
+ * that frame ends at the top); -1 when they cannot be told (a size that
+ * passes the top, no frame of the chunk, more than TOP_STEPS). */
+static long above_top(pyu_sampler *sm, const pyu_sthread *t,
+                      const pyu_tstate *ts, size_t i, uint64_t *at)
+{
+    while (i < t->nfr && !in_top_chunk(t, ts, &t->fr[i].r))
+        i++;
+    if (i == t->nfr)
+        return -1;
+    uint64_t f = t->fr[i].r.addr, code = t->fr[i].r.code,
+             off = PYU_OFF(&sm->s->off, fr_executable);
+    for (long k = 0; k <= TOP_STEPS; k++) {
+        uint64_t size;
+        if ((k && !span_bytes(sm, t, f + off, &code, 8)) ||
+            !(size = frame_size(sm, code)) || f + size > ts->ds_top)
+            return -1;
+        if (k)
+            at[k - 1] = f;
+        if (f + size == ts->ds_top)
+            return k;
+        f += size;
+    }
+    return -1;
+}
+
+/* Puts above_top()'s n frames at[] on t's walk from its frame i on, each
+ * called by the one below it (frame i calls the first), in place of t's
+ * walk when the stack passes the rules: 1 when it did, 0 when not (t's
+ * walk kept), -1 on an error. */
+static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                    thread_read *r, size_t i, const uint64_t *at, size_t n)
+{
+    size_t need = t->nfr - i + n;
+    uint8_t buf[PYU_BUF_FRAME];
+    size_t len = sm->fsize + 16 <= sizeof buf ? sm->fsize + 16 : sizeof buf;
+    swap_walks(t);
+    while (need > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        pyu_sframe *sf = &t->fr[n - 1 - k];
+        if (!span_bytes(sm, t, at[k], buf, len)) {
+            swap_walks(t);
+            return 0;
+        }
+        memset(sf, 0, sizeof *sf);
+        pyu_frame_raw_take(&sm->s->off, at[k], buf, sm->fsize, &sf->r);
+        sf->r.prev = k ? at[k - 1] : t->fr1[i].r.addr;
+        sf->nslot = pyu_sframe_slots(at[k], sf->r.sp, buf, len, sf->slot);
+    }
+    memcpy(t->fr + n, t->fr1 + i, (t->nfr1 - i) * sizeof *t->fr);
+    t->nfr = need;
+    t->npopped = 0;
+    thread_read kept = *r;
+    int ok = judge(sm, t, ts, r);
+    if (ok <= 0) {
+        swap_walks(t);
+        *r = kept;
+    }
+    return ok;
+}
+
+/* Makes t's accepted walk agree with the moment of its thread state (see
+ * above) when it is another loop's walk, or the loop is a generator's
+ * (its word may be the one it left when it yielded): the loop's frames of
+ * that moment are its entry frame and the frames of the data stack from
+ * there to the top.  A walk of any other loop is of the moment its word
+ * was read, as good as the thread state's.  Remembers the loop's entry
+ * frame.  0, or -1 on an error. */
+static int settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                  bool spans, thread_read *r)
+{
+    if (!sm->indirect || !ts->ds_top || !ts->cframe || !t->nfr)
+        return 0;
+    size_t k = loop_of(t, ts->cframe), i = entered_at(t);
+    uint64_t code = k < PYU_CFRAMES ? t->entry_code[k] : 0;
+    bool other = code && (i == t->nfr || t->fr[i].r.code != code);
+    if (!other && (i == t->nfr || t->fr[i].r.owner != PYU_OWNER_GENERATOR)) {
+        learn_entry(t, ts->cframe);
+        return 0;
+    }
+    if (other) {
+        int ok = from_entry(sm, t, ts, spans, r);
+        if (ok <= 0)
+            return ok;
+        i = 0;
+    }
+    pyu_plan_note_chunk(sm, t, ts->chunk);
+    uint64_t at[TOP_STEPS];
+    long n = above_top(sm, t, ts, i, at);
+    if (n > 0) {
+        int ok = onto_top(sm, t, ts, r, i, at, (size_t)n);
+        if (ok < 0)
+            return -1;
+        sm->st.topped += (uint64_t)ok;
+    } else if (n == 0 && i > 0) {
+        memmove(t->fr, t->fr + i, (t->nfr - i) * sizeof *t->fr);
+        t->nfr -= i;
+        t->npopped = t->npopped > i ? t->npopped - i : 0;
+        r->ok = (long)t->nfr;
+        sm->st.topped++;
+    }
+    learn_entry(t, ts->cframe);
+    return 0;
 }
 
 /* ------------------------------------------- calls from C code */
@@ -886,11 +1103,13 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             return -1;
         r->what = THREAD_READ;
         int ok = judge(sm, t, ts, r);
-        if (ok > 0)
-            learn_entry(t, ts->cframe);
-        else if (!ok && (ok = from_entry(sm, t, ts, spans, r)) > 0)
-            sm->st.entered++;
-        else if (!ok && (ok = from_below(sm, t, ts, spans, r)) > 0)
+        if (!ok && sm->indirect && t->nfr <= 1 &&
+            (!t->nfr || t->end == PYU_CHAIN_UNREAD) &&
+            (ok = from_entry(sm, t, ts, spans, r)) > 0)
+            sm->st.entered++; /* (no frame in the loop's word) */
+        if (ok > 0 && settle(sm, t, ts, spans, r) < 0)
+            return -1;
+        if (!ok && (ok = from_below(sm, t, ts, spans, r)) > 0)
             sm->st.grafted++;
         if (ok)
             return ok < 0 ? -1 : 0;

@@ -117,6 +117,10 @@ typedef struct pyu_sthread {
                          was last seen entered with (its eval loop's
                          outermost frame: a generator resumed, a function
                          called from C) */
+    uint64_t entry_code[PYU_CFRAMES]; /* ... and the code object it ran
+                         (a generator's frame lies in the generator: a
+                         pipeline made again puts other generators at the
+                         same addresses), when it was a generator's */
     uint64_t cframe[PYU_CFRAMES]; /* 3.11: the _PyCFrames it had lately,
                          the last first (one per eval loop on its C stack:
                          a generator resumed from C code runs in one of

@@ -255,6 +255,8 @@ void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
     if (PYU_HAS(o, rt_gil_holder))
         r->holds_gil = in->gil_holder == ts;
     r->chunk = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_chunk));
+    if (PYU_HAS(o, ts_datastack_top))
+        r->ds_top = pyu_u64(buf, len, PYU_OFF(o, ts_datastack_top));
     if (PYU_HAS(o, ts_base_frame)) /* a pointer to the frame that ends
                                        the chain (in _PyThreadStateImpl) */
         r->base_frame = pyu_u64(buf, len, PYU_OFF(o, ts_base_frame));

@@ -34,9 +34,10 @@ IDS = [p[0] for p in PYTHONS]
 KINDS = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.13.5t",
                                         "3.14.7", "3.14.7t", "3.15.2-debian")]
 # the interpreters the other workloads run on: one of each way of reading
-# (3.13 and 3.14 without anchors, 3.14 free-threaded, 3.15 with them)
-SOME = [p for p in PYTHONS if p[0] in ("3.13.5", "3.14.7", "3.14.7t",
-                                       "3.15.2-debian")]
+# (3.11's current frame in the eval loop's cframe, 3.13 and 3.14 without
+# anchors, 3.14 free-threaded, 3.15 with them)
+SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.14.7",
+                                       "3.14.7t", "3.15.2-debian")]
 
 RATE = "250"  # (stopping the target for each reference sample, about
 # 20 us, at 1 kHz measurably changes where it spends its time)

@@ -952,6 +952,11 @@ typedef struct pyu_sampler_stats {
                                 named, its current frame there being gone
                                 by its read (that loop had ended: a
                                 generator yielded) */
+    uint64_t topped;         /* 3.11: stacks read from the frame at the
+                                top of the data stack as the thread state
+                                had it, the current frame read after it
+                                being of a later moment (a call had
+                                returned) */
     uint64_t popped;         /* stacks whose current frame had been popped
                                 by the time it was copied (3.14+: a short
                                 call is often over that soon) */
