@@ -607,27 +607,28 @@ static void swap_early(pyu_sthread *t)
  * data stack lie one after the other (_PyFrame_PushUnchecked puts a frame
  * at the top and moves the top past it by its code object's size; a
  * generator's frame lies in the generator), so the innermost one of that
- * moment ends at that top.  The walk from the loop's word is made to
- * agree with that moment (settle()):
+ * moment ends at that top.  settle() judges the walk from the loop's word:
  *
- *   - frames of the data stack that end above the top were pushed after
- *     it: they go, with the frames they called;
- *   - what is left must be of the loop the thread state named: its
- *     innermost entry frame runs the code that loop was last seen entered
- *     with, else it is the walk of another loop (one made since at the
- *     same place on the C stack), and is made again from the named loop's
- *     entry frame (from_entry(): the frame running that code);
- *   - a walk whose innermost frame of the data stack ends below the top
- *     missed calls that returned before the word was read (a loop that
- *     ended leaves its own first frame there): the frames from there to
- *     the top, found code object by code object, go on top of it, the
- *     walk's current frame calling the first (their copies may be of
- *     later calls at the same places: sizes that end exactly at the top
- *     make another function there rare).
+ *   - the walk of a loop entered by any other frame than a generator's is
+ *     of the moment the word was read, as good a moment as the thread
+ *     state's: it stands;
+ *   - a generator's loop may have ended by the read of its word, which
+ *     then names the generator's own frame, whatever the thread did at
+ *     the thread state's moment: its stack is taken at that moment, as
+ *     the loop's entry frame, then the frames of the data stack from
+ *     there up to the top, found code object by code object, each called
+ *     by the one below it (their copies may be of later calls at the same
+ *     places: sizes that end exactly at the top make another function
+ *     there rare);
+ *   - a walk whose innermost entry frame does not run the code the named
+ *     loop was last seen entered with, when that was a generator's, is of
+ *     another loop (made since at the same place on the C stack): it is
+ *     made again from the named loop's entry frame (from_entry(): the
+ *     frame that runs that code), then taken as above.
  *
  * A loop that ended by the read of its word may leave another C
  * function's word there, and no frame: the walk is made from its entry
- * frame. */
+ * frame, then taken as above. */
 
 /* The index of cframe cf among t's recent ones, or PYU_CFRAMES. */
 static size_t loop_of(const pyu_sthread *t, uint64_t cf)

@@ -952,11 +952,12 @@ typedef struct pyu_sampler_stats {
                                 named, its current frame there being gone
                                 by its read (that loop had ended: a
                                 generator yielded) */
-    uint64_t topped;         /* 3.11: stacks read from the frame at the
-                                top of the data stack as the thread state
-                                had it, the current frame read after it
-                                being of a later moment (a call had
-                                returned) */
+    uint64_t topped;         /* 3.11: stacks of a generator's eval loop
+                                taken at the thread state's moment (the
+                                loop's entry frame, then the frames of
+                                the data stack up to the top the thread
+                                state had) in place of the walk from the
+                                loop's word, of a later moment */
     uint64_t popped;         /* stacks whose current frame had been popped
                                 by the time it was copied (3.14+: a short
                                 call is often over that soon) */
