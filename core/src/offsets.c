@@ -315,7 +315,7 @@ static void add_known_facts(pyu_offsets *o)
         o->v[PYU_F_co_kwonlyargcount] = PYU_OFF(o, co_argcount) + 8;
     }
     /* ... then co_stacksize, co_firstlineno and co_nlocalsplus (3.12+;
-     * 3.11 has co_framesize first) */
+     * 3.11's built-in layout names its own) */
     if (PYU_HAS(o, co_argcount) && !o->builtin)
         o->v[PYU_F_co_nlocalsplus] = PYU_OFF(o, co_argcount) + 20;
     /* ... after co_consts, co_names and co_exceptiontable (3.11-3.15) */
