@@ -221,6 +221,21 @@ static size_t nlocals(pyu_sampler *sm, uint64_t code)
     return sm->nlocals;
 }
 
+/* Where t's spans hold len bytes at addr: their copy, with how many bytes
+ * of it follow addr; NULL when none does. */
+static const uint8_t *in_spans(const pyu_sthread *t, uint64_t addr,
+                               size_t len, size_t *avail)
+{
+    for (size_t k = 0; k < t->nspan; k++) {
+        const pyu_chunk_span *sp = &t->span[k];
+        if (addr >= sp->start && addr < sp->end && sp->end - addr >= len) {
+            *avail = (size_t)(sp->end - addr);
+            return sp->local + (addr - sp->start);
+        }
+    }
+    return NULL;
+}
+
 /* The words of frame f's locals and of its value stack up to its saved
  * top (HOLD_WORDS at most) into words: from t's spans when they hold
  * them, else read now.  How many. */
@@ -232,14 +247,11 @@ static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
     if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
         (f->sp - at) / 8 > want)
         want = (size_t)((f->sp - at) / 8);
-    size_t n = 0;
-    for (size_t k = 0; k < t->nspan && !n; k++) {
-        const pyu_chunk_span *sp = &t->span[k];
-        if (at >= sp->start && at < sp->end) {
-            n = (size_t)(sp->end - at) / 8;
-            n = n < want ? n : want;
-            memcpy(words, sp->local + (at - sp->start), 8 * n);
-        }
+    size_t n = 0, avail;
+    const uint8_t *copy = in_spans(t, at, 1, &avail);
+    if (copy) {
+        n = avail / 8 < want ? avail / 8 : want;
+        memcpy(words, copy, 8 * n);
     }
     if (!n && want && pyu_read_quiet(sm->s, at, words, 8 * want) == 0)
         n = want;
@@ -667,12 +679,11 @@ static void learn_entry(pyu_sthread *t, uint64_t cf)
 static bool span_bytes(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
                        void *buf, size_t n)
 {
-    for (size_t k = 0; k < t->nspan; k++) {
-        const pyu_chunk_span *sp = &t->span[k];
-        if (addr >= sp->start && addr + n <= sp->end) {
-            memcpy(buf, sp->local + (addr - sp->start), n);
-            return true;
-        }
+    size_t avail;
+    const uint8_t *copy = in_spans(t, addr, n, &avail);
+    if (copy) {
+        memcpy(buf, copy, n);
+        return true;
     }
     return pyu_read_quiet(sm->s, addr, buf, n) == 0;
 }
@@ -780,21 +791,28 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 {
     size_t need = t->nfr - i + n;
     uint8_t buf[PYU_BUF_FRAME];
-    size_t len = sm->fsize + 16 <= sizeof buf ? sm->fsize + 16 : sizeof buf;
     swap_walks(t);
     while (need > t->frcap)
         if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
             return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
     for (size_t k = 0; k < n; k++) {
         pyu_sframe *sf = &t->fr[n - 1 - k];
-        if (!span_bytes(sm, t, at[k], buf, len)) {
-            swap_walks(t);
-            return 0;
+        /* (the copy the spans hold, to their end: its saved stack top's
+         * words are the caller's evidence, accept.c) */
+        size_t avail;
+        const uint8_t *copy = in_spans(t, at[k], sm->fsize, &avail);
+        if (!copy) {
+            avail = sm->fsize <= sizeof buf ? sm->fsize : 0;
+            if (!avail || pyu_read_quiet(sm->s, at[k], buf, avail) < 0) {
+                swap_walks(t);
+                return 0;
+            }
+            copy = buf;
         }
         memset(sf, 0, sizeof *sf);
-        pyu_frame_raw_take(&sm->s->off, at[k], buf, sm->fsize, &sf->r);
+        pyu_frame_raw_take(&sm->s->off, at[k], copy, sm->fsize, &sf->r);
         sf->r.prev = k ? at[k - 1] : t->fr1[i].r.addr;
-        sf->nslot = pyu_sframe_slots(at[k], sf->r.sp, buf, len, sf->slot);
+        sf->nslot = pyu_sframe_slots(at[k], sf->r.sp, copy, avail, sf->slot);
     }
     memcpy(t->fr + n, t->fr1 + i, (t->nfr1 - i) * sizeof *t->fr);
     t->nfr = need;
