@@ -283,8 +283,10 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
                          ? (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_nlocalsplus))
                          : 0;
     c->nlocalsplus = locals > 0 && locals < (1 << 20) ? (uint32_t)locals : 0;
-    /* 3.11 pushes a frame of its fixed fields, its locals and its value
-     * stack (_PyFrame_PushUnchecked) */
+    /* a frame on the data stack is its fixed fields, its locals and its
+     * value stack (_PyFrame_PushUnchecked); 3.12+ keep that size, in
+     * words, in co_framesize, right after co_nlocalsplus: the offsets
+     * derived for these fields must agree with it */
     int32_t stack = PYU_HAS(o, co_stacksize)
                         ? (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_stacksize))
                         : -1;
@@ -293,6 +295,10 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
                        ? (uint32_t)(PYU_OFF(o, fr_localsplus) +
                                     8 * (uint64_t)(locals + stack))
                        : 0;
+    if (c->framesize && !o->builtin &&
+        pyu_u32(buf, len, PYU_OFF(o, co_nlocalsplus) + 4) * 8ull !=
+            c->framesize)
+        c->framesize = 0;
     c->memo_instr = PYU_INSTR_UNKNOWN;
     c->tlbc_memo_index = 0;
     if (read_linetable(s, c->linetable_addr, c) < 0) {

@@ -651,8 +651,8 @@ typedef struct pyu_code {
     uint32_t ncode;       /* its code units (0: unknown) */
     uint32_t nlocalsplus; /* its locals, cells and free variables (3.11+;
                              0: none or unknown) */
-    uint32_t framesize;   /* bytes its frame takes on the data stack (3.11;
-                             0: unknown) */
+    uint32_t framesize;   /* bytes its frame takes on the data stack
+                             (0: unknown) */
     uint64_t tlbc_array;  /* address of co_tlbc (free-threaded), or 0 */
     int32_t tlbc_memo_index; /* last thread-local bytecode looked up */
     uint64_t tlbc_memo_base;
@@ -863,7 +863,7 @@ typedef struct pyu_tstate {
     bool holds_gil, gil_requested;
     uint64_t current_frame, base_frame, chunk;
     uint64_t cframe;                /* 3.11: its _PyCFrame */
-    uint64_t ds_top;                /* 3.11: its data stack's top (where
+    uint64_t ds_top;                /* its data stack's top (where
                                        the next frame would be pushed) */
     bool frame_unread;              /* ... which could not be read */
     uint64_t current_exception;

@@ -316,8 +316,14 @@ static void add_known_facts(pyu_offsets *o)
     }
     /* ... then co_stacksize, co_firstlineno and co_nlocalsplus (3.12+;
      * 3.11's built-in layout names its own) */
-    if (PYU_HAS(o, co_argcount) && !o->builtin)
+    if (PYU_HAS(o, co_argcount) && !o->builtin) {
+        o->v[PYU_F_co_stacksize] = PYU_OFF(o, co_argcount) + 12;
         o->v[PYU_F_co_nlocalsplus] = PYU_OFF(o, co_argcount) + 20;
+    }
+    /* PyThreadState (Include/cpython/pystate.h, 3.11-3.15): the top of
+     * the data stack follows its chunk */
+    if (PYU_HAS(o, ts_datastack_chunk) && !o->builtin)
+        o->v[PYU_F_ts_datastack_top] = PYU_OFF(o, ts_datastack_chunk) + 8;
     /* ... after co_consts, co_names and co_exceptiontable (3.11-3.15) */
     if (PYU_HAS(o, co_flags) && PYU_OFF(o, co_flags) >= 16 &&
         PYU_OFF(o, co_flags) % 8 == 0)

@@ -236,9 +236,91 @@ static const uint8_t *in_spans(const pyu_sthread *t, uint64_t addr,
     return NULL;
 }
 
+/* ------------------------- the data stack of the thread state's moment */
+
+/* The frames of a thread's data stack lie one after the other, each the
+ * size its code object says (its fixed fields, locals and value stack):
+ * a call from Python code or from C code pushes its frame where the data
+ * stack ends, and a return pops it; a generator's frame lies in the
+ * generator.  The thread state read with the spans names the top of that
+ * moment, and the spans hold the current chunk from its start (read
+ * first, right after the thread state): stepping up from the chunk's
+ * first frame code object by code object to that top finds the frames of
+ * the data stack of the thread state's moment, each one's caller the
+ * closest frame of the data stack below it, or C code called by it, or a
+ * generator resumed by either (a generator's frames are not there).  A
+ * frame moved between the thread state's read and the copy makes the
+ * steps miss the top, and nothing is told. */
+
+/* n bytes of t's memory at addr into buf: from its spans when they hold
+ * them, else read now.  Whether they could be had. */
+static bool span_bytes(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
+                       void *buf, size_t n)
+{
+    size_t avail;
+    const uint8_t *copy = in_spans(t, addr, n, &avail);
+    if (copy) {
+        memcpy(buf, copy, n);
+        return true;
+    }
+    return pyu_read_quiet(sm->s, addr, buf, n) == 0;
+}
+
+/* Whether f is a frame of the data stack's chunk that holds its top (as
+ * t's thread state ts had it), where frames lie one after the other. */
+static bool in_top_chunk(const pyu_sthread *t, const pyu_tstate *ts,
+                         const pyu_frame_raw *f)
+{
+    return f->owner == PYU_OWNER_THREAD && t->chunk_end &&
+           t->chunk == ts->chunk && f->addr > ts->chunk &&
+           f->addr < t->chunk_end && ts->ds_top > ts->chunk &&
+           ts->ds_top <= t->chunk_end;
+}
+
+/* The bytes the code object code's frames take on the data stack, or 0. */
+static uint64_t frame_size(pyu_sampler *sm, uint64_t code)
+{
+    bool is_code;
+    const pyu_code *c = pyu_code_get(sm->s, code, &is_code);
+    return c ? c->framesize : 0;
+}
+
+#define UNDER_STEPS 256 /* frames of a chunk stepped over at most */
+
+/* The frame of the data stack right below the frame at addr (the top, when
+ * addr is 0) in the chunk t's thread state ts had, or 0 when it cannot be
+ * told (addr is the chunk's first frame, or not one of its frames). */
+static uint64_t frame_under(pyu_sampler *sm, pyu_sthread *t,
+                            const pyu_tstate *ts, uint64_t addr)
+{
+    const pyu_offsets *o = &sm->s->off;
+    pyu_plan_note_chunk(sm, t, ts->chunk);
+    pyu_frame_raw probe = {.owner = PYU_OWNER_THREAD, .addr = ts->chunk + 1};
+    uint64_t end = addr ? addr : ts->ds_top, prev;
+    if (!in_top_chunk(t, ts, &probe) || end > ts->ds_top ||
+        !span_bytes(sm, t, ts->chunk, &prev, 8))
+        return 0;
+    /* (_PyStackChunk {previous, size, top, data[]}: the first chunk of a
+     * thread leaves its first word unused) */
+    uint64_t f = ts->chunk + 24 + (prev ? 0 : 8), below = 0,
+             off = PYU_OFF(o, fr_executable);
+    for (int k = 0; k < UNDER_STEPS && f < end; k++) {
+        uint64_t code, size;
+        if (!span_bytes(sm, t, f + off, &code, 8) ||
+            !(size = frame_size(sm, code & ~o->tag_mask)))
+            return 0;
+        below = f;
+        f += size;
+    }
+    return f == end ? below : 0;
+}
+
 /* The words of frame f's locals and of its value stack up to its saved
  * top (HOLD_WORDS at most) into words: from t's spans when they hold
- * them, else read now.  How many. */
+ * them, else read now.  How many.  (A frame that did not save its top, as
+ * 3.13's do not while they run, gives its locals only: the words of its
+ * stack past its top are left from earlier pushes, and would make it seem
+ * to hold a generator it made and passed on.) */
 static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
                           const pyu_frame_raw *f, uint64_t *words)
 {
@@ -335,6 +417,24 @@ static size_t held_gen(pyu_sampler *sm, const pyu_sthread *t,
     return 0;
 }
 
+/* Puts the u innermost frames of the walk kept aside (t->fr1), then the
+ * via frames of mid[] (the outermost first), on t's walk from its frame x
+ * on.  0, or -1 when out of memory. */
+static int stack_on(pyu_sampler *sm, pyu_sthread *t, size_t u,
+                    const pyu_sframe *mid, size_t via, size_t x)
+{
+    size_t n = u + via + (t->nfr - x);
+    while (n > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + u + via, t->fr + x, (t->nfr - x) * sizeof *t->fr);
+    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
+    for (size_t k = 0; k < via; k++)
+        t->fr[u + k] = mid[via - 1 - k];
+    t->nfr = n;
+    return 0;
+}
+
 /* After a walk from the current frame failed and one from the current
  * frame read after the frames passed (in t->fr1 and t->fr): when the
  * first walk's innermost frames agree among themselves and ended before
@@ -392,15 +492,8 @@ static int graft(pyu_sampler *sm, pyu_sthread *t)
     }
     if (x == t->nfr)
         return 0;
-    size_t n = u + via + (t->nfr - x);
-    while (n > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + u + via, t->fr + x, (t->nfr - x) * sizeof *t->fr);
-    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
-    for (size_t k = 0; k < via; k++) /* (mid[] has the outermost first) */
-        t->fr[u + k] = mid[via - 1 - k];
-    t->nfr = n;
+    if (stack_on(sm, t, u, mid, via, x) < 0)
+        return -1;
     sm->st.grafted++;
     return 0;
 }
@@ -488,6 +581,50 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 0;
 }
 
+/* resume_from() the frame of the data stack right below the walk's
+ * frames there (the top, when none is), of the thread state's moment:
+ * C code that frame called resumed the generator, directly or through
+ * generators that frame holds (`via`: their frames, which had yielded
+ * too, go between). */
+static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                        uint64_t gen, size_t n0, bool spans, bool via,
+                        unsigned *budget)
+{
+    uint64_t low = 0;
+    for (size_t i = 0; i < n0; i++)
+        if (t->fr[i].r.owner == PYU_OWNER_THREAD)
+            low = t->fr[i].r.addr;
+    uint64_t x = sm->indirect ? 0 : frame_under(sm, t, ts, low);
+    if (!x)
+        return 0;
+    if (!via)
+        return resume_from(sm, t, ts, x, gen, n0, spans, budget);
+    if (*budget == 0)
+        return 0;
+    --*budget;
+    if (walk_on(sm, t, ts, x, spans) < 0)
+        return -1;
+    pyu_sframe mid[HELD_DEPTH];
+    size_t n = t->nfr > n0 && t->fr[n0].r.addr == x
+                   ? held_gen(sm, t, &t->fr[n0].r, gen, mid, 0)
+                   : 0;
+    if (!n) {
+        t->nfr = n0;
+        t->end = PYU_CHAIN_NULL;
+        return 0;
+    }
+    /* (t->fr1 is another walk's: the frames go in by hand) */
+    size_t total = t->nfr + n;
+    while (total > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + n0 + n, t->fr + n0, (t->nfr - n0) * sizeof *t->fr);
+    for (size_t k = 0; k < n; k++)
+        t->fr[n0 + k] = mid[n - 1 - k];
+    t->nfr = total;
+    return 1;
+}
+
 static bool in_cache(const pyu_fcache *c, uint64_t addr)
 {
     for (size_t i = 0; c->valid && i < c->n; i++)
@@ -520,7 +657,9 @@ static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         uint64_t memo = t->gen_memo && t->gen_memo[2 * at] == g.addr
                             ? t->gen_memo[2 * at + 1]
                             : 0;
-        int rc = memo ? resume_from(sm, t, ts, memo, gen, n0, spans, &budget) : 0;
+        int rc = 0;
+        if (memo)
+            rc = resume_from(sm, t, ts, memo, gen, n0, spans, &budget);
         for (size_t i = c->valid ? c->n : 0, tries = 0;
              rc == 0 && i-- > 0 && tries < GEN_TRIES; tries++)
             if (c->addr[i] != memo && c->addr[i] != g.addr)
@@ -541,6 +680,14 @@ static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
             if (t->shims[i])
                 rc = resume_from(sm, t, ts, t->shims[i], gen, n0, spans,
                                  &budget);
+        /* (and last the frame of the data stack below the walk's frames
+         * there, of the thread state's moment: the generator's resumer
+         * is that frame or a generator it holds when no frame the sampler
+         * met lately holds it) */
+        if (rc == 0)
+            rc = resume_under(sm, t, ts, gen, n0, spans, false, &budget);
+        if (rc == 0)
+            rc = resume_under(sm, t, ts, gen, n0, spans, true, &budget);
         if (rc <= 0)
             return rc;
         sm->st.resumed++;
@@ -674,20 +821,6 @@ static void learn_entry(pyu_sthread *t, uint64_t cf)
     }
 }
 
-/* n bytes of t's memory at addr into buf: from its spans when they hold
- * them, else read now.  Whether they could be had. */
-static bool span_bytes(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
-                       void *buf, size_t n)
-{
-    size_t avail;
-    const uint8_t *copy = in_spans(t, addr, n, &avail);
-    if (copy) {
-        memcpy(buf, copy, n);
-        return true;
-    }
-    return pyu_read_quiet(sm->s, addr, buf, n) == 0;
-}
-
 /* The frame that runs code, among e and the frames t met lately that may
  * be a loop's entry frame (e first), or 0: a generator's frame lies in
  * the generator, and a pipeline made again puts its generators at the
@@ -733,25 +866,6 @@ static int from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         *r = kept;
     }
     return ok;
-}
-
-/* Whether f is a frame of the data stack's chunk that holds its top (as
- * t's thread state ts had it), where frames lie one after the other. */
-static bool in_top_chunk(const pyu_sthread *t, const pyu_tstate *ts,
-                         const pyu_frame_raw *f)
-{
-    return f->owner == PYU_OWNER_THREAD && t->chunk_end &&
-           t->chunk == ts->chunk && f->addr > ts->chunk &&
-           f->addr < t->chunk_end && ts->ds_top > ts->chunk &&
-           ts->ds_top <= t->chunk_end;
-}
-
-/* The bytes the code object code's frames take on the data stack, or 0. */
-static uint64_t frame_size(pyu_sampler *sm, uint64_t code)
-{
-    bool is_code;
-    const pyu_code *c = pyu_code_get(sm->s, code, &is_code);
-    return c ? c->framesize : 0;
 }
 
 /* Into at[]: the frames between the innermost frame of the data stack
@@ -916,7 +1030,7 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                       bool spans, thread_read *r)
 {
     const pyu_fcache *c = &t->cache;
-    if (!t->nfr || !c->valid || !c->n)
+    if (!t->nfr)
         return 0;
     long up = upper(sm, t->fr, t->nfr);
     if (up < 0)
@@ -926,11 +1040,20 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         (u == t->nfr || t->fr[u].r.owner >= PYU_OWNER_ENTRY ||
          !pyu_code_cached(sm->s, t->fr[u].r.code)))
         return resumed_from_c(sm, t, ts, spans, r, u);
-    if (u == 0 || t->fr[u - 1].r.owner != PYU_OWNER_THREAD ||
-        (u < t->nfr && t->fr[u].r.owner < PYU_OWNER_ENTRY))
-        return 0; /* (not a frame whose link below is an entry frame) */
+    if (u == 0 || t->fr[u - 1].r.owner != PYU_OWNER_THREAD)
+        return 0;
     uint64_t low = t->fr[u - 1].r.addr, below = 0, code = 0;
-    for (size_t k = 0; k < c->n; k++)
+    /* (the data stack of the thread state's moment names the frame below;
+     * the link is gone when it names neither that frame nor a generator's
+     * frame -- a copy of the C stack where the entry frame was) */
+    bool exact = !sm->indirect && (below = frame_under(sm, t, ts, low));
+    if (exact && u < t->nfr &&
+        (t->fr[u].r.addr == below ||
+         t->fr[u].r.owner == PYU_OWNER_GENERATOR))
+        return 0;
+    if (!exact && u < t->nfr && t->fr[u].r.owner < PYU_OWNER_ENTRY)
+        return 0; /* (not a frame whose link below is an entry frame) */
+    for (size_t k = 0; !exact && c->valid && k < c->n; k++)
         if (c->addr[k] < low && c->addr[k] > below &&
             low - c->addr[k] < (1u << 20) &&
             (!t->chunk || (c->addr[k] >= t->chunk && low < t->chunk_end)))
@@ -942,10 +1065,10 @@ static int from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     int ok = 0;
     if (walk_whole(sm, t, ts, below, spans) < 0)
         return -1;
-    if (t->nfr && t->fr[0].r.code == code &&
+    if (t->nfr && (exact || t->fr[0].r.code == code) &&
         (ok = judge(sm, t, ts, r)) > 0) {
         size_t n = t->nfr;
-        if (graft(sm, t) < 0)
+        if (exact ? stack_on(sm, t, u, NULL, 0, 0) < 0 : graft(sm, t) < 0)
             return -1;
         if (t->nfr > n) {
             r->ok = (long)t->nfr;
