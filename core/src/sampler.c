@@ -317,18 +317,27 @@ static uint64_t frame_under(pyu_sampler *sm, pyu_sthread *t,
 
 /* The words of frame f's locals and of its value stack up to its saved
  * top (HOLD_WORDS at most) into words: from t's spans when they hold
- * them, else read now.  How many.  (A frame that did not save its top, as
- * 3.13's do not while they run, gives its locals only: the words of its
- * stack past its top are left from earlier pushes, and would make it seem
- * to hold a generator it made and passed on.) */
+ * them, else read now.  How many.  A frame that did not save its top (3.13's
+ * do not while they run) gives its locals only, unless `whole`: then all
+ * of its frame -- the words of its stack past its top are left from
+ * earlier pushes, and make it seem to hold the generators it made and
+ * passed on, so only the frame the data stack proves to be below a
+ * generator's (resume_under()) is looked at whole. */
 static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
-                          const pyu_frame_raw *f, uint64_t *words)
+                          const pyu_frame_raw *f, uint64_t *words, bool whole)
 {
     uint64_t at = f->addr + PYU_OFF(&sm->s->off, fr_localsplus);
     size_t want = nlocals(sm, f->code);
     if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
         (f->sp - at) / 8 > want)
         want = (size_t)((f->sp - at) / 8);
+    uint64_t size;
+    if (whole && !f->sp && f->owner == PYU_OWNER_THREAD && !sm->indirect &&
+        (size = frame_size(sm, f->code)) > PYU_OFF(&sm->s->off, fr_localsplus))
+    {
+        size = (size - PYU_OFF(&sm->s->off, fr_localsplus)) / 8;
+        want = size < HOLD_WORDS ? (size_t)size : HOLD_WORDS;
+    }
     size_t n = 0, avail;
     const uint8_t *copy = in_spans(t, at, 1, &avail);
     if (copy) {
@@ -343,13 +352,13 @@ static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
 /* Whether the frame f holds obj in a local variable (a generator's
  * resumer: the for loop's iterable, the generator expression's .0), or,
  * saved under its stack's top, on its value stack (an argument of the C
- * function that iterates it).  The frame's copy is the one in t's spans,
- * else read now. */
+ * function that iterates it; `whole`: see frame_words()).  The frame's
+ * copy is the one in t's spans, else read now. */
 static bool holds(pyu_sampler *sm, const pyu_sthread *t,
-                  const pyu_frame_raw *f, uint64_t obj)
+                  const pyu_frame_raw *f, uint64_t obj, bool whole)
 {
     uint64_t words[HOLD_WORDS];
-    size_t n = frame_words(sm, t, f, words);
+    size_t n = frame_words(sm, t, f, words, whole);
     for (size_t k = 0; k < n; k++)
         if ((words[k] & ~sm->s->off.tag_mask) == obj)
             return true;
@@ -380,18 +389,20 @@ static long upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
  * allocated near gen, as the generators of one pipeline are) has a frame
  * that holds gen, the generator object whose frame had yielded, directly
  * or through generators it holds in turn (all of them yielded too by the
- * second read): those frames, as read now, into mid[], the outermost
- * (the one f holds) first, and how many (0: none). */
+ * second read, unless `whole`: f is then the frame of the data stack
+ * below, f's whole frame is looked at, and they may be running): those
+ * frames, as read now, into mid[], the outermost (the one f holds)
+ * first, and how many (0: none). */
 static size_t held_gen(pyu_sampler *sm, const pyu_sthread *t,
                        const pyu_frame_raw *f, uint64_t gen,
-                       pyu_sframe mid[HELD_DEPTH], size_t depth)
+                       pyu_sframe mid[HELD_DEPTH], size_t depth, bool whole)
 {
     const pyu_offsets *o = &sm->s->off;
     uint64_t frame_off = PYU_HAS(o, gen_gi_iframe) ? PYU_OFF(o, gen_gi_iframe)
                                                    : sm->gen_off;
     uint64_t words[HOLD_WORDS];
     size_t n = depth < HELD_DEPTH && frame_off
-                   ? frame_words(sm, t, f, words)
+                   ? frame_words(sm, t, f, words, whole && !depth)
                    : 0;
     for (size_t k = 0, tries = 0; k < n && tries < HELD_TRIES; k++) {
         uint64_t w = words[k] & ~o->tag_mask;
@@ -405,12 +416,12 @@ static size_t held_gen(pyu_sampler *sm, const pyu_sthread *t,
         pyu_sframe *m = &mid[depth];
         memset(m, 0, sizeof *m);
         pyu_frame_raw_take(o, w + frame_off, buf, sm->fsize, &m->r);
-        if (m->r.owner != PYU_OWNER_GENERATOR || m->r.prev)
+        if (m->r.owner != PYU_OWNER_GENERATOR || (m->r.prev && !whole))
             continue; /* (not one that had yielded) */
         m->r.prev = f->addr; /* (who resumed it) */
-        if (holds(sm, t, &m->r, gen))
+        if (holds(sm, t, &m->r, gen, false))
             return depth + 1;
-        size_t n = held_gen(sm, t, &m->r, gen, mid, depth + 1);
+        size_t n = held_gen(sm, t, &m->r, gen, mid, depth + 1, whole);
         if (n)
             return n;
     }
@@ -461,7 +472,7 @@ static int graft(pyu_sampler *sm, pyu_sthread *t)
     size_t x = t->nfr;
     for (size_t i = 0; gen && i < t->nfr && x == t->nfr; i++)
         if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
-            holds(sm, t, &t->fr[i].r, gen))
+            holds(sm, t, &t->fr[i].r, gen, false))
             x = i;
     /* (or through a generator one of them holds, which had yielded too
      * by the second read: its frame, which holds this one, goes between) */
@@ -470,7 +481,7 @@ static int graft(pyu_sampler *sm, pyu_sthread *t)
     for (size_t i = 0; gen && x == t->nfr && i < t->nfr && i < GEN_DEPTH;
          i++)
         if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
-            (via = held_gen(sm, t, &t->fr[i].r, gen, mid, 0)))
+            (via = held_gen(sm, t, &t->fr[i].r, gen, mid, 0, false)))
             x = i;
     /* a frame of the data stack whose caller's link is gone (C code
      * called it, and returned): C code pushes the frames it calls where
@@ -560,7 +571,7 @@ static void learn_callers(pyu_sthread *t)
  * an error. */
 static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        uint64_t addr, uint64_t gen, size_t n0, bool spans,
-                       unsigned *budget)
+                       bool whole, unsigned *budget)
 {
     if (*budget == 0)
         return 0;
@@ -574,20 +585,29 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     while (h < t->nfr && h < n0 + 2 && t->fr[h].r.owner >= PYU_OWNER_ENTRY)
         h++;
     if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
-        holds(sm, t, &t->fr[h].r, gen))
+        holds(sm, t, &t->fr[h].r, gen, whole))
         return 1;
     t->nfr = n0;
     t->end = PYU_CHAIN_NULL;
     return 0;
 }
 
+/* How resume_under() looks for the generator in the frame below: in its
+ * locals; through the generators its whole frame holds; in its whole
+ * frame. */
+enum { UNDER_LOCALS, UNDER_VIA, UNDER_WHOLE };
+
 /* resume_from() the frame of the data stack right below the walk's
  * frames there (the top, when none is), of the thread state's moment:
  * C code that frame called resumed the generator, directly or through
- * generators that frame holds (`via`: their frames, which had yielded
- * too, go between). */
+ * generators that frame holds (UNDER_VIA: their frames go between, the
+ * ones running by their copy too -- the frame below is of the thread
+ * state's moment, and so is the generator it holds; the whole frame is
+ * looked at through them before it is for the generator itself, whose
+ * own object the frame that made it often still has). */
+
 static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
-                        uint64_t gen, size_t n0, bool spans, bool via,
+                        uint64_t gen, size_t n0, bool spans, int how,
                         unsigned *budget)
 {
     uint64_t low = 0;
@@ -597,8 +617,9 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     uint64_t x = sm->indirect ? 0 : frame_under(sm, t, ts, low);
     if (!x)
         return 0;
-    if (!via)
-        return resume_from(sm, t, ts, x, gen, n0, spans, budget);
+    if (how != UNDER_VIA)
+        return resume_from(sm, t, ts, x, gen, n0, spans, how == UNDER_WHOLE,
+                           budget);
     if (*budget == 0)
         return 0;
     --*budget;
@@ -606,7 +627,7 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return -1;
     pyu_sframe mid[HELD_DEPTH];
     size_t n = t->nfr > n0 && t->fr[n0].r.addr == x
-                   ? held_gen(sm, t, &t->fr[n0].r, gen, mid, 0)
+                   ? held_gen(sm, t, &t->fr[n0].r, gen, mid, 0, true)
                    : 0;
     if (!n) {
         t->nfr = n0;
@@ -659,18 +680,18 @@ static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                             : 0;
         int rc = 0;
         if (memo)
-            rc = resume_from(sm, t, ts, memo, gen, n0, spans, &budget);
+            rc = resume_from(sm, t, ts, memo, gen, n0, spans, false, &budget);
         for (size_t i = c->valid ? c->n : 0, tries = 0;
              rc == 0 && i-- > 0 && tries < GEN_TRIES; tries++)
             if (c->addr[i] != memo && c->addr[i] != g.addr)
-                rc = resume_from(sm, t, ts, c->addr[i], gen, n0, spans,
+                rc = resume_from(sm, t, ts, c->addr[i], gen, n0, spans, false,
                                  &budget);
         /* (then the generators' frames met lately: one that resumed this
          * one may have yielded before the last stack) */
         for (size_t i = 0; rc == 0 && i < PYU_GEN_RECENT; i++) {
             uint64_t a = t->gens[i];
             if (a && a != memo && a != g.addr && !in_cache(c, a))
-                rc = resume_from(sm, t, ts, a, gen, n0, spans, &budget);
+                rc = resume_from(sm, t, ts, a, gen, n0, spans, false, &budget);
         }
         /* (and the entry frames on the C stack that generators were
          * resumed through lately: each names, as copied now, the frame
@@ -678,16 +699,14 @@ static int resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
          * addresses, the C stack the same) */
         for (size_t i = 0; rc == 0 && i < PYU_GEN_RECENT; i++)
             if (t->shims[i])
-                rc = resume_from(sm, t, ts, t->shims[i], gen, n0, spans,
+                rc = resume_from(sm, t, ts, t->shims[i], gen, n0, spans, false,
                                  &budget);
         /* (and last the frame of the data stack below the walk's frames
          * there, of the thread state's moment: the generator's resumer
          * is that frame or a generator it holds when no frame the sampler
          * met lately holds it) */
-        if (rc == 0)
-            rc = resume_under(sm, t, ts, gen, n0, spans, false, &budget);
-        if (rc == 0)
-            rc = resume_under(sm, t, ts, gen, n0, spans, true, &budget);
+        for (int how = UNDER_LOCALS; rc == 0 && how <= UNDER_WHOLE; how++)
+            rc = resume_under(sm, t, ts, gen, n0, spans, how, &budget);
         if (rc <= 0)
             return rc;
         sm->st.resumed++;
