@@ -252,10 +252,15 @@ uint16_t pyu_sframe_ret(const pyu_sampler *sm, const uint8_t *buf)
  * frame it pops): popping makes the caller current, then drops the
  * frame's value stack and locals (its stack pointer set to where its
  * locals start: a running frame's stack starts after them), then its
- * function, then its code. */
+ * function, then its code.  A generator's frame is cleared so when the
+ * generator returns (its code too, which a generator that yielded
+ * keeps). */
 bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f)
 {
     const pyu_offsets *o = &s->off;
+    if (o->version_hex >= 0x030E0000 && f->owner == PYU_OWNER_GENERATOR &&
+        !f->code)
+        return true;
     if (o->version_hex < 0x030E0000 || f->owner != PYU_OWNER_THREAD ||
         !f->prev)
         return false;
