@@ -266,15 +266,21 @@ static bool span_bytes(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
     return pyu_read_quiet(sm->s, addr, buf, n) == 0;
 }
 
-/* Whether f is a frame of the data stack's chunk that holds its top (as
- * t's thread state ts had it), where frames lie one after the other. */
+/* Whether t knows the extent of the data stack's chunk that holds its top
+ * (as t's thread state ts had it), and the top lies in it. */
+static bool top_chunk(const pyu_sthread *t, const pyu_tstate *ts)
+{
+    return t->chunk_end && t->chunk == ts->chunk &&
+           ts->ds_top > ts->chunk && ts->ds_top <= t->chunk_end;
+}
+
+/* Whether f is a frame of that chunk, where frames lie one after the
+ * other. */
 static bool in_top_chunk(const pyu_sthread *t, const pyu_tstate *ts,
                          const pyu_frame_raw *f)
 {
-    return f->owner == PYU_OWNER_THREAD && t->chunk_end &&
-           t->chunk == ts->chunk && f->addr > ts->chunk &&
-           f->addr < t->chunk_end && ts->ds_top > ts->chunk &&
-           ts->ds_top <= t->chunk_end;
+    return f->owner == PYU_OWNER_THREAD && top_chunk(t, ts) &&
+           f->addr > ts->chunk && f->addr < t->chunk_end;
 }
 
 /* The bytes the code object code's frames take on the data stack, or 0. */
@@ -295,9 +301,8 @@ static uint64_t frame_under(pyu_sampler *sm, pyu_sthread *t,
 {
     const pyu_offsets *o = &sm->s->off;
     pyu_plan_note_chunk(sm, t, ts->chunk);
-    pyu_frame_raw probe = {.owner = PYU_OWNER_THREAD, .addr = ts->chunk + 1};
     uint64_t end = addr ? addr : ts->ds_top, prev;
-    if (!in_top_chunk(t, ts, &probe) || end > ts->ds_top ||
+    if (!top_chunk(t, ts) || end > ts->ds_top ||
         !span_bytes(sm, t, ts->chunk, &prev, 8))
         return 0;
     /* (_PyStackChunk {previous, size, top, data[]}: the first chunk of a
@@ -428,21 +433,31 @@ static size_t held_gen(pyu_sampler *sm, const pyu_sthread *t,
     return 0;
 }
 
-/* Puts the u innermost frames of the walk kept aside (t->fr1), then the
- * via frames of mid[] (the outermost first), on t's walk from its frame x
- * on.  0, or -1 when out of memory. */
-static int stack_on(pyu_sampler *sm, pyu_sthread *t, size_t u,
-                    const pyu_sframe *mid, size_t via, size_t x)
+/* Moves t's walk from its frame `from` on to after its frame `at` and
+ * the via frames of mid[] (the outermost first), which go there.  0, or
+ * -1 when out of memory. */
+static int put_mid(pyu_sampler *sm, pyu_sthread *t, size_t at, size_t from,
+                   const pyu_sframe *mid, size_t via)
 {
-    size_t n = u + via + (t->nfr - x);
+    size_t n = at + via + (t->nfr - from);
     while (n > t->frcap)
         if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
             return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + u + via, t->fr + x, (t->nfr - x) * sizeof *t->fr);
-    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
+    memmove(t->fr + at + via, t->fr + from, (t->nfr - from) * sizeof *t->fr);
     for (size_t k = 0; k < via; k++)
-        t->fr[u + k] = mid[via - 1 - k];
+        t->fr[at + k] = mid[via - 1 - k];
     t->nfr = n;
+    return 0;
+}
+
+/* Puts the u innermost frames of the walk kept aside (t->fr1), then the
+ * via frames of mid[], on t's walk from its frame x on. */
+static int stack_on(pyu_sampler *sm, pyu_sthread *t, size_t u,
+                    const pyu_sframe *mid, size_t via, size_t x)
+{
+    if (put_mid(sm, t, u, x, mid, via) < 0)
+        return -1;
+    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
     return 0;
 }
 
@@ -634,16 +649,7 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         t->end = PYU_CHAIN_NULL;
         return 0;
     }
-    /* (t->fr1 is another walk's: the frames go in by hand) */
-    size_t total = t->nfr + n;
-    while (total > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + n0 + n, t->fr + n0, (t->nfr - n0) * sizeof *t->fr);
-    for (size_t k = 0; k < n; k++)
-        t->fr[n0 + k] = mid[n - 1 - k];
-    t->nfr = total;
-    return 1;
+    return put_mid(sm, t, n0, n0, mid, n) < 0 ? -1 : 1;
 }
 
 static bool in_cache(const pyu_fcache *c, uint64_t addr)
@@ -1038,9 +1044,10 @@ static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
  * previous, an entry frame on the C stack, is another C function's by
  * its copy: the call was ending).  C code pushes the frames it calls
  * right above its caller's on the data stack: the caller is the frame
- * below it there, found among the frames of the last stack taken (the
- * same code object in this sample's copy).  The walk from it, in the same
- * copies, has the innermost frames put back on top (graft()): the moment
+ * below it there, stepped up to from the chunk's first frame
+ * (frame_under(), 3.13+), else found among the frames of the last stack
+ * taken (the same code object in this sample's copy).  The walk from it,
+ * in the same copies, has the innermost frames put back on top: the moment
  * the thread state was read, not a later one (a snapshot of its own, or
  * the current frame read again, is more likely back in the C code, and
  * the profile leans to it).  1 when that stack passed, 0 when not (t's

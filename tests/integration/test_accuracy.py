@@ -55,12 +55,11 @@ BOUND = 0.08
 # The free-threaded builds, where a generator is resumed through C code
 # and its objects are new every few milliseconds, were 0.05-0.09 until the
 # frame below a generator's on the data stack was looked at (the thread
-# state's moment, 3.13+): 0.005-0.025 since, held to BOUND.  Before the
-# work on links gone by the copy: 0.07-0.15, and 0.31-0.45 before the
-# acceptance rules.  The bounds hold what was reached, with room for
-# noise.
+# state's moment, 3.13+): 0.005-0.025 since, held to BOUND as short calls
+# are.  Before the work on links gone by the copy: 0.07-0.15, and
+# 0.31-0.45 before the acceptance rules.  The bounds hold what was
+# reached, with room for noise.
 OPEN_BOUND = 0.1
-FT_BOUND = BOUND
 # Generator pipelines on 3.15, and on 3.11 (whose generators' eval loops are
 # taken at the thread state's moment since c390a67, 0.41 before): 0.01-0.05
 # from the reference most of the time, but 0.10-0.27 for seconds at a time
@@ -144,7 +143,7 @@ def test_callbacks_and_generators_keep_their_share(label, python, mode,
                                                    workdir):
     """Key functions and comparisons that C code calls (sorted, cmp_to_key)
     and a pipeline of generators, each stage a microsecond or two."""
-    bound = (FT_BOUND if label.endswith("t") else
+    bound = (BOUND if label.endswith("t") else
              GEN_SWING_BOUND
              if label.startswith(("3.11", "3.15")) and mode == "generators"
              else OPEN_BOUND)
