@@ -6,6 +6,12 @@
  *                  interpreter and thread lists, each thread's spans (the
  *                  memory where its frames lay last time), the batched
  *                  read, and a fresh snapshot of one thread
+ *   snapshot.c     a thread's chain walked in the copies of one snapshot,
+ *                  and its data stack at the thread state's moment
+ *   resume.c       generators that had yielded by their copy: the frame
+ *                  that resumed each, found by what holds it
+ *   links.c        links the copy lost: walk and judge, graft, 3.11's
+ *                  eval loops, calls from C code
  *   accept.c       the acceptance rules: when a stack read from a running
  *                  thread is one the thread really had
  *   frame_cache.c  each thread's stack of the last sample (profile nodes
@@ -26,6 +32,9 @@
 #define PYU_GEN_RECENT 8 /* generator frames a thread remembers meeting */
 #define PYU_WIN_EXTRA 6  /* frames outside the data stack read with an
                             anchored thread's window */
+#define PYU_GEN_DEPTH 16 /* generators that yielded a walk goes through */
+#define PYU_HELD_DEPTH 3 /* generators a frame holds, and those they hold in
+                            turn, looked through for a generator */
 #define PYU_CFRAMES 8    /* 3.11: recent _PyCFrames of a thread read ahead */
 #define PYU_CFWIN 4096   /* 3.11: bytes of C stack read as one range over
                             them at most */
@@ -145,7 +154,18 @@ typedef struct pyu_sthread {
     size_t outside;   /* frames of it the spans did not hold */
 } pyu_sthread;
 
-typedef struct thread_read thread_read; /* (sampler.c) */
+typedef struct thread_read thread_read;
+
+/* What reading one thread gave. */
+enum { THREAD_SKIP, THREAD_HIT, THREAD_READ };
+
+struct thread_read { /* (sampler.c, links.c) */
+    int what;       /* THREAD_* */
+    unsigned status;
+    long ok;        /* THREAD_READ: the outermost frames of t->fr that
+                       passed (t->nfr: all) */
+    const pyu_interp *in;
+};
 
 /* One interpreter of the prediction. */
 typedef struct pyu_sinterp {
@@ -257,6 +277,108 @@ PYU_HIDDEN void pyu_plan_note_chunk(pyu_sampler *sm, pyu_sthread *t,
                                     uint64_t chunk);
 PYU_HIDDEN void pyu_plan_thread_free(pyu_sthread *t);
 PYU_HIDDEN void pyu_plan_free(pyu_sampler *sm);
+
+/* ------------------------------------------------------- snapshot.c */
+
+/* Walks t's chain from `first` after the frames t holds (from none:
+ * pyu_snap_walk), in its spans when they were read with ts (`spans`).
+ * 0, or -1 on an error that ends the sample. */
+PYU_HIDDEN int pyu_snap_walk_on(pyu_sampler *sm, pyu_sthread *t,
+                                const pyu_tstate *ts, uint64_t first,
+                                bool spans);
+PYU_HIDDEN int pyu_snap_walk(pyu_sampler *sm, pyu_sthread *t,
+                             const pyu_tstate *ts, uint64_t first,
+                             bool spans);
+/* 3.15: walks t's chain from `first` down to the anchored frame (cached at
+ * depth k) in its window: 1 got there, 2 `first` is that frame and
+ * returned by its copy, 0 not, -1 on an error. */
+PYU_HIDDEN int pyu_snap_walk_window(pyu_sampler *sm, pyu_sthread *t,
+                                    uint64_t first, size_t k);
+/* Makes t's window its spans (of this sample).  Whether it could. */
+PYU_HIDDEN bool pyu_snap_window_spans(pyu_sthread *t);
+/* The copy of len bytes at addr in t's spans (with how many follow addr),
+ * or NULL. */
+PYU_HIDDEN const uint8_t *pyu_snap_in_spans(const pyu_sthread *t,
+                                            uint64_t addr, size_t len,
+                                            size_t *avail);
+/* n bytes at addr into buf: from t's spans, else read now. */
+PYU_HIDDEN bool pyu_snap_bytes(pyu_sampler *sm, const pyu_sthread *t,
+                               uint64_t addr, void *buf, size_t n);
+/* Whether f is a frame of the data-stack chunk of ts's moment. */
+PYU_HIDDEN bool pyu_snap_in_top_chunk(const pyu_sthread *t,
+                                      const pyu_tstate *ts,
+                                      const pyu_frame_raw *f);
+/* The bytes code's frames take on the data stack, or 0. */
+PYU_HIDDEN uint64_t pyu_snap_frame_size(pyu_sampler *sm, uint64_t code);
+/* The frame of the data stack right below the one at addr (0: below its
+ * top) at the thread state's moment, or 0 when it cannot be told. */
+PYU_HIDDEN uint64_t pyu_snap_frame_under(pyu_sampler *sm, pyu_sthread *t,
+                                         const pyu_tstate *ts,
+                                         uint64_t addr);
+/* Swaps t's walk with the one kept aside (t->fr1). */
+PYU_HIDDEN void pyu_snap_swap_walks(pyu_sthread *t);
+/* Counts a stack taken from a walk that met popped frames. */
+PYU_HIDDEN void pyu_snap_note_popped(pyu_sampler *sm, const pyu_sthread *t);
+/* Leaves out t's n innermost (popped) frames; the frames left. */
+PYU_HIDDEN long pyu_snap_drop_popped(pyu_sthread *t, size_t n);
+
+/* --------------------------------------------------------- resume.c */
+
+/* The generator (or coroutine) object whose frame is at frame, or 0. */
+PYU_HIDDEN uint64_t pyu_resume_gen_object(pyu_sampler *sm, uint64_t frame);
+/* Whether frame f holds obj in a local or under its saved stack top
+ * (`whole`: anywhere in its frame). */
+PYU_HIDDEN bool pyu_resume_holds(pyu_sampler *sm, const pyu_sthread *t,
+                                 const pyu_frame_raw *f, uint64_t obj,
+                                 bool whole);
+/* The frames of generators f holds (in turn) down to one whose frame holds
+ * gen, into mid[] (the outermost first): how many, 0 when none. */
+PYU_HIDDEN size_t pyu_resume_held_gen(pyu_sampler *sm, const pyu_sthread *t,
+                                      const pyu_frame_raw *f, uint64_t gen,
+                                      pyu_sframe mid[PYU_HELD_DEPTH],
+                                      size_t depth, bool whole);
+/* Puts the u innermost frames of the walk kept aside, then mid[]'s via
+ * frames, on t's walk from its frame x on.  0, or -1 out of memory. */
+PYU_HIDDEN int pyu_resume_stack_on(pyu_sampler *sm, pyu_sthread *t, size_t u,
+                                   const pyu_sframe *mid, size_t via,
+                                   size_t x);
+/* Remembers who resumed each generator frame of t's accepted stack. */
+PYU_HIDDEN void pyu_resume_learn(pyu_sthread *t);
+/* Goes on with a walk that ended at a generator that had yielded, from
+ * its resumer.  0, or -1 on an error. */
+PYU_HIDDEN int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t,
+                               const pyu_tstate *ts, bool spans);
+
+/* ---------------------------------------------------------- links.c */
+
+/* Walks t's chain from `first`, on through the generators that had
+ * yielded.  0, or -1. */
+PYU_HIDDEN int pyu_links_walk_whole(pyu_sampler *sm, pyu_sthread *t,
+                                    const pyu_tstate *ts, uint64_t first,
+                                    bool spans);
+/* Judges t's walk by the acceptance rules: 1 passed whole, 0 not, -1. */
+PYU_HIDDEN int pyu_links_judge(pyu_sampler *sm, pyu_sthread *t,
+                               const pyu_tstate *ts, thread_read *r);
+/* The first walk's innermost frames (t->fr1) put on the walk from the
+ * current frame read after the frames (t->fr) where a frame of it holds
+ * or called them.  0, or -1. */
+PYU_HIDDEN int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t);
+/* 3.11: the walk made from the entry frame of the loop the thread state
+ * names: 1 passed, 0 not, -1. */
+PYU_HIDDEN int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t,
+                                    const pyu_tstate *ts, bool spans,
+                                    thread_read *r);
+/* 3.11: makes an accepted walk agree with its thread state's moment.
+ * 0, or -1. */
+PYU_HIDDEN int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t,
+                                const pyu_tstate *ts, bool spans,
+                                thread_read *r);
+/* A walk whose link below its innermost frames is gone (C code called
+ * them) put on the frame below them on the data stack: 1 passed, 0 not,
+ * -1. */
+PYU_HIDDEN int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t,
+                                    const pyu_tstate *ts, bool spans,
+                                    thread_read *r);
 
 /* --------------------------------------------------------- accept.c */
 

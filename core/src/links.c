@@ -1,0 +1,464 @@
+/* Links the copy lost: a stack of the thread state's moment when the walk
+ * from its current frame cannot reach the thread's base as copied.
+ *
+ *   walk and judge   a walk from a frame, on through the generators that
+ *                    had yielded (resume.c), judged by the acceptance
+ *                    rules (accept.c), leaving out the popped frames their
+ *                    callers cannot have called any more;
+ *   graft            the innermost frames of a walk that failed, put on a
+ *                    walk from the current frame read after the frames,
+ *                    at the frame that holds or called them;
+ *   3.11             the eval loop's word that names the current frame is
+ *                    read a moment after the thread state: the walk is
+ *                    settled to that moment (pyu_links_settle());
+ *   calls from C     a frame whose link below is gone (C code called it)
+ *                    is put on the frame right below it on the data stack
+ *                    (pyu_links_from_below()).
+ *
+ * sampler.c calls these in that order, after the first walk.
+ */
+#include "sampling.h"
+
+#include <string.h>
+
+#define TOP_STEPS 16 /* 3.11: frames gone up the data stack to its top */
+
+/* ---------------------------------------------------- walk and judge */
+
+/* Walks t's chain from `first` (pyu_snap_walk()), and on through the generators
+ * that had yielded by their copy (pyu_resume_walk()). */
+int pyu_links_walk_whole(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                         uint64_t first, bool spans)
+{
+    if (pyu_snap_walk(sm, t, ts, first, spans) < 0)
+        return -1;
+    return pyu_resume_walk(sm, t, ts, spans);
+}
+
+/* Judges t's walk by the acceptance rules, leaving out the popped frames
+ * their callers cannot have called any more.  1 when the stack passed
+ * whole (r->ok == t->nfr), 0 when not, -1 on an error that ends the
+ * sample. */
+int pyu_links_judge(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                    thread_read *r)
+{
+    r->ok = pyu_accept_chain(sm, t, ts);
+    if (r->ok < 0)
+        return -1;
+    if (t->nfr && (size_t)r->ok < t->nfr &&
+        t->nfr - (size_t)r->ok <= t->npopped)
+        r->ok = pyu_snap_drop_popped(t, t->nfr - (size_t)r->ok);
+    if (!t->nfr || (size_t)r->ok != t->nfr)
+        return 0;
+    pyu_snap_note_popped(sm, t);
+    pyu_resume_learn(t);
+    return 1;
+}
+
+/* ------------------------------------------------------------ graft */
+
+/* The innermost frames of a walk that agree among themselves
+ * (pyu_accept_upper), less the entry frames below them: how many, or -1
+ * on an error. */
+static long upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
+{
+    long up = pyu_accept_upper(sm, fr, n);
+    while (up > 0 && fr[up - 1].r.owner >= PYU_OWNER_ENTRY)
+        up--;
+    return up;
+}
+
+/* After a walk from the current frame failed and one from the current
+ * frame read after the frames passed (in t->fr1 and t->fr): when the
+ * first walk's innermost frames agree among themselves and ended before
+ * their link below could be read (a generator that yielded, a call from C
+ * that returned: their links are gone once they end), and a frame of the
+ * second walk is seen to call the outermost of them, the stack the first
+ * read saw was those frames on top of the second walk from that frame
+ * down.  0, or -1 on an error. */
+int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t)
+{
+    long up = upper(sm, t->fr1, t->nfr1);
+    if (up < 0)
+        return -1;
+    size_t u = (size_t)up;
+    if (u == 0)
+        return 0;
+    const pyu_frame_raw *low = &t->fr1[u - 1].r;
+    /* a generator that yielded: its caller is the frame that holds it
+     * (the iterator of its for loop, an argument of the C function that
+     * iterates it) */
+    uint64_t gen = low->owner == PYU_OWNER_GENERATOR && !low->prev
+                       ? pyu_resume_gen_object(sm, low->addr)
+                       : 0;
+    size_t x = t->nfr;
+    for (size_t i = 0; gen && i < t->nfr && x == t->nfr; i++)
+        if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
+            pyu_resume_holds(sm, t, &t->fr[i].r, gen, false))
+            x = i;
+    /* (or through a generator one of them holds, which had yielded too
+     * by the second read: its frame, which holds this one, goes between) */
+    pyu_sframe mid[PYU_HELD_DEPTH];
+    size_t via = 0;
+    for (size_t i = 0; gen && x == t->nfr && i < t->nfr && i < PYU_GEN_DEPTH;
+         i++)
+        if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
+            (via = pyu_resume_held_gen(sm, t, &t->fr[i].r, gen, mid, 0, false)))
+            x = i;
+    /* a frame of the data stack whose caller's link is gone (C code
+     * called it, and returned): C code pushes the frames it calls where
+     * the data stack ends, right above the innermost frame of its caller,
+     * which is the closest frame below it that is still there */
+    if (!gen && low->owner == PYU_OWNER_THREAD) {
+        uint64_t best = 0;
+        for (size_t i = 0; i < t->nfr; i++) {
+            const pyu_frame_raw *f = &t->fr[i].r;
+            if (f->owner == PYU_OWNER_THREAD && f->addr < low->addr &&
+                f->addr > best && low->addr - f->addr < (1u << 20) &&
+                (!t->chunk || (f->addr >= t->chunk && f->addr < t->chunk_end &&
+                               low->addr < t->chunk_end)))
+                best = f->addr, x = i;
+        }
+        if (!low->entry && u < t->nfr1 &&
+            t->fr1[u].r.owner < PYU_OWNER_ENTRY)
+            x = t->nfr; /* (a direct call whose evidence failed) */
+    }
+    if (x == t->nfr)
+        return 0;
+    if (pyu_resume_stack_on(sm, t, u, mid, via, x) < 0)
+        return -1;
+    sm->st.grafted++;
+    return 0;
+}
+
+/* ------------------------------------------- 3.11: eval loops entered */
+
+/* 3.11 keeps a thread's current frame not in its thread state but in the
+ * _PyCFrame of the eval loop running, on the C stack: the thread state
+ * names the loop (its cframe), the loop's word names the frame.  The plan
+ * reads the words of the loops the thread had lately in the read that
+ * brings the thread state (read_plan.c), yet a microsecond or so after
+ * it, and the eval loop of a generator resumed from C code (a `for` over
+ * it) often lasts less.  What the thread state's copy holds is of one
+ * moment: the loop, and the top of the data stack.  The frames of the
+ * data stack lie one after the other (_PyFrame_PushUnchecked puts a frame
+ * at the top and moves the top past it by its code object's size; a
+ * generator's frame lies in the generator), so the innermost one of that
+ * moment ends at that top.  pyu_links_settle() judges the walk from the loop's
+ * word:
+ *
+ *   - the walk of a loop entered by any other frame than a generator's is
+ *     of the moment the word was read, as good a moment as the thread
+ *     state's: it stands;
+ *   - a generator's loop may have ended by the read of its word, which
+ *     then names the generator's own frame, whatever the thread did at
+ *     the thread state's moment: its stack is taken at that moment, as
+ *     the loop's entry frame, then the frames of the data stack from
+ *     there up to the top, found code object by code object, each called
+ *     by the one below it (their copies may be of later calls at the same
+ *     places: sizes that end exactly at the top make another function
+ *     there rare);
+ *   - a walk whose innermost entry frame does not run the code the named
+ *     loop was last seen entered with, when that was a generator's, is of
+ *     another loop (made since at the same place on the C stack): it is
+ *     made again from the named loop's entry frame (pyu_links_from_entry(): the
+ *     frame that runs that code), then taken as above.
+ *
+ * A loop that ended by the read of its word may leave another C
+ * function's word there, and no frame: the walk is made from its entry
+ * frame, then taken as above. */
+
+/* The index of cframe cf among t's recent ones, or PYU_CFRAMES. */
+static size_t loop_of(const pyu_sthread *t, uint64_t cf)
+{
+    size_t k = 0;
+    while (cf && k < PYU_CFRAMES && t->cframe[k] != cf)
+        k++;
+    return cf ? k : PYU_CFRAMES;
+}
+
+/* The index of the innermost frame of t's walk that entered an eval
+ * loop, or t->nfr. */
+static size_t entered_at(const pyu_sthread *t)
+{
+    size_t i = 0;
+    while (i < t->nfr && !t->fr[i].r.entry)
+        i++;
+    return i;
+}
+
+/* Remembers the frame t's walk entered the eval loop of the _PyCFrame cf
+ * with, and its code when that is a generator's frame. */
+static void learn_entry(pyu_sthread *t, uint64_t cf)
+{
+    size_t k = loop_of(t, cf), i = entered_at(t);
+    if (k < PYU_CFRAMES && i < t->nfr) {
+        t->entry[k] = t->fr[i].r.addr;
+        t->entry_code[k] = t->fr[i].r.owner == PYU_OWNER_GENERATOR
+                               ? t->fr[i].r.code
+                               : 0;
+    }
+}
+
+/* The frame that runs code, among e and the frames t met lately that may
+ * be a loop's entry frame (e first), or 0: a generator's frame lies in
+ * the generator, and a pipeline made again puts its generators at the
+ * addresses the last one's had, in another order. */
+static uint64_t entry_now(pyu_sampler *sm, const pyu_sthread *t, uint64_t e,
+                          uint64_t code)
+{
+    uint64_t off = PYU_OFF(&sm->s->off, fr_executable), c;
+    if (pyu_snap_bytes(sm, t, e + off, &c, 8) && c == code)
+        return e;
+    for (size_t k = 0; k < PYU_CFRAMES + PYU_GEN_RECENT; k++) {
+        uint64_t a = k < PYU_CFRAMES ? t->entry[k] : t->gens[k - PYU_CFRAMES];
+        if (a && a != e && pyu_snap_bytes(sm, t, a + off, &c, 8) && c == code)
+            return a;
+    }
+    return 0;
+}
+
+/* Walks t's stack from the entry frame of the loop its thread state
+ * named, in place of its walk when the stack passes the rules: 1 when it
+ * did, 0 when not (or there is no such frame: the walk is kept), -1 on an
+ * error. */
+int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                         bool spans, thread_read *r)
+{
+    size_t k = loop_of(t, ts->cframe);
+    uint64_t e = k == PYU_CFRAMES || !t->entry[k] ? 0
+                 : t->entry_code[k]
+                     ? entry_now(sm, t, t->entry[k], t->entry_code[k])
+                     : t->entry[k];
+    if (!e)
+        return 0;
+    thread_read kept = *r;
+    int end = t->end;
+    pyu_snap_swap_walks(t);
+    int ok;
+    if (pyu_links_walk_whole(sm, t, ts, e, spans) < 0 ||
+        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+        return -1;
+    if (!ok) {
+        pyu_snap_swap_walks(t);
+        t->end = end;
+        *r = kept;
+    }
+    return ok;
+}
+
+/* Into at[]: the frames between the innermost frame of the data stack
+ * in t's walk from its frame i on and the top its thread state had, the
+ * outermost first, going up code object by code object.  How many (0 when
+ * that frame ends at the top); -1 when they cannot be told (a size that
+ * passes the top, no frame of the chunk, more than TOP_STEPS). */
+static long above_top(pyu_sampler *sm, const pyu_sthread *t,
+                      const pyu_tstate *ts, size_t i, uint64_t *at)
+{
+    while (i < t->nfr && !pyu_snap_in_top_chunk(t, ts, &t->fr[i].r))
+        i++;
+    if (i == t->nfr)
+        return -1;
+    uint64_t f = t->fr[i].r.addr, code = t->fr[i].r.code,
+             off = PYU_OFF(&sm->s->off, fr_executable);
+    for (long k = 0; k <= TOP_STEPS; k++) {
+        uint64_t size;
+        if ((k && !pyu_snap_bytes(sm, t, f + off, &code, 8)) ||
+            !(size = pyu_snap_frame_size(sm, code)) || f + size > ts->ds_top)
+            return -1;
+        if (k)
+            at[k - 1] = f;
+        if (f + size == ts->ds_top)
+            return k;
+        f += size;
+    }
+    return -1;
+}
+
+/* Puts above_top()'s n frames at[] on t's walk from its frame i on, each
+ * called by the one below it (frame i calls the first), in place of t's
+ * walk when the stack passes the rules: 1 when it did, 0 when not (t's
+ * walk kept), -1 on an error. */
+static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                    thread_read *r, size_t i, const uint64_t *at, size_t n)
+{
+    size_t need = t->nfr - i + n;
+    uint8_t buf[PYU_BUF_FRAME];
+    pyu_snap_swap_walks(t);
+    while (need > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        pyu_sframe *sf = &t->fr[n - 1 - k];
+        /* (the copy the spans hold, to their end: its saved stack top's
+         * words are the caller's evidence, accept.c) */
+        size_t avail;
+        const uint8_t *copy = pyu_snap_in_spans(t, at[k], sm->fsize, &avail);
+        if (!copy) {
+            avail = sm->fsize <= sizeof buf ? sm->fsize : 0;
+            if (!avail || pyu_read_quiet(sm->s, at[k], buf, avail) < 0) {
+                pyu_snap_swap_walks(t);
+                return 0;
+            }
+            copy = buf;
+        }
+        memset(sf, 0, sizeof *sf);
+        pyu_frame_raw_take(&sm->s->off, at[k], copy, sm->fsize, &sf->r);
+        sf->r.prev = k ? at[k - 1] : t->fr1[i].r.addr;
+        sf->nslot = pyu_sframe_slots(at[k], sf->r.sp, copy, avail, sf->slot);
+    }
+    memcpy(t->fr + n, t->fr1 + i, (t->nfr1 - i) * sizeof *t->fr);
+    t->nfr = need;
+    t->npopped = 0;
+    thread_read kept = *r;
+    int ok = pyu_links_judge(sm, t, ts, r);
+    if (ok <= 0) {
+        pyu_snap_swap_walks(t);
+        *r = kept;
+    }
+    return ok;
+}
+
+/* Makes t's accepted walk agree with the moment of its thread state (see
+ * above) when it is another loop's walk, or the loop is a generator's
+ * (its word may be the one it left when it yielded): the loop's frames of
+ * that moment are its entry frame and the frames of the data stack from
+ * there to the top.  A walk of any other loop is of the moment its word
+ * was read, as good as the thread state's.  Remembers the loop's entry
+ * frame.  0, or -1 on an error. */
+int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                     bool spans, thread_read *r)
+{
+    if (!sm->indirect || !ts->ds_top || !ts->cframe || !t->nfr)
+        return 0;
+    size_t k = loop_of(t, ts->cframe), i = entered_at(t);
+    uint64_t code = k < PYU_CFRAMES ? t->entry_code[k] : 0;
+    bool other = code && (i == t->nfr || t->fr[i].r.code != code);
+    if (!other && (i == t->nfr || t->fr[i].r.owner != PYU_OWNER_GENERATOR)) {
+        learn_entry(t, ts->cframe);
+        return 0;
+    }
+    if (other) {
+        int ok = pyu_links_from_entry(sm, t, ts, spans, r);
+        if (ok <= 0)
+            return ok;
+        i = 0;
+    }
+    pyu_plan_note_chunk(sm, t, ts->chunk);
+    uint64_t at[TOP_STEPS];
+    long n = above_top(sm, t, ts, i, at);
+    if (n > 0) {
+        int ok = onto_top(sm, t, ts, r, i, at, (size_t)n);
+        if (ok < 0)
+            return -1;
+        sm->st.topped += (uint64_t)ok;
+    } else if (n == 0 && i > 0) {
+        memmove(t->fr, t->fr + i, (t->nfr - i) * sizeof *t->fr);
+        t->nfr -= i;
+        t->npopped = t->npopped > i ? t->npopped - i : 0;
+        r->ok = (long)t->nfr;
+        sm->st.topped++;
+    }
+    learn_entry(t, ts->cframe);
+    return 0;
+}
+
+/* ------------------------------------------- calls from C code */
+
+/* pyu_links_from_below() for a generator's frame resumed from C code (a `for`
+ * over it in 3.11 and the free-threaded builds, sum() of it anywhere), whose
+ * entry frame on the C stack is gone by its copy: it yielded.  The walk
+ * goes on from the frame that holds it, as for one whose previous was
+ * cleared (pyu_resume_walk()). */
+static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
+                          const pyu_tstate *ts, bool spans, thread_read *r,
+                          size_t u)
+{
+    pyu_snap_swap_walks(t);
+    while (u > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
+    t->nfr = u;
+    t->npopped = t->npopped < u ? t->npopped : u;
+    t->fr[u - 1].r.prev = 0; /* (its link below is gone) */
+    t->end = PYU_CHAIN_NULL;
+    size_t n0 = t->nfr;
+    int ok = pyu_resume_walk(sm, t, ts, spans);
+    if (ok == 0 && t->nfr > n0)
+        ok = pyu_links_judge(sm, t, ts, r);
+    if (ok != 0)
+        return ok;
+    pyu_snap_swap_walks(t); /* (back as it was) */
+    return 0;
+}
+
+/* A walk whose innermost frames agree among themselves but whose link
+ * below them is gone: the outermost of them was called by C code (its
+ * previous, an entry frame on the C stack, is another C function's by
+ * its copy: the call was ending).  C code pushes the frames it calls
+ * right above its caller's on the data stack: the caller is the frame
+ * below it there, stepped up to from the chunk's first frame
+ * (pyu_snap_frame_under(), 3.13+), else found among the frames of the last
+ * stack taken (the same code object in this sample's copy).  The walk from it,
+ * in the same copies, has the innermost frames put back on top: the moment
+ * the thread state was read, not a later one (a snapshot of its own, or
+ * the current frame read again, is more likely back in the C code, and
+ * the profile leans to it).  1 when that stack passed, 0 when not (t's
+ * walk is then as it was), -1 on an error. */
+int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                         bool spans, thread_read *r)
+{
+    const pyu_fcache *c = &t->cache;
+    if (!t->nfr)
+        return 0;
+    long up = upper(sm, t->fr, t->nfr);
+    if (up < 0)
+        return -1;
+    size_t u = (size_t)up;
+    if (u > 0 && t->fr[u - 1].r.owner == PYU_OWNER_GENERATOR &&
+        (u == t->nfr || t->fr[u].r.owner >= PYU_OWNER_ENTRY ||
+         !pyu_code_cached(sm->s, t->fr[u].r.code)))
+        return resumed_from_c(sm, t, ts, spans, r, u);
+    if (u == 0 || t->fr[u - 1].r.owner != PYU_OWNER_THREAD)
+        return 0;
+    uint64_t low = t->fr[u - 1].r.addr, below = 0, code = 0;
+    /* (the data stack of the thread state's moment names the frame below;
+     * the link is gone when it names neither that frame nor a generator's
+     * frame -- a copy of the C stack where the entry frame was) */
+    bool exact =
+        !sm->indirect && (below = pyu_snap_frame_under(sm, t, ts, low));
+    if (exact && u < t->nfr &&
+        (t->fr[u].r.addr == below ||
+         t->fr[u].r.owner == PYU_OWNER_GENERATOR))
+        return 0;
+    if (!exact && u < t->nfr && t->fr[u].r.owner < PYU_OWNER_ENTRY)
+        return 0; /* (not a frame whose link below is an entry frame) */
+    for (size_t k = 0; !exact && c->valid && k < c->n; k++)
+        if (c->addr[k] < low && c->addr[k] > below &&
+            low - c->addr[k] < (1u << 20) &&
+            (!t->chunk || (c->addr[k] >= t->chunk && low < t->chunk_end)))
+            below = c->addr[k], code = c->code[k];
+    if (!below)
+        return 0;
+    /* (the first walk where pyu_links_graft() looks for it) */
+    pyu_snap_swap_walks(t);
+    int ok = 0;
+    if (pyu_links_walk_whole(sm, t, ts, below, spans) < 0)
+        return -1;
+    if (t->nfr && (exact || t->fr[0].r.code == code) &&
+        (ok = pyu_links_judge(sm, t, ts, r)) > 0) {
+        size_t n = t->nfr;
+        if (exact ? pyu_resume_stack_on(sm, t, u, NULL, 0, 0) < 0
+                  : pyu_links_graft(sm, t) < 0)
+            return -1;
+        if (t->nfr > n) {
+            r->ok = (long)t->nfr;
+            return 1;
+        }
+    }
+    if (ok < 0)
+        return -1;
+    pyu_snap_swap_walks(t); /* (back as it was) */
+    return 0;
+}

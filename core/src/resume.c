@@ -1,0 +1,382 @@
+/* Generators that yielded by their copy.
+ *
+ * A generator's frame names its caller only while it runs: it clears its
+ * previous when it yields (3.14+ also when it returns).  A walk that ends
+ * at such a frame was copied a moment after the generator stopped, and its
+ * resumer is found by what holds the generator: the frame that resumed it
+ * last time (a memo per generator frame, learnt from accepted stacks),
+ * the frames of the last stack, the generators and the C stack's entry
+ * frames met lately, and last the frame of the data stack below the
+ * walk's frames at the thread state's moment (snapshot.c) -- the one
+ * whose locals, or whose value stack under its saved top (an argument of
+ * the C function that iterates the generator: sum(), list()), hold the
+ * generator object, directly or through generators it holds in turn.  The
+ * walk goes on from there, in the same copies.
+ */
+#include "sampling.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GEN_TRIES 8  /* frames of the last stack tried as the resumer of a
+                        generator its memo does not know */
+#define GEN_WALKS 48 /* walks from such frames, a stack at most */
+
+/* ----------------------------------------------- what a frame holds */
+
+/* The generator (or coroutine) object whose frame is at frame: 3.14+
+ * publish where a generator keeps its frame; before, the offset is found
+ * once, by the object's type at the offsets the layouts of 3.11 and 3.13
+ * (both builds) put it. */
+uint64_t pyu_resume_gen_object(pyu_sampler *sm, uint64_t frame)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    if (PYU_HAS(o, gen_gi_iframe))
+        return frame - PYU_OFF(o, gen_gi_iframe);
+    if (sm->gen_off)
+        return frame - sm->gen_off;
+    for (uint64_t off = 48; off <= 160; off += 8) {
+        uint64_t type;
+        if (frame < off ||
+            pyu_read_quiet(s, frame - off + PYU_OFF(o, ob_type), &type, 8) <
+                0)
+            continue;
+        const pyu_type *ty = pyu_type_get(s, type);
+        if (ty && (strcmp(ty->name, "generator") == 0 ||
+                   strcmp(ty->name, "coroutine") == 0 ||
+                   strcmp(ty->name, "async_generator") == 0)) {
+            sm->gen_off = off;
+            return frame - off;
+        }
+    }
+    return 0;
+}
+
+#define HOLD_WORDS 64 /* locals of a frame looked at, at most */
+#define HELD_TRIES 2  /* generators a frame holds looked into, at most */
+
+/* How many locals (arguments, variables, cells) the code object at code
+ * has: its co_localsplusnames tuple's size, read once per code object
+ * (the last one asked is remembered). */
+static size_t nlocals(pyu_sampler *sm, uint64_t code)
+{
+    pyu_session *s = sm->s;
+    const pyu_offsets *o = &s->off;
+    if (code == sm->nlocals_code && s->code_epoch == sm->nlocals_epoch)
+        return sm->nlocals;
+    uint64_t names = 0;
+    int64_t n = 0;
+    if (pyu_read_quiet(s, code + PYU_OFF(o, co_localsplusnames), &names, 8) <
+            0 ||
+        pyu_read_quiet(s, names + PYU_OFF(o, tuple_ob_size), &n, 8) < 0 ||
+        n < 0)
+        n = 0;
+    sm->nlocals_code = code;
+    sm->nlocals_epoch = s->code_epoch;
+    sm->nlocals = n < HOLD_WORDS ? (size_t)n : HOLD_WORDS;
+    return sm->nlocals;
+}
+
+/* The words of frame f's locals and of its value stack up to its saved
+ * top (HOLD_WORDS at most) into words: from t's spans when they hold
+ * them, else read now.  How many.  A frame that did not save its top (3.13's
+ * do not while they run) gives its locals only, unless `whole`: then all
+ * of its frame -- the words of its stack past its top are left from
+ * earlier pushes, and make it seem to hold the generators it made and
+ * passed on, so only the frame the data stack proves to be below a
+ * generator's (resume_under()) is looked at whole. */
+static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
+                          const pyu_frame_raw *f, uint64_t *words, bool whole)
+{
+    uint64_t at = f->addr + PYU_OFF(&sm->s->off, fr_localsplus);
+    size_t want = nlocals(sm, f->code);
+    if (f->sp > at && f->sp - at <= 8 * (uint64_t)HOLD_WORDS &&
+        (f->sp - at) / 8 > want)
+        want = (size_t)((f->sp - at) / 8);
+    uint64_t size;
+    if (whole && !f->sp && f->owner == PYU_OWNER_THREAD && !sm->indirect &&
+        (size = pyu_snap_frame_size(sm, f->code)) >
+            PYU_OFF(&sm->s->off, fr_localsplus)) {
+        size = (size - PYU_OFF(&sm->s->off, fr_localsplus)) / 8;
+        want = size < HOLD_WORDS ? (size_t)size : HOLD_WORDS;
+    }
+    size_t n = 0, avail;
+    const uint8_t *copy = pyu_snap_in_spans(t, at, 1, &avail);
+    if (copy) {
+        n = avail / 8 < want ? avail / 8 : want;
+        memcpy(words, copy, 8 * n);
+    }
+    if (!n && want && pyu_read_quiet(sm->s, at, words, 8 * want) == 0)
+        n = want;
+    return n;
+}
+
+/* Whether the frame f holds obj in a local variable (a generator's
+ * resumer: the for loop's iterable, the generator expression's .0), or,
+ * saved under its stack's top, on its value stack (an argument of the C
+ * function that iterates it; `whole`: see frame_words()).  The frame's
+ * copy is the one in t's spans, else read now. */
+bool pyu_resume_holds(pyu_sampler *sm, const pyu_sthread *t,
+                      const pyu_frame_raw *f, uint64_t obj, bool whole)
+{
+    uint64_t words[HOLD_WORDS];
+    size_t n = frame_words(sm, t, f, words, whole);
+    for (size_t k = 0; k < n; k++)
+        if ((words[k] & ~sm->s->off.tag_mask) == obj)
+            return true;
+    return false;
+}
+
+/* Whether a generator that frame f holds (a local or its stack; one
+ * allocated near gen, as the generators of one pipeline are) has a frame
+ * that holds gen, the generator object whose frame had yielded, directly
+ * or through generators it holds in turn (all of them yielded too by the
+ * second read, unless `whole`: f is then the frame of the data stack
+ * below, f's whole frame is looked at, and they may be running): those
+ * frames, as read now, into mid[], the outermost (the one f holds)
+ * first, and how many (0: none). */
+size_t pyu_resume_held_gen(pyu_sampler *sm, const pyu_sthread *t,
+                           const pyu_frame_raw *f, uint64_t gen,
+                           pyu_sframe mid[PYU_HELD_DEPTH], size_t depth,
+                           bool whole)
+{
+    const pyu_offsets *o = &sm->s->off;
+    uint64_t frame_off = PYU_HAS(o, gen_gi_iframe) ? PYU_OFF(o, gen_gi_iframe)
+                                                   : sm->gen_off;
+    uint64_t words[HOLD_WORDS];
+    size_t n = depth < PYU_HELD_DEPTH && frame_off
+                   ? frame_words(sm, t, f, words, whole && !depth)
+                   : 0;
+    for (size_t k = 0, tries = 0; k < n && tries < HELD_TRIES; k++) {
+        uint64_t w = words[k] & ~o->tag_mask;
+        if (w == gen || w + (1u << 20) < gen || w > gen + (1u << 20))
+            continue;
+        tries++;
+        uint8_t buf[512];
+        if (sm->fsize > sizeof buf ||
+            pyu_read_quiet(sm->s, w + frame_off, buf, sm->fsize) < 0)
+            continue;
+        pyu_sframe *m = &mid[depth];
+        memset(m, 0, sizeof *m);
+        pyu_frame_raw_take(o, w + frame_off, buf, sm->fsize, &m->r);
+        if (m->r.owner != PYU_OWNER_GENERATOR || (m->r.prev && !whole))
+            continue; /* (not one that had yielded) */
+        m->r.prev = f->addr; /* (who resumed it) */
+        if (pyu_resume_holds(sm, t, &m->r, gen, false))
+            return depth + 1;
+        size_t n =
+            pyu_resume_held_gen(sm, t, &m->r, gen, mid, depth + 1, whole);
+        if (n)
+            return n;
+    }
+    return 0;
+}
+
+/* Moves t's walk from its frame `from` on to after its frame `at` and
+ * the via frames of mid[] (the outermost first), which go there.  0, or
+ * -1 when out of memory. */
+static int put_mid(pyu_sampler *sm, pyu_sthread *t, size_t at, size_t from,
+                   const pyu_sframe *mid, size_t via)
+{
+    size_t n = at + via + (t->nfr - from);
+    while (n > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + at + via, t->fr + from, (t->nfr - from) * sizeof *t->fr);
+    for (size_t k = 0; k < via; k++)
+        t->fr[at + k] = mid[via - 1 - k];
+    t->nfr = n;
+    return 0;
+}
+
+/* Puts the u innermost frames of the walk kept aside (t->fr1), then the
+ * via frames of mid[], on t's walk from its frame x on. */
+int pyu_resume_stack_on(pyu_sampler *sm, pyu_sthread *t, size_t u,
+                        const pyu_sframe *mid, size_t via, size_t x)
+{
+    if (put_mid(sm, t, u, x, mid, via) < 0)
+        return -1;
+    memcpy(t->fr, t->fr1, u * sizeof *t->fr);
+    return 0;
+}
+
+/* The slot of t's memo for the generator frame at addr. */
+static size_t caller_slot(uint64_t addr)
+{
+    return pyu_slot(addr, PYU_GEN_CALLERS);
+}
+
+/* Puts addr first in a list of PYU_GEN_RECENT, the last first. */
+static void remember(uint64_t *recent, uint64_t addr)
+{
+    size_t m = 0;
+    while (m + 1 < PYU_GEN_RECENT && recent[m] != addr)
+        m++;
+    memmove(&recent[1], &recent[0], m * sizeof recent[0]);
+    recent[0] = addr;
+}
+
+/* Remembers who resumed each generator frame of t's accepted stack. */
+void pyu_resume_learn(pyu_sthread *t)
+{
+    for (size_t i = t->nfr; i-- > 0;) { /* (the outermost first) */
+        const pyu_frame_raw *g = &t->fr[i].r;
+        if (g->owner != PYU_OWNER_GENERATOR)
+            continue;
+        /* the generators' frames met lately, the last first; the entry
+         * frames they were resumed through from C code */
+        remember(t->gens, g->addr);
+        if (i + 1 < t->nfr && t->fr[i + 1].r.owner >= PYU_OWNER_ENTRY &&
+            t->fr[i + 1].r.prev)
+            remember(t->shims, t->fr[i + 1].r.addr);
+        if (!g->prev || i + 1 == t->nfr)
+            continue;
+        if (!t->gen_memo &&
+            !(t->gen_memo = calloc(2 * PYU_GEN_CALLERS, sizeof *t->gen_memo)))
+            return; /* (no memory: the memo is only a help) */
+        size_t k = caller_slot(g->addr);
+        t->gen_memo[2 * k] = g->addr;
+        t->gen_memo[2 * k + 1] = g->prev;
+    }
+}
+
+/* Goes on with t's walk (n0 frames, the last a generator's frame that had
+ * yielded) from the frame at addr, when that frame, as copied, holds the
+ * generator gen.  1 when it does, 0 when not (the walk as it was), -1 on
+ * an error. */
+static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                       uint64_t addr, uint64_t gen, size_t n0, bool spans,
+                       bool whole, unsigned *budget)
+{
+    if (*budget == 0)
+        return 0;
+    --*budget;
+    for (size_t i = 0; i < n0; i++)
+        if (t->fr[i].r.addr == addr)
+            return 0; /* (a frame of the walk already) */
+    if (pyu_snap_walk_on(sm, t, ts, addr, spans) < 0)
+        return -1;
+    size_t h = n0; /* (past the entry frame of a call from C code) */
+    while (h < t->nfr && h < n0 + 2 && t->fr[h].r.owner >= PYU_OWNER_ENTRY)
+        h++;
+    if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
+        pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole))
+        return 1;
+    t->nfr = n0;
+    t->end = PYU_CHAIN_NULL;
+    return 0;
+}
+
+/* How resume_under() looks for the generator in the frame below: in its
+ * locals; through the generators its whole frame holds; in its whole
+ * frame. */
+enum { UNDER_LOCALS, UNDER_VIA, UNDER_WHOLE };
+
+/* resume_from() the frame of the data stack right below the walk's
+ * frames there (the top, when none is), of the thread state's moment:
+ * C code that frame called resumed the generator, directly or through
+ * generators that frame holds (UNDER_VIA: their frames go between, the
+ * ones running by their copy too -- the frame below is of the thread
+ * state's moment, and so is the generator it holds; the whole frame is
+ * looked at through them before it is for the generator itself, whose
+ * own object the frame that made it often still has). */
+
+static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                        uint64_t gen, size_t n0, bool spans, int how,
+                        unsigned *budget)
+{
+    uint64_t low = 0;
+    for (size_t i = 0; i < n0; i++)
+        if (t->fr[i].r.owner == PYU_OWNER_THREAD)
+            low = t->fr[i].r.addr;
+    uint64_t x = sm->indirect ? 0 : pyu_snap_frame_under(sm, t, ts, low);
+    if (!x)
+        return 0;
+    if (how != UNDER_VIA)
+        return resume_from(sm, t, ts, x, gen, n0, spans, how == UNDER_WHOLE,
+                           budget);
+    if (*budget == 0)
+        return 0;
+    --*budget;
+    if (pyu_snap_walk_on(sm, t, ts, x, spans) < 0)
+        return -1;
+    pyu_sframe mid[PYU_HELD_DEPTH];
+    size_t n = t->nfr > n0 && t->fr[n0].r.addr == x
+                   ? pyu_resume_held_gen(sm, t, &t->fr[n0].r, gen, mid, 0, true)
+                   : 0;
+    if (!n) {
+        t->nfr = n0;
+        t->end = PYU_CHAIN_NULL;
+        return 0;
+    }
+    return put_mid(sm, t, n0, n0, mid, n) < 0 ? -1 : 1;
+}
+
+static bool in_cache(const pyu_fcache *c, uint64_t addr)
+{
+    for (size_t i = 0; c->valid && i < c->n; i++)
+        if (c->addr[i] == addr)
+            return true;
+    return false;
+}
+
+/* A walk that ended at a generator's frame that had yielded (it clears
+ * its previous) when it was copied: it was running when the thread state
+ * was read, resumed by the frame that resumed it last time, if that frame
+ * (as copied) still holds the generator; else (a generator new since, or
+ * its memo taken by another) by the innermost frame of the last stack
+ * taken that holds it.  The walk goes on from there: the stack it had,
+ * with its caller's own stack as copied. */
+int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                    bool spans)
+{
+    const pyu_fcache *c = &t->cache;
+    unsigned budget = GEN_WALKS;
+    for (int k = 0; k < PYU_GEN_DEPTH && t->end == PYU_CHAIN_NULL && t->nfr;
+         k++) {
+        const pyu_frame_raw g = t->fr[t->nfr - 1].r;
+        size_t at = caller_slot(g.addr), n0 = t->nfr;
+        if (g.owner != PYU_OWNER_GENERATOR || g.prev)
+            return 0;
+        uint64_t gen = pyu_resume_gen_object(sm, g.addr);
+        if (!gen)
+            return 0;
+        uint64_t memo = t->gen_memo && t->gen_memo[2 * at] == g.addr
+                            ? t->gen_memo[2 * at + 1]
+                            : 0;
+        int rc = 0;
+        if (memo)
+            rc = resume_from(sm, t, ts, memo, gen, n0, spans, false, &budget);
+        for (size_t i = c->valid ? c->n : 0, tries = 0;
+             rc == 0 && i-- > 0 && tries < GEN_TRIES; tries++)
+            if (c->addr[i] != memo && c->addr[i] != g.addr)
+                rc = resume_from(sm, t, ts, c->addr[i], gen, n0, spans, false,
+                                 &budget);
+        /* (then the generators' frames met lately: one that resumed this
+         * one may have yielded before the last stack) */
+        for (size_t i = 0; rc == 0 && i < PYU_GEN_RECENT; i++) {
+            uint64_t a = t->gens[i];
+            if (a && a != memo && a != g.addr && !in_cache(c, a))
+                rc = resume_from(sm, t, ts, a, gen, n0, spans, false, &budget);
+        }
+        /* (and the entry frames on the C stack that generators were
+         * resumed through lately: each names, as copied now, the frame
+         * that resumed one last -- generators made since have new
+         * addresses, the C stack the same) */
+        for (size_t i = 0; rc == 0 && i < PYU_GEN_RECENT; i++)
+            if (t->shims[i])
+                rc = resume_from(sm, t, ts, t->shims[i], gen, n0, spans, false,
+                                 &budget);
+        /* (and last the frame of the data stack below the walk's frames
+         * there, of the thread state's moment: the generator's resumer
+         * is that frame or a generator it holds when no frame the sampler
+         * met lately holds it) */
+        for (int how = UNDER_LOCALS; rc == 0 && how <= UNDER_WHOLE; how++)
+            rc = resume_under(sm, t, ts, gen, n0, spans, how, &budget);
+        if (rc <= 0)
+            return rc;
+        sm->st.resumed++;
+    }
+    return 0;
+}
