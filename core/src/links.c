@@ -15,7 +15,11 @@
  *                    is put on the frame right below it on the data stack
  *                    (pyu_links_from_below()).
  *
- * sampler.c calls these in that order, after the first walk.
+ * sampler.c's read_thread() walks and judges the stack from the thread
+ * state's current frame; on 3.11 settles it (or, when it failed, makes it
+ * again from the loop's entry frame); else tries it from below; and last
+ * walks from the current frame read again, grafting the first walk's
+ * frames on it.
  */
 #include "sampling.h"
 
@@ -25,8 +29,8 @@
 
 /* ---------------------------------------------------- walk and judge */
 
-/* Walks t's chain from `first` (pyu_snap_walk()), and on through the generators
- * that had yielded by their copy (pyu_resume_walk()). */
+/* Walks t's chain from `first` (pyu_snap_walk()), and on through the
+ * generators that had yielded by their copy (pyu_resume_walk()). */
 int pyu_links_walk_whole(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                          uint64_t first, bool spans)
 {
@@ -103,7 +107,8 @@ int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t)
     for (size_t i = 0; gen && x == t->nfr && i < t->nfr && i < PYU_GEN_DEPTH;
          i++)
         if (t->fr[i].r.owner < PYU_OWNER_ENTRY &&
-            (via = pyu_resume_held_gen(sm, t, &t->fr[i].r, gen, mid, 0, false)))
+            (via = pyu_resume_held_gen(sm, t, &t->fr[i].r, gen, mid, 0,
+                                       false)))
             x = i;
     /* a frame of the data stack whose caller's link is gone (C code
      * called it, and returned): C code pushes the frames it calls where
@@ -161,8 +166,9 @@ int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t)
  *   - a walk whose innermost entry frame does not run the code the named
  *     loop was last seen entered with, when that was a generator's, is of
  *     another loop (made since at the same place on the C stack): it is
- *     made again from the named loop's entry frame (pyu_links_from_entry(): the
- *     frame that runs that code), then taken as above.
+ *     made again from the named loop's entry frame
+ *     (pyu_links_from_entry(): the frame that runs that code), then taken
+ *     as above.
  *
  * A loop that ended by the read of its word may leave another C
  * function's word there, and no frame: the walk is made from its entry

@@ -302,9 +302,10 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (pyu_snap_walk_on(sm, t, ts, x, spans) < 0)
         return -1;
     pyu_sframe mid[PYU_HELD_DEPTH];
-    size_t n = t->nfr > n0 && t->fr[n0].r.addr == x
-                   ? pyu_resume_held_gen(sm, t, &t->fr[n0].r, gen, mid, 0, true)
-                   : 0;
+    size_t n =
+        t->nfr > n0 && t->fr[n0].r.addr == x
+            ? pyu_resume_held_gen(sm, t, &t->fr[n0].r, gen, mid, 0, true)
+            : 0;
     if (!n) {
         t->nfr = n0;
         t->end = PYU_CHAIN_NULL;
