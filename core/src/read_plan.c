@@ -2,17 +2,17 @@
  * the prediction allows.
  *
  * Steady state (the interpreters and threads the last sample found are
- * still there): one process_vm_readv brings the runtime's interpreter
- * list head (every HEAD_EVERY samples), each interpreter's fields, and for
- * each thread its thread state followed by the memory where the frames of
- * its last stack lay (its spans: the current data-stack chunk from its
- * start to a little past the innermost frame, then frames elsewhere, the
- * outermost first) -- one snapshot per thread, which accept.c judges.  A
- * 3.15 thread whose anchor proved its stack (frame_cache.c) gets instead
- * its thread state, then a window of its data stack from the frame the
- * anchor named to a little past the innermost frame.  3.11 keeps its
- * current frame in the eval loop's _PyCFrame: that word is read at the
- * _PyCFrame the thread had last time, right after its thread state.
+ * still there): one process_vm_readv brings for each thread its thread
+ * state followed by the memory where the frames of its last stack lay
+ * (its spans: the current data-stack chunk from its start to a little
+ * past the innermost frame, then frames elsewhere, the outermost first)
+ * -- one snapshot per thread, which accept.c judges -- then the runtime's
+ * interpreter list head (every HEAD_EVERY samples) and each interpreter's
+ * fields.  A 3.15 thread whose anchor proved its stack (frame_cache.c)
+ * gets instead its thread state, then a window of its data stack from the
+ * frame the anchor named to a little past the innermost frame.  3.11 keeps
+ * its current frame in the eval loop's _PyCFrame: that word is read at
+ * the _PyCFrame the thread had last time, right after its thread state.
  *
  * The lists are checked link by link against the prediction (head, next);
  * any difference reads them anew through threads.c, which sets up the
@@ -488,26 +488,6 @@ int pyu_plan_batch(pyu_sampler *sm)
     if (!ranges_for(sm, need))
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
     pyu_range *r = sm->ranges;
-    /* a new interpreter is put at the head of the runtime's list: looked
-     * for every HEAD_EVERY samples (the rest of the lists, every time) */
-    uint64_t head = sm->head;
-    bool check_head = sm->st.samples % HEAD_EVERY == 0;
-    if (check_head)
-        r[n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head),
-                             &head, 8};
-    for (size_t i = 0; i < sm->ninterps; i++) {
-        pyu_sinterp *si = &sm->interps[i];
-        pyu_interp_plan(o, s->runtime, si->in.addr, &si->in, &si->ir);
-        size_t k = 0;
-        if (sm->ispan_len) { /* its fields in one range */
-            r[n++] = (pyu_range){si->in.addr + sm->ispan_off,
-                                 sm->ispan + i * sm->ispan_len,
-                                 sm->ispan_len};
-            k = si->ir.nlocal; /* (then the runtime's, 3.11) */
-        }
-        memcpy(r + n, si->ir.r + k, (si->ir.n - k) * sizeof *r);
-        n += si->ir.n - k;
-    }
     for (size_t j = 0; j < sm->nthreads; j++) {
         pyu_sthread *t = &sm->threads[j];
         t->spans_read = t->win_read = false;
@@ -532,6 +512,34 @@ int pyu_plan_batch(pyu_sampler *sm)
             n += span_ranges(t, r + n, sm);
             t->spans_read = t->nspan > 0;
         }
+    }
+    /* the interpreters' fields after the threads': the range of an
+     * interpreter's holds the line of its garbage collector's count, which
+     * the thread writes at every allocation of a tracked object -- read
+     * just before a thread state, the thread would stall on that write,
+     * in the code that allocates, at the moment its state is copied, and
+     * that code would be over-weighted (3.15 generators: a pipeline
+     * stage that allocates was current in 0.18-0.33 of the samples
+     * against 0.14 stopped; since, as stopped, bench/perf-check).  A new
+     * interpreter is put at the head of the runtime's list: looked for
+     * every HEAD_EVERY samples (the rest of the lists, every time) */
+    uint64_t head = sm->head;
+    bool check_head = sm->st.samples % HEAD_EVERY == 0;
+    if (check_head)
+        r[n++] = (pyu_range){s->runtime + PYU_OFF(o, rt_interpreters_head),
+                             &head, 8};
+    for (size_t i = 0; i < sm->ninterps; i++) {
+        pyu_sinterp *si = &sm->interps[i];
+        pyu_interp_plan(o, s->runtime, si->in.addr, &si->in, &si->ir);
+        size_t k = 0;
+        if (sm->ispan_len) { /* its fields in one range */
+            r[n++] = (pyu_range){si->in.addr + sm->ispan_off,
+                                 sm->ispan + i * sm->ispan_len,
+                                 sm->ispan_len};
+            k = si->ir.nlocal; /* (then the runtime's, 3.11) */
+        }
+        memcpy(r + n, si->ir.r + k, (si->ir.n - k) * sizeof *r);
+        n += si->ir.n - k;
     }
     for (size_t j = 0; j < sm->nthreads; j++)
         sm->threads[j].taken = false;
