@@ -158,8 +158,10 @@ static int read_interps(pyu_session *s, size_t *n, bool *truncated,
                         &ir);
         ir.r[ir.n++] = (pyu_range){
             s->runtime + PYU_OFF(o, rt_interpreters_head), &head, 8};
-        if (t->guess_tstate)
-            ir.r[ir.n++] = (pyu_range){t->guess_tstate, t->spec, t->tslen};
+        if (t->guess_tstate) { /* (first: see pyu_plan_batch) */
+            memmove(ir.r + 1, ir.r, ir.n++ * sizeof *ir.r);
+            ir.r[0] = (pyu_range){t->guess_tstate, t->spec, t->tslen};
+        }
         if (pyu_readv_quiet(s, ir.r, ir.n) == 0 && head == t->guess_interp) {
             have_first = true;
             *first_ts = t->guess_tstate &&
