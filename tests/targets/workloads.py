@@ -17,6 +17,11 @@ MODE is one of:
     stdlib      the standard library in a loop: json dumps/loads,
                 re.match over a list, difflib.unified_diff,
                 statistics.pstdev of a generator
+    shortgen    short-lived generators: a generator of four items
+                summed through a generator expression, one of three
+                iterated, each item a call, and a short loop in a
+                function between them (every stack lasts well under a
+                microsecond, most of them in generators' frames)
     alternate   main -> a1 -> a2 -> leaf and main -> b1 -> b2 -> leaf in
                 a hot loop: a stack "b1 -> a2" or "a1 -> b2" never exists
                 (the impossible-stack test)
@@ -183,6 +188,37 @@ def stdlib():
         statistics.pstdev(values())
 
 
+# --------------------------------------------------------------- shortgen
+
+def double(i):
+    return i * 2
+
+
+def inner(n):
+    for i in range(n):
+        yield double(i)
+
+
+def middle(n):
+    for x in inner(n):
+        yield x + 1
+
+
+def spin(k):
+    t = 0
+    for i in range(k):
+        t += i
+    return t
+
+
+def shortgen():
+    while True:
+        sum(1 for _ in middle(4))
+        for _ in inner(3):
+            pass
+        spin(30)
+
+
 # -------------------------------------------------------------- alternate
 
 def leaf():
@@ -213,7 +249,7 @@ def alternate():
 
 MODES = {"calls": calls, "generators": generators, "recursion": recursion,
          "sorting": sorting, "threads": threads, "stdlib": stdlib,
-         "alternate": alternate}
+         "shortgen": shortgen, "alternate": alternate}
 
 
 def main():
