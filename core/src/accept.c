@@ -74,6 +74,10 @@
  * On 3.15 a thread whose anchor proves its stack is not read at all
  * (frame_cache.c); the rest is read under the same rules.
  *
+ * A current frame whose slot held another call by its copy (its code
+ * object does not end where the data stack ended at the thread state's
+ * moment) is not walked at all: snapshot.c says what is recorded then.
+ *
  * A stack that fails is read again from a new snapshot (sampler.c); the
  * outer frames that passed are kept if it keeps failing.
  */

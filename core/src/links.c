@@ -56,6 +56,7 @@ int pyu_links_judge(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0;
     pyu_snap_note_popped(sm, t);
     pyu_resume_learn(t);
+    pyu_snap_learn_slots(sm, t);
     return 1;
 }
 

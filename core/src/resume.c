@@ -270,8 +270,9 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 
 /* How resume_under() looks for the generator in the frame below: in its
  * locals; through the generators its whole frame holds; in its whole
- * frame. */
-enum { UNDER_LOCALS, UNDER_VIA, UNDER_WHOLE };
+ * frame; not at all (a generator that ended by its copy: see
+ * pyu_resume_walk()). */
+enum { UNDER_LOCALS, UNDER_VIA, UNDER_WHOLE, UNDER_ENDED };
 
 /* resume_from() the frame of the data stack right below the walk's
  * frames there (the top, when none is), of the thread state's moment:
@@ -293,6 +294,18 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     uint64_t x = sm->indirect ? 0 : pyu_snap_frame_under(sm, t, ts, low);
     if (!x)
         return 0;
+    if (how == UNDER_ENDED) {
+        for (size_t i = 0; i < n0; i++)
+            if (t->fr[i].r.addr == x)
+                return 0; /* (a frame of the walk already) */
+        if (pyu_snap_walk_on(sm, t, ts, x, spans) < 0)
+            return -1;
+        if (t->nfr > n0)
+            return 1;
+        t->nfr = n0;
+        t->end = PYU_CHAIN_NULL;
+        return 0;
+    }
     if (how != UNDER_VIA)
         return resume_from(sm, t, ts, x, gen, n0, spans, how == UNDER_WHOLE,
                            budget);
@@ -375,6 +388,14 @@ int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
          * met lately holds it) */
         for (int how = UNDER_LOCALS; rc == 0 && how <= UNDER_WHOLE; how++)
             rc = resume_under(sm, t, ts, gen, n0, spans, how, &budget);
+        /* (a generator that ended by its copy -- its frame cleared, the
+         * generator freed -- is held by no frame any more: it was running
+         * when the thread state was read, resumed from the frame below it
+         * on the data stack then or from a generator that frame resumed;
+         * it is put on that frame, with nothing between) */
+        if (rc == 0 && t->fr[n0 - 1].popped)
+            rc = resume_under(sm, t, ts, gen, n0, spans, UNDER_ENDED,
+                              &budget);
         if (rc <= 0)
             return rc;
         sm->st.resumed++;

@@ -100,6 +100,47 @@ static int from_anchor(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
     return pyu_fcache_take(sm, t, ts, k + 1);
 }
 
+/* The stack of a thread whose current frame's slot held another call by
+ * its copy (snapshot.c): the frames of the data stack below that slot at
+ * the thread state's moment, with the innermost frames of a stack met
+ * lately in that slot on top, or <unknown> when none fits.  1 when taken,
+ * 0 when the frames below could not be told, -1 on an error. */
+static int reused_slot(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                       bool spans, thread_read *r)
+{
+    sm->st.reused++;
+    uint64_t under = pyu_snap_frame_under(sm, t, ts, ts->current_frame);
+    t->nfr = 0;
+    if (!under)
+        return 0;
+    if (pyu_links_walk_whole(sm, t, ts, under, spans) < 0)
+        return -1;
+    int ok = pyu_links_judge(sm, t, ts, r);
+    if (ok <= 0 || t->fr[0].r.addr != under) {
+        t->nfr = 0;
+        return ok < 0 ? -1 : 0;
+    }
+    const struct pyu_slot_call *x = pyu_snap_slot_call(
+        sm, t, ts->current_frame, ts->ds_top - ts->current_frame,
+        t->fr[0].r.code);
+    if (!x) {
+        r->leaf_unknown = true;
+        return 1;
+    }
+    while (t->nfr + x->n > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory"), -1;
+    memmove(t->fr + x->n, t->fr, t->nfr * sizeof *t->fr);
+    memset(t->fr, 0, x->n * sizeof *t->fr);
+    for (size_t k = 0; k < x->n; k++)
+        t->fr[k].r = x->r[k];
+    t->fr[x->n - 1].r.prev = under;
+    t->nfr += x->n;
+    r->ok = (long)t->nfr;
+    r->imputed = true;
+    return 1;
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
@@ -109,6 +150,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
 {
     pyu_session *s = sm->s;
     r->what = THREAD_SKIP;
+    r->leaf_unknown = r->imputed = false;
     r->in = in;
     r->status = pyu_status_of(s, in, ts, status_wanted(sm));
     if (!selected(sm, ts, r->status))
@@ -158,6 +200,11 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         if (pyu_links_walk_whole(sm, t, ts, ts->current_frame, spans) < 0)
             return -1;
         r->what = THREAD_READ;
+        if (t->reused) {
+            int rc = reused_slot(sm, t, ts, spans, r);
+            if (rc)
+                return rc < 0 ? -1 : 0;
+        }
         int ok = pyu_links_judge(sm, t, ts, r);
         if (!ok && sm->indirect && t->nfr <= 1 &&
             (!t->nfr || t->end == PYU_CHAIN_UNREAD) &&
@@ -236,7 +283,7 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (r->what == THREAD_READ) {
         size_t ok = (size_t)r->ok;
         pyu_plan_note_chunk(sm, t, ts->chunk); /* (settle looks at it) */
-        unknown = ok < t->nfr || !t->nfr;
+        unknown = ok < t->nfr || !t->nfr || r->leaf_unknown;
         bool reuse = !(sm->o.flags & PYU_SAMPLE_NO_CACHE);
         /* (no frames: a walk into unreadable memory, t->fr maybe unmade) */
         const pyu_sframe *from = ok ? t->fr + (t->nfr - ok) : NULL;
@@ -247,7 +294,11 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
             unknown = true;
             t->cache.valid = false;
         }
-        if (!unknown) {
+        if (r->imputed) {
+            /* (frames of an earlier stack on top: no anchor on them) */
+            sm->st.cache_miss++;
+            t->cache.anchored = false;
+        } else if (!unknown) {
             sm->st.cache_miss++;
             sm->st.unproven++;
             pyu_fcache_settle(sm, t, ts);
@@ -277,6 +328,8 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (node < 0 || pyu_profile_count(sm->p, (uint32_t)t->pthread,
                                       (uint32_t)node, 1, status) < 0)
         return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory"), -1;
+    if (r->what == THREAD_READ && r->imputed)
+        t->cache.valid = false; /* (the next sample reads them again) */
     return 1;
 }
 

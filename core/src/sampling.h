@@ -30,6 +30,10 @@
 #define PYU_GEN_CALLERS 64 /* generator frames whose last caller a thread
                               remembers (a power of two) */
 #define PYU_GEN_RECENT 8 /* generator frames a thread remembers meeting */
+#define PYU_SLOT_CALLS 32 /* calls a thread remembers at their slots of the
+                             data stack (snapshot.c) */
+#define PYU_SLOT_DEPTH 6  /* ... each with the frames between it and the
+                             frame below it on the data stack */
 #define PYU_WIN_EXTRA 6  /* frames outside the data stack read with an
                             anchored thread's window */
 #define PYU_GEN_DEPTH 16 /* generators that yielded a walk goes through */
@@ -143,6 +147,20 @@ typedef struct pyu_sthread {
                          (sampler.c; owned) */
     uint64_t gens[PYU_GEN_RECENT]; /* the generators' frames its accepted
                          stacks held lately, the last first (sampler.c) */
+    struct pyu_slot_call {
+        pyu_frame_raw r[PYU_SLOT_DEPTH]; /* a frame of the data stack in
+                                 an accepted stack, as copied, then the
+                                 frames below it down to the next frame of
+                                 the data stack (generators', entry
+                                 frames) */
+        uint8_t n;            /* how many (0: a free entry) */
+        uint64_t caller_code; /* the code of that next frame */
+        uint64_t size;        /* the first one's bytes on the data stack */
+        uint32_t seen;        /* how often it was met (halved now and
+                                 then) */
+    } slots[PYU_SLOT_CALLS];
+    bool reused;      /* the current frame's slot held another call by its
+                         copy (snapshot.c) */
     uint64_t shims[PYU_GEN_RECENT]; /* the entry frames (C stack) they
                          were resumed through, the last first */
     bool unplaced;    /* popped ones were left out: their code could not
@@ -165,6 +183,10 @@ struct thread_read { /* (sampler.c, links.c) */
     long ok;        /* THREAD_READ: the outermost frames of t->fr that
                        passed (t->nfr: all) */
     const pyu_interp *in;
+    bool leaf_unknown; /* THREAD_READ: the innermost frame could not be
+                          told: <unknown> on the frames that passed */
+    bool imputed;      /* THREAD_READ: the innermost frames are those met
+                          lately in that slot (pyu_snap_slot_call()) */
 };
 
 /* One interpreter of the prediction. */
@@ -231,6 +253,7 @@ struct pyu_sampler {
     uint64_t none_addr; /* None, once met as a frame's function (a shim) */
     uint64_t gen_off;   /* where a generator object keeps its frame, once
                            found (before 3.14; sampler.c) */
+    uint64_t pick; /* snapshot.c: the state of its choices (xorshift) */
     uint64_t nlocals_code, nlocals_epoch; /* the locals of one code object */
     size_t nlocals;
     pyu_names_slot names[PYU_NAMES_MEMO];
@@ -310,6 +333,15 @@ PYU_HIDDEN bool pyu_snap_in_top_chunk(const pyu_sthread *t,
                                       const pyu_frame_raw *f);
 /* The bytes code's frames take on the data stack, or 0. */
 PYU_HIDDEN uint64_t pyu_snap_frame_size(pyu_sampler *sm, uint64_t code);
+/* Remembers the calls of t's accepted stack that lie on the data stack,
+ * by their slot, size and the frame of the data stack below them. */
+PYU_HIDDEN void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t);
+/* One of the calls t met lately in the slot at addr, size bytes, above a
+ * frame of the data stack running caller_code, each as likely as it was
+ * met; NULL when none was. */
+PYU_HIDDEN const struct pyu_slot_call *
+pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
+                   uint64_t size, uint64_t caller_code);
 /* The frame of the data stack right below the one at addr (0: below its
  * top) at the thread state's moment, or 0 when it cannot be told. */
 PYU_HIDDEN uint64_t pyu_snap_frame_under(pyu_sampler *sm, pyu_sthread *t,

@@ -11,6 +11,26 @@
  * code object from the chunk's first frame.  What a walk is worth is for
  * the acceptance rules (accept.c); the links a walk cannot follow are
  * made again by resume.c and links.c.
+ *
+ * The current frame's slot reused.  The thread state names the current
+ * frame at one moment; its copy, a microsecond later, may be of another
+ * call made in the same slot since (the callee of the same caller, or of
+ * a generator the caller resumed: their frames are pushed where the data
+ * stack ends), still running or itself over (its instruction pointer then
+ * names its own code, not the one of the thread state's moment).  The
+ * thread state of that moment tells: its data stack ended right past the
+ * current frame, which took its code object's size there.  A copy whose
+ * code object takes more, or less by less than a frame's fixed fields (a
+ * call being made or ending leaves the callee's frame above the current
+ * one), is another call's, and so are its links.  Such a stack is the
+ * frames of the data stack below that slot at that moment (stepped up to
+ * from the chunk's first frame), with the innermost frames of a stack met
+ * lately in the same slot, of the same size, above a frame running the
+ * same code: chosen among those as often as each was met (its line is
+ * that stack's), so that the calls made there keep their shares; with
+ * <unknown> on top when none was met.  Leaving the frame to the caller,
+ * or reading again, gives the caller (or whatever runs a moment later)
+ * the share of every short call made there.
  */
 #include "sampling.h"
 
@@ -24,8 +44,27 @@
 typedef struct walk_ctx {
     pyu_sampler *sm;
     pyu_sthread *t;
+    const pyu_tstate *ts; /* the thread state of the walk's moment, when
+                             the walk starts at its current frame */
     bool spans; /* the walk is in the spans read with its thread state */
 } walk_ctx;
+
+/* Whether the frame f, copied with code object c, is another call than
+ * the current frame the thread state ts named at its address (see
+ * above). */
+static bool other_call(const pyu_sampler *sm, const pyu_tstate *ts,
+                       const pyu_frame_raw *f, const pyu_code *c)
+{
+    if (sm->indirect || !ts || !c || !c->framesize ||
+        f->owner != PYU_OWNER_THREAD || f->addr != ts->current_frame ||
+        ts->ds_top <= f->addr || ts->ds_top - f->addr >= (1u << 20))
+        return false;
+    uint64_t took = ts->ds_top - f->addr;
+    return took < c->framesize ||
+           (took > c->framesize &&
+            took - c->framesize <
+                (uint64_t)PYU_OFF(&sm->s->off, fr_localsplus));
+}
 
 /* Stores each frame the walk meets, with the words at its saved stack
  * top when the same copy holds them, and its second copy when its range
@@ -48,6 +87,15 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
      * call was made current.) */
     pyu_frame_raw was;
     bool is_popped = false;
+    if (!t->nfr && w->ts) {
+        const pyu_code *c = pyu_frame_popped(w->sm->s, f)
+                                ? pyu_code_at_instr(w->sm->s, f->instr_ptr)
+                                : pyu_code_cached(w->sm->s, f->code);
+        if (other_call(w->sm, w->ts, f, c)) {
+            t->reused = true;
+            return 1; /* (its links are the other call's) */
+        }
+    }
     if (t->nfr == t->npopped && pyu_frame_popped(w->sm->s, f)) {
         const pyu_code *c = pyu_code_at_instr(w->sm->s, f->instr_ptr);
         if (!f->code && !c) {
@@ -97,7 +145,8 @@ int pyu_snap_walk_on(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        .span = spans ? t->span : NULL,
                        .nspan = spans ? t->nspan : 0, .chunk = ts->chunk,
                        .singles = SINGLES, .quiet = true};
-    walk_ctx w = {sm, t, spans};
+    walk_ctx w = {sm, t, t->nfr || first != ts->current_frame ? NULL : ts,
+                  spans};
     if (pyu_chain_each(sm->s, &it, on_frame, &w) < 0) {
         if (!sm->s->err.code)
             pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
@@ -114,7 +163,7 @@ int pyu_snap_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                   uint64_t first, bool spans)
 {
     t->nfr = t->npopped = 0;
-    t->unplaced = false;
+    t->unplaced = t->reused = false;
     return pyu_snap_walk_on(sm, t, ts, first, spans);
 }
 
@@ -247,6 +296,90 @@ uint64_t pyu_snap_frame_under(pyu_sampler *sm, pyu_sthread *t,
     return f == end ? below : 0;
 }
 
+/* ------------------------------------------ calls met in their slots */
+
+static bool same_call(const struct pyu_slot_call *x, const pyu_sframe *fr,
+                      size_t n, uint64_t caller_code)
+{
+    if (x->n != n || x->caller_code != caller_code ||
+        x->r[0].addr != fr[0].r.addr)
+        return false;
+    for (size_t k = 0; k < n; k++)
+        if (x->r[k].code != fr[k].r.code || x->r[k].owner != fr[k].r.owner)
+            return false;
+    return true;
+}
+
+void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t)
+{
+    for (size_t i = 0; i + 1 < t->nfr && i < PYU_PLAN_EARLY; i++) {
+        const pyu_sframe *f = &t->fr[i];
+        if (f->popped || f->r.owner != PYU_OWNER_THREAD)
+            continue;
+        size_t j = i + 1; /* (the next frame of the data stack) */
+        while (j < t->nfr && t->fr[j].r.owner != PYU_OWNER_THREAD)
+            j++;
+        uint64_t size;
+        if (j == t->nfr || j - i > PYU_SLOT_DEPTH ||
+            t->fr[j].r.addr >= f->r.addr ||
+            t->fr[j - 1].r.prev != t->fr[j].r.addr ||
+            !(size = pyu_snap_frame_size(sm, f->r.code)))
+            continue;
+        size_t n = j - i, m = 0, least = 0;
+        uint64_t cc = t->fr[j].r.code;
+        for (; m < PYU_SLOT_CALLS && !same_call(&t->slots[m], f, n, cc); m++)
+            if (t->slots[m].seen < t->slots[least].seen)
+                least = m;
+        struct pyu_slot_call *x = &t->slots[m < PYU_SLOT_CALLS ? m : least];
+        if (m == PYU_SLOT_CALLS) /* (in place of the one met least) */
+            x->seen = 0;
+        for (size_t k = 0; k < n; k++)
+            x->r[k] = t->fr[i + k].r;
+        x->n = (uint8_t)n;
+        x->caller_code = cc;
+        x->size = size;
+        if (++x->seen >= 1024) /* (what is no longer met goes) */
+            for (size_t k = 0; k < PYU_SLOT_CALLS; k++)
+                t->slots[k].seen /= 2;
+    }
+}
+
+static bool fits(const struct pyu_slot_call *x, uint64_t addr, uint64_t size,
+                 uint64_t caller_code)
+{
+    return x->n && x->seen && x->r[0].addr == addr && x->size == size &&
+           x->caller_code == caller_code;
+}
+
+const struct pyu_slot_call *pyu_snap_slot_call(pyu_sampler *sm,
+                                               const pyu_sthread *t,
+                                               uint64_t addr, uint64_t size,
+                                               uint64_t caller_code)
+{
+    uint64_t total = 0;
+    for (size_t m = 0; m < PYU_SLOT_CALLS; m++)
+        if (fits(&t->slots[m], addr, size, caller_code))
+            total += t->slots[m].seen;
+    if (!total)
+        return NULL;
+    /* (xorshift: a fixed sequence) */
+    uint64_t x = sm->pick ? sm->pick : 0x9E3779B97F4A7C15ull;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    sm->pick = x;
+    uint64_t at = x % total;
+    for (size_t m = 0; m < PYU_SLOT_CALLS; m++) {
+        const struct pyu_slot_call *c = &t->slots[m];
+        if (!fits(c, addr, size, caller_code))
+            continue;
+        if (at < c->seen)
+            return c;
+        at -= c->seen;
+    }
+    return NULL;
+}
+
 /* ------------------------------------------ 3.15: the anchor's window */
 
 /* The copy of the frame at addr in t's window or the frames read with
@@ -283,7 +416,7 @@ int pyu_snap_walk_window(pyu_sampler *sm, pyu_sthread *t, uint64_t first,
     const pyu_fcache *c = &t->cache;
     uint64_t stop = c->addr[k];
     size_t fsize = sm->fsize;
-    walk_ctx w = {sm, t, false};
+    walk_ctx w = {sm, t, NULL, false};
     t->nfr = t->npopped = 0;
     t->unplaced = false;
     /* (each frame once at most: a loop in a hostile target ends) */

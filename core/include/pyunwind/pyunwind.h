@@ -964,6 +964,14 @@ typedef struct pyu_sampler_stats {
     uint64_t popped_left;    /* ... of them recorded as the caller's stack
                                 (the popped frames' code could not be told
                                 or their callers had gone past the call) */
+    uint64_t reused;         /* stacks whose current frame's slot of the
+                                data stack held another call by its copy
+                                (its code object's frame does not end where
+                                the data stack ended when the thread state
+                                was read): recorded as the frames below it
+                                then, the call met lately in that slot, of
+                                that size, on top; <unknown> when none
+                                was */
 } pyu_sampler_stats;
 
 /* A sampler over an opened session, recording into p (which it fills in
