@@ -391,12 +391,14 @@ static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
     t->fr[u - 1].r.prev = 0; /* (its link below is gone) */
     t->end = PYU_CHAIN_NULL;
     size_t n0 = t->nfr;
+    thread_read kept = *r;
     int ok = pyu_resume_walk(sm, t, ts, spans);
     if (ok == 0 && t->nfr > n0)
         ok = pyu_links_judge(sm, t, ts, r);
     if (ok != 0)
         return ok;
     pyu_snap_swap_walks(t); /* (back as it was) */
+    *r = kept;
     return 0;
 }
 
@@ -449,6 +451,7 @@ int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (!below)
         return 0;
     /* (the first walk where pyu_links_graft() looks for it) */
+    thread_read kept = *r;
     pyu_snap_swap_walks(t);
     int ok = 0;
     if (pyu_links_walk_whole(sm, t, ts, below, spans) < 0)
@@ -467,5 +470,6 @@ int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (ok < 0)
         return -1;
     pyu_snap_swap_walks(t); /* (back as it was) */
+    *r = kept;
     return 0;
 }

@@ -282,6 +282,8 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0;
     if (r->what == THREAD_READ) {
         size_t ok = (size_t)r->ok;
+        if (ok > t->nfr) /* (never: each rescue restores what it tried) */
+            ok = 0;
         pyu_plan_note_chunk(sm, t, ts->chunk); /* (settle looks at it) */
         unknown = ok < t->nfr || !t->nfr || r->leaf_unknown;
         bool reuse = !(sm->o.flags & PYU_SAMPLE_NO_CACHE);
