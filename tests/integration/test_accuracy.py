@@ -71,6 +71,18 @@ OPEN_BOUND = 0.1
 # understood yet).  This bound holds them well under where they were
 # (0.31-0.45), and a process past it is followed by a second one.
 GEN_SWING_BOUND = 0.25
+# Short-lived generators and a short call (workloads.py shortgen), read
+# from another CPU than the target's (the case of a machine with more than
+# one: from the target's own CPU, which stops it while it is read, the same
+# sampler is at 0.03).  The slot of the current frame was used again by
+# another call by its copy in a third of the samples: 0.19-0.32 from the
+# reference until the thread state's data stack told it (3.14, 3.14t,
+# 3.15), 0.06-0.09 since (bench/README.md); 1,500 samples a method move
+# by 0.02-0.04.  3.11 (0.45), 3.13 (0.13) and 3.13t (0.26) are still open
+# (issue 22) and not held here.
+SHORTGEN_BOUND = 0.15
+SHORTGEN = [p for p in PYTHONS if p[0] in ("3.14.7", "3.14.7t",
+                                           "3.15.2-debian")]
 
 
 class Workload:
@@ -98,27 +110,46 @@ def sample_into(path, pid, *args):
         f.write(r.stdout)
 
 
-def distance_to_reference(python, mode, workdir, bound):
+class Pinned:
+    """The target on one CPU, this process (and the samplers it starts)
+    on another, for as long as it lasts; nothing when there is one CPU."""
+
+    def __init__(self, pid):
+        self.old = os.sched_getaffinity(0)
+        self.cpus = sorted(self.old)
+        if len(self.cpus) >= 2:
+            os.sched_setaffinity(pid, {self.cpus[0]})
+            os.sched_setaffinity(0, {self.cpus[1]})
+
+    def close(self):
+        os.sched_setaffinity(0, self.old)
+
+
+def distance_to_reference(python, mode, workdir, bound, pinned=False):
     """(self distance of the running profile to the blocking one, its
     shares, the reference's shares); rounds interleaved on one process.
     A process whose profile is past bound is followed by a second one, and
     the nearer counts (3.11's generators swing, GEN_SWING_BOUND): a
     sampler that is off stays off on a second process."""
-    first = one_distance(python, mode, os.path.join(workdir, "1"))
+    first = one_distance(python, mode, os.path.join(workdir, "1"), pinned)
     if first[0] < bound:
         return first
-    return min(first, one_distance(python, mode, os.path.join(workdir, "2")))
+    return min(first, one_distance(python, mode, os.path.join(workdir, "2"),
+                                   pinned))
 
 
-def one_distance(python, mode, workdir):
+def one_distance(python, mode, workdir, pinned=False):
     os.makedirs(workdir, exist_ok=True)
     ref, run = (os.path.join(workdir, n) for n in ("ref.txt", "run.txt"))
     w = Workload(python, mode)
+    pin = Pinned(w.pid) if pinned else None
     try:
         for _ in range(ROUNDS):
             sample_into(ref, w.pid, "--blocking")
             sample_into(run, w.pid)
     finally:
+        if pin:
+            pin.close()
         w.close()
     ds, _, n = accuracy.distances(ref, run)
     assert n > 1000, n  # (every tick served: no sample left out)
@@ -150,6 +181,19 @@ def test_callbacks_and_generators_keep_their_share(label, python, mode,
              else OPEN_BOUND)
     ds, got, want = distance_to_reference(python, mode, workdir, bound)
     assert ds < bound, (ds, got, want)
+
+
+@pytest.mark.accuracy
+@pytest.mark.parametrize("label,python", SHORTGEN,
+                         ids=[p[0] for p in SHORTGEN])
+def test_short_lived_generators_keep_their_share(label, python, workdir):
+    """Generators of three or four items, each item a call, and a short
+    loop between them, read from another CPU: the current frame's slot is
+    often another call's by its copy, and that call's share must not be
+    taken from the one the thread state named."""
+    ds, got, want = distance_to_reference(python, "shortgen", workdir,
+                                          SHORTGEN_BOUND, pinned=True)
+    assert ds < SHORTGEN_BOUND, (ds, got, want)
 
 
 @pytest.mark.accuracy
