@@ -86,6 +86,19 @@ typedef struct pyu_fcache {
     bool wrote;        /* the sampler wrote this thread's anchor */
 } pyu_fcache;
 
+/* A call met in its slot of the data stack (snapshot.c). */
+struct pyu_slot_call {
+    pyu_frame_raw r[PYU_SLOT_DEPTH]; /* a frame of the data stack in an
+                                        accepted stack, as copied, then the
+                                        frames below it down to the next
+                                        frame of the data stack
+                                        (generators', entry frames) */
+    uint8_t n;            /* how many (0: a free entry) */
+    uint64_t caller_code; /* the code of that next frame */
+    uint64_t size;        /* the first one's bytes on the data stack */
+    uint32_t seen;        /* how often it was met (halved now and then) */
+};
+
 /* One thread of the prediction. */
 typedef struct pyu_sthread {
     uint64_t tstate, thread_id, native_id;
@@ -147,18 +160,9 @@ typedef struct pyu_sthread {
                          (sampler.c; owned) */
     uint64_t gens[PYU_GEN_RECENT]; /* the generators' frames its accepted
                          stacks held lately, the last first (sampler.c) */
-    struct pyu_slot_call {
-        pyu_frame_raw r[PYU_SLOT_DEPTH]; /* a frame of the data stack in
-                                 an accepted stack, as copied, then the
-                                 frames below it down to the next frame of
-                                 the data stack (generators', entry
-                                 frames) */
-        uint8_t n;            /* how many (0: a free entry) */
-        uint64_t caller_code; /* the code of that next frame */
-        uint64_t size;        /* the first one's bytes on the data stack */
-        uint32_t seen;        /* how often it was met (halved now and
-                                 then) */
-    } slots[PYU_SLOT_CALLS];
+    struct pyu_slot_call *slots; /* PYU_SLOT_CALLS calls met lately at
+                         their slots of the data stack, made when the
+                         first is met (snapshot.c; owned) */
     bool reused;      /* the current frame's slot held another call by its
                          copy (snapshot.c) */
     uint64_t shims[PYU_GEN_RECENT]; /* the entry frames (C stack) they

@@ -34,6 +34,7 @@
  */
 #include "sampling.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define SINGLES 3 /* frames outside the spans read one by one before the
@@ -312,6 +313,11 @@ static bool same_call(const struct pyu_slot_call *x, const pyu_sframe *fr,
 
 void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t)
 {
+    if (t->nfr < 2)
+        return;
+    if (!t->slots &&
+        !(t->slots = calloc(PYU_SLOT_CALLS, sizeof *t->slots)))
+        return; /* (nothing remembered: such stacks get <unknown>) */
     for (size_t i = 0; i + 1 < t->nfr && i < PYU_PLAN_EARLY; i++) {
         const pyu_sframe *f = &t->fr[i];
         if (f->popped || f->r.owner != PYU_OWNER_THREAD)
@@ -357,7 +363,7 @@ const struct pyu_slot_call *pyu_snap_slot_call(pyu_sampler *sm,
                                                uint64_t caller_code)
 {
     uint64_t total = 0;
-    for (size_t m = 0; m < PYU_SLOT_CALLS; m++)
+    for (size_t m = 0; t->slots && m < PYU_SLOT_CALLS; m++)
         if (fits(&t->slots[m], addr, size, caller_code))
             total += t->slots[m].seen;
     if (!total)
