@@ -243,8 +243,8 @@ void pyu_resume_learn(pyu_sthread *t)
 
 /* Goes on with t's walk (n0 frames, the last a generator's frame that had
  * yielded) from the frame at addr, when that frame, as copied, holds the
- * generator gen.  1 when it does, 0 when not (the walk as it was), -1 on
- * an error. */
+ * generator gen (gen 0: one that ended, held by nothing).  1 when it
+ * does, 0 when not (the walk as it was), -1 on an error. */
 static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        uint64_t addr, uint64_t gen, size_t n0, bool spans,
                        bool whole, unsigned *budget)
@@ -261,7 +261,7 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     while (h < t->nfr && h < n0 + 2 && t->fr[h].r.owner >= PYU_OWNER_ENTRY)
         h++;
     if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
-        pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole))
+        (!gen || pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole)))
         return 1;
     t->nfr = n0;
     t->end = PYU_CHAIN_NULL;
@@ -294,21 +294,9 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     uint64_t x = sm->indirect ? 0 : pyu_snap_frame_under(sm, t, ts, low);
     if (!x)
         return 0;
-    if (how == UNDER_ENDED) {
-        for (size_t i = 0; i < n0; i++)
-            if (t->fr[i].r.addr == x)
-                return 0; /* (a frame of the walk already) */
-        if (pyu_snap_walk_on(sm, t, ts, x, spans) < 0)
-            return -1;
-        if (t->nfr > n0)
-            return 1;
-        t->nfr = n0;
-        t->end = PYU_CHAIN_NULL;
-        return 0;
-    }
-    if (how != UNDER_VIA)
-        return resume_from(sm, t, ts, x, gen, n0, spans, how == UNDER_WHOLE,
-                           budget);
+    if (how != UNDER_VIA) /* (an ended generator: no evidence asked) */
+        return resume_from(sm, t, ts, x, how == UNDER_ENDED ? 0 : gen, n0,
+                           spans, how == UNDER_WHOLE, budget);
     if (*budget == 0)
         return 0;
     --*budget;

@@ -88,17 +88,16 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
      * call was made current.) */
     pyu_frame_raw was;
     bool is_popped = false;
-    if (!t->nfr && w->ts) {
-        const pyu_code *c = pyu_frame_popped(w->sm->s, f)
-                                ? pyu_code_at_instr(w->sm->s, f->instr_ptr)
-                                : pyu_code_cached(w->sm->s, f->code);
-        if (other_call(w->sm, w->ts, f, c)) {
-            t->reused = true;
-            return 1; /* (its links are the other call's) */
-        }
+    bool popped = t->nfr == t->npopped && pyu_frame_popped(w->sm->s, f);
+    const pyu_code *c =
+        popped ? pyu_code_at_instr(w->sm->s, f->instr_ptr) : NULL;
+    if (!t->nfr && w->ts &&
+        other_call(w->sm, w->ts, f,
+                   popped ? c : pyu_code_cached(w->sm->s, f->code))) {
+        t->reused = true;
+        return 1; /* (its links are the other call's) */
     }
-    if (t->nfr == t->npopped && pyu_frame_popped(w->sm->s, f)) {
-        const pyu_code *c = pyu_code_at_instr(w->sm->s, f->instr_ptr);
+    if (popped) {
         if (!f->code && !c) {
             t->nfr = t->npopped = 0; /* (and the popped frames above) */
             t->unplaced = true;
