@@ -462,10 +462,14 @@ def test_the_anchor_under_short_calls(label, python, workdir):
             r.stderr
         assert reads < 1.5, r.stderr
         # (what the window showed is what the loop calls)
+        # (a call that took the slot of the one the thread state named,
+        # not yet met there, is <unknown>: rare)
         leaves = collections.Counter()
         for line in r.stdout.splitlines():
             stack, n = line.rsplit(" ", 1)
-            leaves[stack.split(";")[-1].split(":")[1]] += int(n)
+            leaf = stack.split(";")[-1]
+            leaves[leaf.split(":")[1] if ":" in leaf else leaf] += int(n)
+        assert leaves["<unknown>"] < stacks // 100, leaves
         assert {"score", "process", "classify"} <= set(leaves), leaves
         assert leaves["score"] > leaves["process"] > leaves["weight"], leaves
     finally:
