@@ -1087,7 +1087,7 @@ def test_collapsed_read_by_speedscope(workdir):
         lines = collections.Counter()
         for fr, n in main:
             for f in set(fr):
-                if f.split(":")[1] == fn:
+                if f.split(":")[1:2] == [fn]:
                     lines[f] += n
         name, most = lines.most_common(1)[0]
         assert most >= 0.95 * sum(lines.values()), lines
