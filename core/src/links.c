@@ -419,7 +419,7 @@ int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                          bool spans, thread_read *r)
 {
     const pyu_fcache *c = &t->cache;
-    if (!t->nfr)
+    if (!t->nfr || pyu_spent(sm))
         return 0;
     long up = upper(sm, t->fr, t->nfr);
     if (up < 0)

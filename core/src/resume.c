@@ -57,12 +57,19 @@ uint64_t pyu_resume_gen_object(pyu_sampler *sm, uint64_t frame)
 #define HELD_TRIES 2  /* generators a frame holds looked into, at most */
 
 /* How many locals (arguments, variables, cells) the code object at code
- * has: its co_localsplusnames tuple's size, read once per code object
- * (the last one asked is remembered). */
+ * has, as its record says (co_nlocalsplus, 3.12+ and 3.11's layout), else
+ * its co_localsplusnames tuple's size, read once per code object (the
+ * last one asked is remembered). */
 static size_t nlocals(pyu_sampler *sm, uint64_t code)
 {
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
+    bool is_code;
+    const pyu_code *c = pyu_code_cached(s, code);
+    if (!c && code)
+        c = pyu_code_get(s, code, &is_code);
+    if (c && (c->nlocalsplus || PYU_HAS(o, co_nlocalsplus)))
+        return c->nlocalsplus < HOLD_WORDS ? c->nlocalsplus : HOLD_WORDS;
     if (code == sm->nlocals_code && s->code_epoch == sm->nlocals_epoch)
         return sm->nlocals;
     uint64_t names = 0;
@@ -241,6 +248,34 @@ void pyu_resume_learn(pyu_sthread *t)
     }
 }
 
+#define ENTRIES 2 /* entry frames a resumer's walk steps over */
+
+/* Whether the frame at addr (past ENTRIES entry frames at most), as t's
+ * spans hold it or read now, holds gen (pyu_resume_holds()): resume_from()
+ * asks before it walks from there, as most of the frames it is offered
+ * hold nothing of the kind. */
+static bool may_hold(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
+                     uint64_t gen, bool whole)
+{
+    uint8_t buf[PYU_BUF_FRAME];
+    for (int k = 0; k <= ENTRIES && addr; k++) {
+        size_t avail;
+        const uint8_t *copy = pyu_snap_in_spans(t, addr, sm->fsize, &avail);
+        if (!copy) {
+            if (sm->fsize > sizeof buf ||
+                pyu_read_quiet(sm->s, addr, buf, sm->fsize) < 0)
+                return false;
+            copy = buf;
+        }
+        pyu_frame_raw f;
+        pyu_frame_raw_take(&sm->s->off, addr, copy, sm->fsize, &f);
+        if (f.owner < PYU_OWNER_ENTRY)
+            return pyu_resume_holds(sm, t, &f, gen, whole);
+        addr = f.prev;
+    }
+    return false;
+}
+
 /* Goes on with t's walk (n0 frames, the last a generator's frame that had
  * yielded) from the frame at addr, when that frame, as copied, holds the
  * generator gen (gen 0: one that ended, held by nothing).  1 when it
@@ -249,16 +284,19 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        uint64_t addr, uint64_t gen, size_t n0, bool spans,
                        bool whole, unsigned *budget)
 {
-    if (*budget == 0)
+    if (*budget == 0 || pyu_spent(sm))
         return 0;
     --*budget;
     for (size_t i = 0; i < n0; i++)
         if (t->fr[i].r.addr == addr)
             return 0; /* (a frame of the walk already) */
+    if (gen && !may_hold(sm, t, addr, gen, whole))
+        return 0; /* (told before the walk, in a read or two) */
     if (pyu_snap_walk_on(sm, t, ts, addr, spans) < 0)
         return -1;
     size_t h = n0; /* (past the entry frame of a call from C code) */
-    while (h < t->nfr && h < n0 + 2 && t->fr[h].r.owner >= PYU_OWNER_ENTRY)
+    while (h < t->nfr && h < n0 + ENTRIES &&
+           t->fr[h].r.owner >= PYU_OWNER_ENTRY)
         h++;
     if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
         (!gen || pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole)))
@@ -297,7 +335,7 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (how != UNDER_VIA) /* (an ended generator: no evidence asked) */
         return resume_from(sm, t, ts, x, how == UNDER_ENDED ? 0 : gen, n0,
                            spans, how == UNDER_WHOLE, budget);
-    if (*budget == 0)
+    if (*budget == 0 || pyu_spent(sm))
         return 0;
     --*budget;
     if (pyu_snap_walk_on(sm, t, ts, x, spans) < 0)

@@ -194,6 +194,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             }
             spans = rc == 0;
         }
+        sm->spare_from = s->reads;
         /* (frames the spans did not hold are read as the walk meets
          * them: a snapshot of its own would be another moment) */
         moment = false;
@@ -222,7 +223,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
          * back when they ended after its read.  (The same frame again is
          * worth the walk: a generator's frame that had yielded when first
          * copied is often resumed, by the same caller, by the second.) */
-        if (spans && t->again &&
+        if (spans && t->again && !pyu_spent(sm) &&
             (t->again != ts->current_frame || t->nearly)) {
             pyu_snap_swap_walks(t);
             /* (in the copies made after the current frame was read again:
