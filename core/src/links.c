@@ -254,30 +254,63 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return ok;
 }
 
+/* Whether the frame at f (running code), the top one of the data stack,
+ * is not one of the loop's the thread state named: the first frame of
+ * another eval loop (is_entry), or one whose code has not started (a
+ * frame C code pushed, whose loop is not entered yet).  C code calling
+ * Python pushes the frame before it enters its loop and pops it after the
+ * loop has ended: meanwhile the thread runs C code, and its current frame
+ * is the caller's, as a stopped thread's word shows. */
+static bool not_the_loops(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
+                          uint64_t code)
+{
+    size_t avail;
+    const uint8_t *copy = pyu_snap_in_spans(t, f, sm->fsize, &avail);
+    if (!copy)
+        return false;
+    pyu_frame_raw fr;
+    pyu_frame_raw_take(&sm->s->off, f, copy, sm->fsize, &fr);
+    return fr.entry ||
+           fr.instr_ptr < code + PYU_OFF(&sm->s->off, co_code_adaptive);
+}
+
 /* Into at[]: the frames between the innermost frame of the data stack
  * in t's walk from its frame i on and the top its thread state had, the
  * outermost first, going up code object by code object.  How many (0 when
  * that frame ends at the top); -1 when they cannot be told (a size that
- * passes the top, no frame of the chunk, more than TOP_STEPS). */
+ * passes the top, no frame of the chunk, more than TOP_STEPS).  A step
+ * that cannot be told past frames that could leaves, in *stuck, its place
+ * (the frames below it in at[], *nstuck of them) and, in *under, the code
+ * of the frame below it: the copy there is of another call than the one
+ * the top was of (a later call at the same place). */
 static long above_top(pyu_sampler *sm, const pyu_sthread *t,
-                      const pyu_tstate *ts, size_t i, uint64_t *at)
+                      const pyu_tstate *ts, size_t i, uint64_t *at,
+                      uint64_t *stuck, size_t *nstuck, uint64_t *under)
 {
+    *stuck = 0;
     while (i < t->nfr && !pyu_snap_in_top_chunk(t, ts, &t->fr[i].r))
         i++;
     if (i == t->nfr)
         return -1;
-    uint64_t f = t->fr[i].r.addr, code = t->fr[i].r.code,
+    uint64_t f = t->fr[i].r.addr, code = t->fr[i].r.code, below = 0,
              off = PYU_OFF(&sm->s->off, fr_executable);
     for (long k = 0; k <= TOP_STEPS; k++) {
         uint64_t size;
         if ((k && !pyu_snap_bytes(sm, t, f + off, &code, 8)) ||
-            !(size = pyu_snap_frame_size(sm, code)) || f + size > ts->ds_top)
+            !(size = pyu_snap_frame_size(sm, code)) ||
+            f + size > ts->ds_top) {
+            if (k && f < ts->ds_top)
+                *stuck = f, *nstuck = (size_t)k - 1, *under = below;
             return -1;
+        }
+        if (k && f + size == ts->ds_top && not_the_loops(sm, t, f, code))
+            return k - 1;
         if (k)
             at[k - 1] = f;
         if (f + size == ts->ds_top)
             return k;
         f += size;
+        below = code;
     }
     return -1;
 }
@@ -326,13 +359,39 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return ok;
 }
 
+/* Puts the frames of the call x, met lately in a slot of the data stack,
+ * on t's walk (whose innermost frame lies right below that slot): as the
+ * slot rule does on 3.13+ (sampler.c), they are taken for the call the
+ * thread state's moment had there, and read again next time.  0, or -1
+ * when out of memory. */
+static int on_slot_call(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
+                        const struct pyu_slot_call *x)
+{
+    while (t->nfr + x->n > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    uint64_t below = t->nfr ? t->fr[0].r.addr : 0;
+    memmove(t->fr + x->n, t->fr, t->nfr * sizeof *t->fr);
+    memset(t->fr, 0, x->n * sizeof *t->fr);
+    for (size_t k = 0; k < x->n; k++)
+        t->fr[k].r = x->r[k];
+    t->fr[x->n - 1].r.prev = below;
+    t->nfr += x->n;
+    r->ok = (long)t->nfr;
+    r->imputed = true;
+    return 0;
+}
+
 /* Makes t's accepted walk agree with the moment of its thread state (see
- * above) when it is another loop's walk, or the loop is a generator's
- * (its word may be the one it left when it yielded): the loop's frames of
- * that moment are its entry frame and the frames of the data stack from
- * there to the top.  A walk of any other loop is of the moment its word
- * was read, as good as the thread state's.  Remembers the loop's entry
- * frame.  0, or -1 on an error. */
+ * above): the loop's frames of that moment are its entry frame and the
+ * frames of the data stack from there to the top -- when it is another
+ * loop's walk, when the loop is a generator's (its word may be the one it
+ * left when it yielded), and when the thread called or returned between
+ * the thread state's read and its word's (the frames the word names are
+ * then not those of the data stack then).  When the frames up to the top
+ * cannot be told (a copy of a later call at one's place, of another
+ * size), the walk stands.  Remembers the loop's entry frame.  0, or -1 on
+ * an error. */
 int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                      bool spans, thread_read *r)
 {
@@ -341,7 +400,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     size_t k = loop_of(t, ts->cframe), i = entered_at(t);
     uint64_t code = k < PYU_CFRAMES ? t->entry_code[k] : 0;
     bool other = code && (i == t->nfr || t->fr[i].r.code != code);
-    if (!other && (i == t->nfr || t->fr[i].r.owner != PYU_OWNER_GENERATOR)) {
+    if (!other && i == t->nfr) {
         learn_entry(t, ts->cframe);
         return 0;
     }
@@ -352,20 +411,42 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         i = 0;
     }
     pyu_plan_note_chunk(sm, t, ts->chunk);
-    uint64_t at[TOP_STEPS];
-    long n = above_top(sm, t, ts, i, at);
+    uint64_t at[TOP_STEPS], stuck, under = 0;
+    size_t nstuck = 0;
+    long n = above_top(sm, t, ts, i, at, &stuck, &nstuck, &under);
+    /* (a loop entered by a frame of the data stack: its frames of that
+     * moment are the data stack's from there to the top, which the walk
+     * from its word has unless the thread called or returned meanwhile) */
+    bool same = n >= 0 && (size_t)n == i;
+    for (size_t j = 0; same && j < i; j++)
+        same = at[j] == t->fr[i - 1 - j].r.addr;
+    /* (the top one's place copied with a later call there, as the slot
+     * rule finds on 3.13+ (snapshot.c): the frames below it, with a call
+     * met lately in that place, of that size, on top) */
+    const struct pyu_slot_call *x =
+        n < 0 && stuck && !other && t->fr[i].r.owner == PYU_OWNER_THREAD
+            ? pyu_snap_slot_call(sm, t, stuck, ts->ds_top - stuck, under)
+            : NULL;
+    if (x)
+        n = (long)nstuck;
+    if (same) {
+        learn_entry(t, ts->cframe);
+        return 0;
+    }
+    int ok = 0;
     if (n > 0) {
-        int ok = onto_top(sm, t, ts, r, i, at, (size_t)n);
-        if (ok < 0)
+        if ((ok = onto_top(sm, t, ts, r, i, at, (size_t)n)) < 0)
             return -1;
-        sm->st.topped += (uint64_t)ok;
-    } else if (n == 0 && i > 0) {
+    } else if (n == 0 && (i > 0 || x)) { /* (frame i is the top) */
         memmove(t->fr, t->fr + i, (t->nfr - i) * sizeof *t->fr);
         t->nfr -= i;
         t->npopped = t->npopped > i ? t->npopped - i : 0;
         r->ok = (long)t->nfr;
-        sm->st.topped++;
+        ok = 1;
     }
+    if (ok && x && on_slot_call(sm, t, r, x) < 0)
+        return -1;
+    sm->st.topped += (uint64_t)ok;
     learn_entry(t, ts->cframe);
     return 0;
 }

@@ -56,7 +56,7 @@ typedef struct walk_ctx {
 static bool other_call(const pyu_sampler *sm, const pyu_tstate *ts,
                        const pyu_frame_raw *f, const pyu_code *c)
 {
-    if (sm->indirect || !ts || !c || !c->framesize ||
+    if (!ts || !c || !c->framesize ||
         f->owner != PYU_OWNER_THREAD || f->addr != ts->current_frame ||
         ts->ds_top <= f->addr || ts->ds_top - f->addr >= (1u << 20))
         return false;
