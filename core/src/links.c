@@ -361,9 +361,9 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 
 /* Puts the frames of the call x, met lately in a slot of the data stack,
  * on t's walk (whose innermost frame lies right below that slot): as the
- * slot rule does on 3.13+ (sampler.c), they are taken for the call the
- * thread state's moment had there, and read again next time.  0, or -1
- * when out of memory. */
+ * slot rule does for a current frame's copy (sampler.c), they are taken
+ * for the call the thread state's moment had there, and read again next
+ * time.  0, or -1 when out of memory. */
 static int on_slot_call(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
                         const struct pyu_slot_call *x)
 {
@@ -421,8 +421,8 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     for (size_t j = 0; same && j < i; j++)
         same = at[j] == t->fr[i - 1 - j].r.addr;
     /* (the top one's place copied with a later call there, as the slot
-     * rule finds on 3.13+ (snapshot.c): the frames below it, with a call
-     * met lately in that place, of that size, on top) */
+     * rule finds for a current frame (snapshot.c): the frames below it,
+     * with a call met lately in that place, of that size, on top) */
     const struct pyu_slot_call *x =
         n < 0 && stuck && !other && t->fr[i].r.owner == PYU_OWNER_THREAD
             ? pyu_snap_slot_call(sm, t, stuck, ts->ds_top - stuck, under)
