@@ -359,29 +359,6 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return ok;
 }
 
-/* Puts the frames of the call x, met lately in a slot of the data stack,
- * on t's walk (whose innermost frame lies right below that slot): as the
- * slot rule does for a current frame's copy (sampler.c), they are taken
- * for the call the thread state's moment had there, and read again next
- * time.  0, or -1 when out of memory. */
-static int on_slot_call(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
-                        const struct pyu_slot_call *x)
-{
-    while (t->nfr + x->n > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    uint64_t below = t->nfr ? t->fr[0].r.addr : 0;
-    memmove(t->fr + x->n, t->fr, t->nfr * sizeof *t->fr);
-    memset(t->fr, 0, x->n * sizeof *t->fr);
-    for (size_t k = 0; k < x->n; k++)
-        t->fr[k].r = x->r[k];
-    t->fr[x->n - 1].r.prev = below;
-    t->nfr += x->n;
-    r->ok = (long)t->nfr;
-    r->imputed = true;
-    return 0;
-}
-
 /* Makes t's accepted walk agree with the moment of its thread state (see
  * above): the loop's frames of that moment are its entry frame and the
  * frames of the data stack from there to the top -- when it is another
@@ -444,7 +421,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         r->ok = (long)t->nfr;
         ok = 1;
     }
-    if (ok && x && on_slot_call(sm, t, r, x) < 0)
+    if (ok && x && pyu_snap_put_slot_call(sm, t, r, x) < 0)
         return -1;
     sm->st.topped += (uint64_t)ok;
     learn_entry(t, ts->cframe);

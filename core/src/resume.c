@@ -57,32 +57,15 @@ uint64_t pyu_resume_gen_object(pyu_sampler *sm, uint64_t frame)
 #define HELD_TRIES 2  /* generators a frame holds looked into, at most */
 
 /* How many locals (arguments, variables, cells) the code object at code
- * has, as its record says (co_nlocalsplus, 3.12+ and 3.11's layout), else
- * its co_localsplusnames tuple's size, read once per code object (the
- * last one asked is remembered). */
+ * has (co_nlocalsplus, in its record), HOLD_WORDS at most; 0 when it is
+ * not a code object. */
 static size_t nlocals(pyu_sampler *sm, uint64_t code)
 {
-    pyu_session *s = sm->s;
-    const pyu_offsets *o = &s->off;
     bool is_code;
-    const pyu_code *c = pyu_code_cached(s, code);
+    const pyu_code *c = pyu_code_cached(sm->s, code);
     if (!c && code)
-        c = pyu_code_get(s, code, &is_code);
-    if (c && (c->nlocalsplus || PYU_HAS(o, co_nlocalsplus)))
-        return c->nlocalsplus < HOLD_WORDS ? c->nlocalsplus : HOLD_WORDS;
-    if (code == sm->nlocals_code && s->code_epoch == sm->nlocals_epoch)
-        return sm->nlocals;
-    uint64_t names = 0;
-    int64_t n = 0;
-    if (pyu_read_quiet(s, code + PYU_OFF(o, co_localsplusnames), &names, 8) <
-            0 ||
-        pyu_read_quiet(s, names + PYU_OFF(o, tuple_ob_size), &n, 8) < 0 ||
-        n < 0)
-        n = 0;
-    sm->nlocals_code = code;
-    sm->nlocals_epoch = s->code_epoch;
-    sm->nlocals = n < HOLD_WORDS ? (size_t)n : HOLD_WORDS;
-    return sm->nlocals;
+        c = pyu_code_get(sm->s, code, &is_code);
+    return !c ? 0 : c->nlocalsplus < HOLD_WORDS ? c->nlocalsplus : HOLD_WORDS;
 }
 
 /* The words of frame f's locals and of its value stack up to its saved
@@ -259,16 +242,11 @@ static bool may_hold(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
 {
     uint8_t buf[PYU_BUF_FRAME];
     for (int k = 0; k <= ENTRIES && addr; k++) {
-        size_t avail;
-        const uint8_t *copy = pyu_snap_in_spans(t, addr, sm->fsize, &avail);
-        if (!copy) {
-            if (sm->fsize > sizeof buf ||
-                pyu_read_quiet(sm->s, addr, buf, sm->fsize) < 0)
-                return false;
-            copy = buf;
-        }
+        if (sm->fsize > sizeof buf ||
+            !pyu_snap_bytes(sm, t, addr, buf, sm->fsize))
+            return false;
         pyu_frame_raw f;
-        pyu_frame_raw_take(&sm->s->off, addr, copy, sm->fsize, &f);
+        pyu_frame_raw_take(&sm->s->off, addr, buf, sm->fsize, &f);
         if (f.owner < PYU_OWNER_ENTRY)
             return pyu_resume_holds(sm, t, &f, gen, whole);
         addr = f.prev;

@@ -127,18 +127,7 @@ static int reused_slot(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         r->leaf_unknown = true;
         return 1;
     }
-    while (t->nfr + x->n > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory"), -1;
-    memmove(t->fr + x->n, t->fr, t->nfr * sizeof *t->fr);
-    memset(t->fr, 0, x->n * sizeof *t->fr);
-    for (size_t k = 0; k < x->n; k++)
-        t->fr[k].r = x->r[k];
-    t->fr[x->n - 1].r.prev = under;
-    t->nfr += x->n;
-    r->ok = (long)t->nfr;
-    r->imputed = true;
-    return 1;
+    return pyu_snap_put_slot_call(sm, t, r, x) < 0 ? -1 : 1;
 }
 
 /* Reads one thread's stack: the proven innermost frame, or snapshots

@@ -181,7 +181,7 @@ typedef struct thread_read thread_read;
 /* What reading one thread gave. */
 enum { THREAD_SKIP, THREAD_HIT, THREAD_READ };
 
-struct thread_read { /* (sampler.c, links.c) */
+struct thread_read { /* (sampler.c, links.c, snapshot.c) */
     int what;       /* THREAD_* */
     unsigned status;
     long ok;        /* THREAD_READ: the outermost frames of t->fr that
@@ -258,8 +258,6 @@ struct pyu_sampler {
     uint64_t gen_off;   /* where a generator object keeps its frame, once
                            found (before 3.14; sampler.c) */
     uint64_t pick; /* snapshot.c: the state of its choices (xorshift) */
-    uint64_t nlocals_code, nlocals_epoch; /* the locals of one code object */
-    size_t nlocals;
     pyu_names_slot names[PYU_NAMES_MEMO];
     uint64_t names_epoch;
     /* sampler.c: (code object, instruction) -> profile frame; each
@@ -364,6 +362,13 @@ PYU_HIDDEN void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t);
 PYU_HIDDEN const struct pyu_slot_call *
 pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
                    uint64_t size, uint64_t caller_code);
+/* Puts the frames of the call x on t's walk, whose innermost frame is the
+ * one right below x's slot: taken for the call the thread state's moment
+ * had there (r: imputed, read again next time).  0, or -1 when out of
+ * memory. */
+PYU_HIDDEN int pyu_snap_put_slot_call(pyu_sampler *sm, pyu_sthread *t,
+                                      thread_read *r,
+                                      const struct pyu_slot_call *x);
 /* The frame of the data stack right below the one at addr (0: below its
  * top) at the thread state's moment, or 0 when it cannot be told. */
 PYU_HIDDEN uint64_t pyu_snap_frame_under(pyu_sampler *sm, pyu_sthread *t,

@@ -385,6 +385,24 @@ const struct pyu_slot_call *pyu_snap_slot_call(pyu_sampler *sm,
     return NULL;
 }
 
+int pyu_snap_put_slot_call(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
+                           const struct pyu_slot_call *x)
+{
+    while (t->nfr + x->n > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    uint64_t below = t->nfr ? t->fr[0].r.addr : 0;
+    memmove(t->fr + x->n, t->fr, t->nfr * sizeof *t->fr);
+    memset(t->fr, 0, x->n * sizeof *t->fr);
+    for (size_t k = 0; k < x->n; k++)
+        t->fr[k].r = x->r[k];
+    t->fr[x->n - 1].r.prev = below;
+    t->nfr += x->n;
+    r->ok = (long)t->nfr;
+    r->imputed = true;
+    return 0;
+}
+
 /* ------------------------------------------ 3.15: the anchor's window */
 
 /* The copy of the frame at addr in t's window or the frames read with
