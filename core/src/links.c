@@ -320,7 +320,8 @@ static long above_top(pyu_sampler *sm, const pyu_sthread *t,
  * walk when the stack passes the rules: 1 when it did, 0 when not (t's
  * walk kept), -1 on an error. */
 static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
-                    thread_read *r, size_t i, const uint64_t *at, size_t n)
+                    bool spans, thread_read *r, size_t i, const uint64_t *at,
+                    size_t n)
 {
     size_t need = t->nfr - i + n;
     uint8_t buf[PYU_BUF_FRAME];
@@ -331,7 +332,12 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     for (size_t k = 0; k < n; k++) {
         pyu_sframe *sf = &t->fr[n - 1 - k];
         /* (the copy the spans hold, to their end: its saved stack top's
-         * words are the caller's evidence, accept.c) */
+         * words are the caller's evidence, accept.c; and its second copy
+         * when its range was read twice, which shows whether the first
+         * mixed two moments of a slot being filled again: a copy of a1's
+         * frame with b1's words, or of b2's code with a2's function,
+         * passed as a1 -> b2 in 1 of 10,000 samples of the alternating
+         * target) */
         size_t avail;
         const uint8_t *copy = pyu_snap_in_spans(t, at[k], sm->fsize, &avail);
         if (!copy) {
@@ -345,7 +351,7 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         memset(sf, 0, sizeof *sf);
         pyu_frame_raw_take(&sm->s->off, at[k], copy, sm->fsize, &sf->r);
         sf->r.prev = k ? at[k - 1] : t->fr1[i].r.addr;
-        sf->nslot = pyu_sframe_slots(at[k], sf->r.sp, copy, avail, sf->slot);
+        pyu_snap_evidence(sm, t, sf, copy, avail, spans && copy != buf);
     }
     memcpy(t->fr + n, t->fr1 + i, (t->nfr1 - i) * sizeof *t->fr);
     t->nfr = need;
@@ -412,7 +418,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     }
     int ok = 0;
     if (n > 0) {
-        if ((ok = onto_top(sm, t, ts, r, i, at, (size_t)n)) < 0)
+        if ((ok = onto_top(sm, t, ts, spans, r, i, at, (size_t)n)) < 0)
             return -1;
     } else if (n == 0 && (i > 0 || x)) { /* (frame i is the top) */
         memmove(t->fr, t->fr + i, (t->nfr - i) * sizeof *t->fr);

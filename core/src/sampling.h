@@ -344,6 +344,14 @@ PYU_HIDDEN bool pyu_snap_window_spans(pyu_sthread *t);
 PYU_HIDDEN const uint8_t *pyu_snap_in_spans(const pyu_sthread *t,
                                             uint64_t addr, size_t len,
                                             size_t *avail);
+/* Sets what frame sf's copy buf (avail bytes of it) holds of its
+ * caller's evidence (accept.c): the words at its saved stack top, its
+ * return offset, and, when second and buf lies in a range of t's read
+ * twice, the same from the second copy. */
+PYU_HIDDEN void pyu_snap_evidence(const pyu_sampler *sm,
+                                  const pyu_sthread *t, pyu_sframe *sf,
+                                  const uint8_t *buf, size_t avail,
+                                  bool second);
 /* n bytes at addr into buf: from t's spans, else read now. */
 PYU_HIDDEN bool pyu_snap_bytes(pyu_sampler *sm, const pyu_sthread *t,
                                uint64_t addr, void *buf, size_t n);

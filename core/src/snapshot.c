@@ -115,25 +115,32 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
         return -1;
     pyu_sframe *sf = &t->fr[t->nfr++];
     sf->r = *f;
-    sf->nslot = pyu_sframe_slots(f->addr, f->sp, buf, avail, sf->slot);
-    sf->ret = pyu_sframe_ret(w->sm, buf);
-    sf->twice = false;
     sf->popped = is_popped;
-    for (size_t k = 0; k < t->nearly && w->spans && !is_popped; k++) {
+    pyu_snap_evidence(w->sm, t, sf, buf, avail, w->spans && !is_popped);
+    return 0;
+}
+
+void pyu_snap_evidence(const pyu_sampler *sm, const pyu_sthread *t,
+                       pyu_sframe *sf, const uint8_t *buf, size_t avail,
+                       bool second)
+{
+    uint64_t addr = sf->r.addr;
+    sf->nslot = pyu_sframe_slots(addr, sf->r.sp, buf, avail, sf->slot);
+    sf->ret = pyu_sframe_ret(sm, buf);
+    sf->twice = false;
+    for (size_t k = 0; k < t->nearly && second; k++) {
         const pyu_chunk_span *a = &t->span[k], *b = &t->span2[k];
         if (buf < a->local || buf >= a->local + (a->end - a->start))
             continue;
         size_t off = (size_t)(buf - a->local);
         const uint8_t *b2 = b->local + off;
         size_t avail2 = (size_t)(b->end - b->start) - off;
-        pyu_frame_raw_take(&w->sm->s->off, f->addr, b2, w->sm->fsize,
-                           &sf->r2);
-        sf->nslot2 = pyu_sframe_slots(f->addr, sf->r2.sp, b2, avail2, sf->slot2);
-        sf->ret2 = pyu_sframe_ret(w->sm, b2);
+        pyu_frame_raw_take(&sm->s->off, addr, b2, sm->fsize, &sf->r2);
+        sf->nslot2 = pyu_sframe_slots(addr, sf->r2.sp, b2, avail2, sf->slot2);
+        sf->ret2 = pyu_sframe_ret(sm, b2);
         sf->twice = true;
         break;
     }
-    return 0;
 }
 
 /* Walks t's chain from `first`, in its spans when they were read with ts,
