@@ -138,11 +138,11 @@ size_t pyu_resume_held_gen(pyu_sampler *sm, const pyu_sthread *t,
     size_t n = depth < PYU_HELD_DEPTH && frame_off
                    ? frame_words(sm, t, f, words, whole && !depth)
                    : 0;
-    for (size_t k = 0, tries = 0; k < n && tries < HELD_TRIES; k++) {
+    for (size_t k = 0, tries = 0;
+         k < n && tries < HELD_TRIES && !pyu_spent(sm); k++) {
         uint64_t w = words[k] & ~o->tag_mask;
         if (w == gen || w + (1u << 20) < gen || w > gen + (1u << 20))
             continue;
-        tries++;
         uint8_t buf[512];
         if (sm->fsize > sizeof buf ||
             pyu_read_quiet(sm->s, w + frame_off, buf, sm->fsize) < 0)
@@ -152,6 +152,9 @@ size_t pyu_resume_held_gen(pyu_sampler *sm, const pyu_sthread *t,
         pyu_frame_raw_take(o, w + frame_off, buf, sm->fsize, &m->r);
         if (m->r.owner != PYU_OWNER_GENERATOR || (m->r.prev && !whole))
             continue; /* (not one that had yielded) */
+        /* (only a generator's counts: the words near gen are as often
+         * the other objects a frame made, its lists and floats) */
+        tries++;
         m->r.prev = f->addr; /* (who resumed it) */
         if (pyu_resume_holds(sm, t, &m->r, gen, false))
             return depth + 1;
@@ -284,6 +287,45 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 0;
 }
 
+/* The frame that resumed the generator frame at addr last time, as t's
+ * memo has it, or 0. */
+static uint64_t memo_of(const pyu_sthread *t, uint64_t addr)
+{
+    size_t at = caller_slot(addr);
+    return t->gen_memo && t->gen_memo[2 * at] == addr ? t->gen_memo[2 * at + 1]
+                                                      : 0;
+}
+
+/* Goes on with t's walk (n0 frames, the last a generator's frame that
+ * ended by its copy, held by nothing any more) from the frame x below it
+ * on the data stack -- through the generator that resumed it last time
+ * when that one runs now, called from x (through C code): a generator
+ * expression over a generator, whose loop ends with it, is still in the
+ * frame where it resumed the one that ended.  1, 0 or -1 as
+ * resume_from(). */
+static int resume_ended(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                        uint64_t x, size_t n0, bool spans, unsigned *budget)
+{
+    uint64_t m = memo_of(t, t->fr[n0 - 1].r.addr);
+    int rc = m && m != x ? resume_from(sm, t, ts, m, 0, n0, spans, false,
+                                       budget)
+                         : 0;
+    if (rc < 0)
+        return -1;
+    if (rc) {
+        size_t h = n0 + 1; /* (past the entry frame C code made) */
+        while (h < t->nfr && h < n0 + 1 + ENTRIES &&
+               t->fr[h].r.owner >= PYU_OWNER_ENTRY)
+            h++;
+        if (t->fr[n0].r.owner == PYU_OWNER_GENERATOR && h < t->nfr &&
+            t->fr[h].r.addr == x)
+            return 1;
+        t->nfr = n0;
+        t->end = PYU_CHAIN_NULL;
+    }
+    return resume_from(sm, t, ts, x, 0, n0, spans, false, budget);
+}
+
 /* How resume_under() looks for the generator in the frame below: in its
  * locals; through the generators its whole frame holds; in its whole
  * frame; not at all (a generator that ended by its copy: see
@@ -310,7 +352,9 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     uint64_t x = sm->indirect ? 0 : pyu_snap_frame_under(sm, t, ts, low);
     if (!x)
         return 0;
-    if (how != UNDER_VIA) /* (an ended generator: no evidence asked) */
+    if (how == UNDER_ENDED)
+        return resume_ended(sm, t, ts, x, n0, spans, budget);
+    if (how != UNDER_VIA)
         return resume_from(sm, t, ts, x, how == UNDER_ENDED ? 0 : gen, n0,
                            spans, how == UNDER_WHOLE, budget);
     if (*budget == 0 || pyu_spent(sm))
@@ -354,15 +398,13 @@ int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     for (int k = 0; k < PYU_GEN_DEPTH && t->end == PYU_CHAIN_NULL && t->nfr;
          k++) {
         const pyu_frame_raw g = t->fr[t->nfr - 1].r;
-        size_t at = caller_slot(g.addr), n0 = t->nfr;
+        size_t n0 = t->nfr;
         if (g.owner != PYU_OWNER_GENERATOR || g.prev)
             return 0;
         uint64_t gen = pyu_resume_gen_object(sm, g.addr);
         if (!gen)
             return 0;
-        uint64_t memo = t->gen_memo && t->gen_memo[2 * at] == g.addr
-                            ? t->gen_memo[2 * at + 1]
-                            : 0;
+        uint64_t memo = memo_of(t, g.addr);
         int rc = 0;
         if (memo)
             rc = resume_from(sm, t, ts, memo, gen, n0, spans, false, &budget);
@@ -396,7 +438,8 @@ int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
          * generator freed -- is held by no frame any more: it was running
          * when the thread state was read, resumed from the frame below it
          * on the data stack then or from a generator that frame resumed;
-         * it is put on that frame, with nothing between) */
+         * it is put on that frame, through the generator that resumed it
+         * last time when that one is running, called from there) */
         if (rc == 0 && t->fr[n0 - 1].popped)
             rc = resume_under(sm, t, ts, gen, n0, spans, UNDER_ENDED,
                               &budget);
