@@ -355,8 +355,8 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (how == UNDER_ENDED)
         return resume_ended(sm, t, ts, x, n0, spans, budget);
     if (how != UNDER_VIA)
-        return resume_from(sm, t, ts, x, how == UNDER_ENDED ? 0 : gen, n0,
-                           spans, how == UNDER_WHOLE, budget);
+        return resume_from(sm, t, ts, x, gen, n0, spans, how == UNDER_WHOLE,
+                           budget);
     if (*budget == 0 || pyu_spent(sm))
         return 0;
     --*budget;

@@ -16,6 +16,7 @@ each); these tests keep the cases that failed before the acceptance rules
 (docs/sample.md "Consistency") to the bounds below."""
 
 import os
+import signal
 import subprocess
 import sys
 
@@ -100,6 +101,12 @@ class Workload:
         self.proc.kill()
         self.proc.wait()
         self.proc.stdout.close()
+
+    def spent(self):
+        """The time (ns) each phase of workloads.py stdlib took so far, by
+        the target's own clock."""
+        os.kill(self.pid, signal.SIGUSR1)
+        return [int(x) for x in self.proc.stdout.readline().split()]
 
 
 def sample_into(path, pid, *args):
@@ -223,6 +230,69 @@ def test_py_sample_in_gdb_keeps_short_calls_share(workdir):
     ds, _, n = accuracy.distances(ref, run)
     assert n > 1000, n
     assert ds < BOUND, (ds, accuracy.shares(run), accuracy.shares(ref))
+
+
+# workloads.py stdlib's phases, each told by a function on its stacks
+PHASES = (("dumps", "loads"), ("count_matches",), ("count_diff",),
+          ("pstdev",))
+# Each phase's share of a running profile of the standard library loop
+# against the share of the time the target's own clock gives it, over the
+# same seconds: the truth from the target itself, where the other tests
+# take it from another profile.  3,000 samples put the total-variation
+# distance of four shares at about 0.01 by chance; 0.011-0.016 on 3.15
+# (bench/README.md).  A rescue that reads a thread again lands tens of
+# microseconds later, often in the next phase: a sampler that read again
+# a twentieth of the samples (a build with per-step logging: 0.03 from
+# the target's clock, difflib 3 points under) is past the bound.
+PHASE_BOUND = 0.03
+# 3.11 and the free-threaded builds are not there yet (issue 22): 0.03-0.046
+# on 3.11 (re and difflib under by 2-3 points, statistics over) in every
+# build tried, 0.008-0.045 on 3.14t; this holds them where they are.
+PHASE_OPEN_BOUND = 0.06
+
+
+def phase_shares(text):
+    """(each phase's share of the samples of a collapsed profile of
+    workloads.py stdlib, the share in none of them)."""
+    counts, total = [0] * len(PHASES), 0
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        funcs = {f.split(":")[-2].rsplit(".", 1)[-1]
+                 for f in stack.split(";") if f.count(":") >= 2}
+        total += int(n)
+        for k, names in enumerate(PHASES):
+            if funcs & set(names):
+                counts[k] += int(n)
+                break
+    return [c / total for c in counts], 1 - sum(counts) / total
+
+
+@pytest.mark.accuracy
+@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+def test_phases_keep_their_share_by_the_targets_clock(label, python):
+    """The standard library in a loop, sampled running: each phase's
+    share of the samples is the share of the time the target's own clock
+    gives it over the same seconds (truth from the target itself, not
+    from another profile)."""
+    w = Workload(python, "stdlib")
+    pin = Pinned(w.pid)
+    try:
+        before = w.spent()
+        r = pyunwind("sample", "-r", "500", "-d", "6", "--format",
+                     "collapsed", str(w.pid), timeout=TIMEOUT)
+        after = w.spent()
+    finally:
+        pin.close()
+        w.close()
+    assert r.returncode == 0, r.stderr
+    spent = [b - a for a, b in zip(before, after)]
+    own = [x / sum(spent) for x in spent]
+    got, none = phase_shares(r.stdout)
+    assert none < 0.03, (none, got)
+    d = 0.5 * sum(abs(a - b) for a, b in zip(own, got))
+    bound = (PHASE_OPEN_BOUND if label.startswith("3.11") or label.endswith("t")
+             else PHASE_BOUND)
+    assert d < bound, (d, own, got)
 
 
 def impossible(text):

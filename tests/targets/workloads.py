@@ -16,7 +16,9 @@ MODE is one of:
                 thread waits for them)
     stdlib      the standard library in a loop: json dumps/loads,
                 re.match over a list, difflib.unified_diff,
-                statistics.pstdev of a generator
+                statistics.pstdev of a generator; it keeps the time each
+                phase took by its own clock, and prints the four totals
+                (json, re, difflib, statistics; ns) on SIGUSR1
     shortgen    short-lived generators: a generator of four items
                 summed through a generator expression, one of three
                 iterated, each item a call, and a short loop in a
@@ -28,8 +30,10 @@ MODE is one of:
 
 Prints "ready" once running, then runs until killed.
 """
+import signal
 import sys
 import threading
+import time
 
 # ------------------------------------------------------------------ calls
 
@@ -163,6 +167,8 @@ def threads():
 
 # ----------------------------------------------------------------- stdlib
 
+SPENT = [0, 0, 0, 0]  # ns in each phase of stdlib(), by its own clock
+
 def stdlib():
     import difflib
     import json
@@ -180,12 +186,29 @@ def stdlib():
         for i in range(300):
             yield i * 0.5
 
+    def count_matches():
+        return sum(1 for w in words if pat.match(w))
+
+    def count_diff():
+        return sum(1 for _ in difflib.unified_diff(a, b))
+
+    clock = time.perf_counter_ns
+    spent = SPENT
     while True:
+        t0 = clock()
         for _ in range(5):
             json.loads(json.dumps(doc))
-        sum(1 for w in words if pat.match(w))
-        sum(1 for _ in difflib.unified_diff(a, b))
+        t1 = clock()
+        count_matches()
+        t2 = clock()
+        count_diff()
+        t3 = clock()
         statistics.pstdev(values())
+        t4 = clock()
+        spent[0] += t1 - t0
+        spent[1] += t2 - t1
+        spent[2] += t3 - t2
+        spent[3] += t4 - t3
 
 
 # --------------------------------------------------------------- shortgen
@@ -256,6 +279,7 @@ def main():
     if len(sys.argv) != 2 or sys.argv[1] not in MODES:
         sys.exit("usage: workloads.py " + "|".join(MODES))
     sys.setrecursionlimit(5000)
+    signal.signal(signal.SIGUSR1, lambda *_: print(*SPENT, flush=True))
     print("ready", flush=True)
     MODES[sys.argv[1]]()
 
