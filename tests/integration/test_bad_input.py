@@ -477,7 +477,9 @@ def test_a_thousand_threads_that_come_and_go(tmp_path):
         assert t.proc.poll() is None, "the target died while sampled"
         assert "the target exited" not in r.stderr, r.stderr
         prof = json.loads(r.stdout)
-        assert prof["samples"] > 100 and prof["total"] > 100 * 100, \
+        # (the ASan build reads 64-74 samples a second of 1,000 threads,
+        # and 67 in the 2 s of one loaded run; the release build 180)
+        assert prof["samples"] > 30 and prof["total"] > 30 * 100, \
             (prof["samples"], prof["total"])
         # threads came and went: the run sampled threads born after the
         # dump before it (a loaded machine keeps fewer threads alive and
