@@ -288,7 +288,8 @@ def test_phases_keep_their_share_by_the_targets_clock(label, python):
     spent = [b - a for a, b in zip(before, after)]
     own = [x / sum(spent) for x in spent]
     got, none = phase_shares(r.stdout)
-    assert none < 0.03, (none, got)
+    # (the loop's own lines and the collector: 1.5-3.1 % of the samples)
+    assert none < 0.05, (none, got)
     d = 0.5 * sum(abs(a - b) for a, b in zip(own, got))
     bound = (PHASE_OPEN_BOUND if label.startswith("3.11") or label.endswith("t")
              else PHASE_BOUND)
