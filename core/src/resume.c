@@ -236,6 +236,17 @@ void pyu_resume_learn(pyu_sthread *t)
 
 #define ENTRIES 2 /* entry frames a resumer's walk steps over */
 
+/* The index of the first frame of t's walk from its frame i on that is
+ * not an entry frame, past ENTRIES of them at most (the entry frame of a
+ * call from C code). */
+static size_t past_entries(const pyu_sthread *t, size_t i)
+{
+    size_t h = i;
+    while (h < t->nfr && h < i + ENTRIES && t->fr[h].r.owner >= PYU_OWNER_ENTRY)
+        h++;
+    return h;
+}
+
 /* Whether the frame at addr (past ENTRIES entry frames at most), as t's
  * spans hold it or read now, holds gen (pyu_resume_holds()): resume_from()
  * asks before it walks from there, as most of the frames it is offered
@@ -275,10 +286,7 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0; /* (told before the walk, in a read or two) */
     if (pyu_snap_walk_on(sm, t, ts, addr, spans) < 0)
         return -1;
-    size_t h = n0; /* (past the entry frame of a call from C code) */
-    while (h < t->nfr && h < n0 + ENTRIES &&
-           t->fr[h].r.owner >= PYU_OWNER_ENTRY)
-        h++;
+    size_t h = past_entries(t, n0);
     if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
         (!gen || pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole)))
         return 1;
@@ -313,10 +321,7 @@ static int resume_ended(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (rc < 0)
         return -1;
     if (rc) {
-        size_t h = n0 + 1; /* (past the entry frame C code made) */
-        while (h < t->nfr && h < n0 + 1 + ENTRIES &&
-               t->fr[h].r.owner >= PYU_OWNER_ENTRY)
-            h++;
+        size_t h = past_entries(t, n0 + 1);
         if (t->fr[n0].r.owner == PYU_OWNER_GENERATOR && h < t->nfr &&
             t->fr[h].r.addr == x)
             return 1;
