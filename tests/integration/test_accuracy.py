@@ -143,17 +143,24 @@ class Pinned:
         os.sched_setaffinity(0, self.old)
 
 
+def nearer_of_two(measure, passes):
+    """measure(1), or when passes() refuses it the lesser of it and
+    measure(2): a target process whose profile is past its bounds is
+    followed by a second one (3.11's generators swing, GEN_SWING_BOUND,
+    and so do short-lived generators and the phases); a sampler that is
+    off stays off on a second process."""
+    first = measure(1)
+    return first if passes(first) else min(first, measure(2))
+
+
 def distance_to_reference(python, mode, workdir, bound, pinned=False):
     """(self distance of the running profile to the blocking one, its
-    shares, the reference's shares); rounds interleaved on one process.
-    A process whose profile is past bound is followed by a second one, and
-    the nearer counts (3.11's generators swing, GEN_SWING_BOUND): a
-    sampler that is off stays off on a second process."""
-    first = one_distance(python, mode, os.path.join(workdir, "1"), pinned)
-    if first[0] < bound:
-        return first
-    return min(first, one_distance(python, mode, os.path.join(workdir, "2"),
-                                   pinned))
+    shares, the reference's shares); rounds interleaved on one process,
+    the nearer of two processes when the first is past bound."""
+    return nearer_of_two(
+        lambda k: one_distance(python, mode, os.path.join(workdir, str(k)),
+                               pinned),
+        lambda res: res[0] < bound)
 
 
 def one_distance(python, mode, workdir, pinned=False, rounds=ROUNDS):
@@ -209,18 +216,17 @@ def test_short_lived_generators_keep_their_share(label, python, workdir):
     loop between them, read from another CPU: the current frame's slot is
     often another call's by its copy, and that call's share must not be
     taken by the caller the thread state named under it."""
-    def one(path):
-        ds, got, want = one_distance(python, "shortgen", path, True,
+    def one(k):
+        ds, got, want = one_distance(python, "shortgen",
+                                     os.path.join(workdir, str(k)), True,
                                      SHORTGEN_ROUNDS)
         run, ref = (dict((f, s) for s, f in p) for p in (got, want))
         pair = sum(abs(run.get(f, 0) - ref.get(f, 0))
                    for f in ("spin", "shortgen"))
         return pair, ds, got, want
 
-    first = one(os.path.join(workdir, "1"))
-    res = first if first[0] < SHORTGEN_BOUND and first[1] < SHORTGEN_WHOLE \
-        else min(first, one(os.path.join(workdir, "2")))
-    pair, ds, got, want = res
+    pair, ds, got, want = nearer_of_two(
+        one, lambda res: res[0] < SHORTGEN_BOUND and res[1] < SHORTGEN_WHOLE)
     assert pair < SHORTGEN_BOUND, (pair, ds, got, want)
     assert ds < SHORTGEN_WHOLE, (pair, ds, got, want)
 
@@ -298,12 +304,10 @@ def test_phases_keep_their_share_by_the_targets_clock(label, python):
     from another profile)."""
     bound = (PHASE_OPEN_BOUND if label.startswith("3.11") or label.endswith("t")
              else PHASE_BOUND)
-    # (a process past the bounds is followed by a second one, as in
-    # distance_to_reference: 3.14t gave 0.008-0.051 from one process to
-    # the next on 2026-11-27)
-    first = phase_distance(python)
-    d, none, own, got = (first if first[0] < bound and first[1] < 0.05
-                         else min(first, phase_distance(python)))
+    # (3.14t gave 0.008-0.051 from one process to the next on 2026-11-27)
+    d, none, own, got = nearer_of_two(
+        lambda _: phase_distance(python),
+        lambda res: res[0] < bound and res[1] < 0.05)
     # (the loop's own lines and the collector: 1.5-3.6 % of the samples)
     assert none < 0.05, (none, got)
     assert d < bound, (d, own, got)
