@@ -81,7 +81,7 @@ static long upper(pyu_sampler *sm, const pyu_sframe *fr, size_t n)
  * second walk is seen to call the outermost of them, the stack the first
  * read saw was those frames on top of the second walk from that frame
  * down.  0, or -1 on an error. */
-int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t)
+int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
 {
     long up = upper(sm, t->fr1, t->nfr1);
     if (up < 0)
@@ -129,6 +129,12 @@ int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t)
             t->fr1[u].r.owner < PYU_OWNER_ENTRY)
             x = t->nfr; /* (a direct call whose evidence failed) */
     }
+    /* (the frame that holds it now, the first walk's moment being the
+     * thread state's, lay right under that walk then: the generator's
+     * resumer then, unless it is of another call since) */
+    if (gen && x < t->nfr &&
+        !pyu_resume_right_under(sm, t, ts, &t->fr[x].r, t->fr1, u))
+        return 0;
     if (x == t->nfr)
         return 0;
     if (pyu_resume_stack_on(sm, t, u, mid, via, x) < 0)
@@ -524,7 +530,7 @@ int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         (ok = pyu_links_judge(sm, t, ts, r)) > 0) {
         size_t n = t->nfr;
         if (exact ? pyu_resume_stack_on(sm, t, u, NULL, 0, 0) < 0
-                  : pyu_links_graft(sm, t) < 0)
+                  : pyu_links_graft(sm, t, ts) < 0)
             return -1;
         if (t->nfr > n) {
             r->ok = (long)t->nfr;

@@ -55,6 +55,12 @@ uint64_t pyu_resume_gen_object(pyu_sampler *sm, uint64_t frame)
 
 #define HOLD_WORDS 64 /* locals of a frame looked at, at most */
 #define HELD_TRIES 2  /* generators a frame holds looked into, at most */
+#define HELD_READS 6  /* objects near the generator a frame holds read, at
+                         most: its lists and floats as often as generators
+                         (HELD_TRIES counts only generators).  Bounded here,
+                         not by the sample's spare reads: once those were
+                         spent, the pipeline of a free-threaded 3.13 lost
+                         its generators (0.02 -> 0.10 from the reference) */
 
 /* How many locals (arguments, variables, cells) the code object at code
  * has (co_nlocalsplus, in its record), HOLD_WORDS at most; 0 when it is
@@ -138,11 +144,12 @@ size_t pyu_resume_held_gen(pyu_sampler *sm, const pyu_sthread *t,
     size_t n = depth < PYU_HELD_DEPTH && frame_off
                    ? frame_words(sm, t, f, words, whole && !depth)
                    : 0;
-    for (size_t k = 0, tries = 0;
-         k < n && tries < HELD_TRIES && !pyu_spent(sm); k++) {
+    for (size_t k = 0, tries = 0, reads = 0;
+         k < n && tries < HELD_TRIES && reads < HELD_READS; k++) {
         uint64_t w = words[k] & ~o->tag_mask;
         if (w == gen || w + (1u << 20) < gen || w > gen + (1u << 20))
             continue;
+        reads++;
         uint8_t buf[512];
         if (sm->fsize > sizeof buf ||
             pyu_read_quiet(sm->s, w + frame_off, buf, sm->fsize) < 0)
@@ -268,10 +275,41 @@ static bool may_hold(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
     return false;
 }
 
+/* Whether the frame f of the data stack can have resumed the generator
+ * that ends the walk fr (n frames) at the thread state's moment: the
+ * frame right after f on the data stack (f's code object's size on) is
+ * the walk's outermost frame there, or the top when the walk has none (on
+ * 3.11, whose walk may be of a moment later, the top too).  A generator's
+ * resumer was the innermost frame when it resumed it, so a frame of the
+ * data stack above it is one of the generator's own callees.  A frame of
+ * the last stack (or of a later walk) whose place holds another call now
+ * is not: pstdev in count_diff's slot, holding the generator it passed to
+ * _ss, which resumes it (`pstdev -> values` in 0.5-1.4 % of the samples
+ * of workloads.py stdlib before this, on every version).  True when it
+ * cannot be told. */
+bool pyu_resume_right_under(pyu_sampler *sm, const pyu_sthread *t,
+                            const pyu_tstate *ts, const pyu_frame_raw *f,
+                            const pyu_sframe *fr, size_t n)
+{
+    if (!pyu_snap_in_top_chunk(t, ts, f))
+        return true;
+    const pyu_frame_raw *low = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (fr[i].r.owner == PYU_OWNER_THREAD)
+            low = &fr[i].r;
+    uint64_t next = low ? low->addr : ts->ds_top,
+             size = pyu_snap_frame_size(sm, f->code);
+    if (!size || (low && !pyu_snap_in_top_chunk(t, ts, low)))
+        return true;
+    return f->addr + size == next ||
+           (sm->indirect && f->addr + size == ts->ds_top);
+}
+
 /* Goes on with t's walk (n0 frames, the last a generator's frame that had
  * yielded) from the frame at addr, when that frame, as copied, holds the
- * generator gen (gen 0: one that ended, held by nothing).  1 when it
- * does, 0 when not (the walk as it was), -1 on an error. */
+ * generator gen (gen 0: one that ended, held by nothing) and can have
+ * resumed it (pyu_resume_right_under()).  1 when it does, 0 when not (the
+ * walk as it was), -1 on an error. */
 static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        uint64_t addr, uint64_t gen, size_t n0, bool spans,
                        bool whole, unsigned *budget)
@@ -288,7 +326,8 @@ static int resume_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return -1;
     size_t h = past_entries(t, n0);
     if (h < t->nfr && t->fr[h].r.owner < PYU_OWNER_ENTRY &&
-        (!gen || pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole)))
+        (!gen || pyu_resume_holds(sm, t, &t->fr[h].r, gen, whole)) &&
+        pyu_resume_right_under(sm, t, ts, &t->fr[h].r, t->fr, n0))
         return 1;
     t->nfr = n0;
     t->end = PYU_CHAIN_NULL;

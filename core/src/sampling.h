@@ -278,8 +278,12 @@ struct pyu_sampler {
  * Measured on the standard library loop (3.15.2, target and sampler on
  * separate CPUs): 5 % of the samples made 16-150 reads and took 50-400 us
  * to read, and went where the program was by then.  The bound makes the
- * worst sample a few dozen microseconds late, not a few hundred. */
-#define PYU_SPARE_READS 24
+ * worst sample a hundred or two microseconds late, not several hundred.
+ * 24 was too few for the free-threaded 3.13's generator pipelines, each
+ * generator resumed through C code and found by what holds it: 3.13t
+ * generators 0.02 from the reference with no bound, 0.03-0.05 with 24,
+ * 0.02 with 64 (bench/README.md). */
+#define PYU_SPARE_READS 64
 
 /* Whether this read of a thread's stack has made its spare reads. */
 static inline bool pyu_spent(const pyu_sampler *sm)
@@ -404,6 +408,13 @@ PYU_HIDDEN size_t pyu_resume_held_gen(pyu_sampler *sm, const pyu_sthread *t,
                                       const pyu_frame_raw *f, uint64_t gen,
                                       pyu_sframe mid[PYU_HELD_DEPTH],
                                       size_t depth, bool whole);
+/* Whether frame f of the data stack can have resumed the generator that
+ * ends the walk fr (n frames) at the thread state's moment: it lies right
+ * under the walk's frames there (or the top).  True when not known. */
+PYU_HIDDEN bool pyu_resume_right_under(pyu_sampler *sm, const pyu_sthread *t,
+                                       const pyu_tstate *ts,
+                                       const pyu_frame_raw *f,
+                                       const pyu_sframe *fr, size_t n);
 /* Puts the u innermost frames of the walk kept aside, then mid[]'s via
  * frames, on t's walk from its frame x on.  0, or -1 out of memory. */
 PYU_HIDDEN int pyu_resume_stack_on(pyu_sampler *sm, pyu_sthread *t, size_t u,
@@ -429,7 +440,8 @@ PYU_HIDDEN int pyu_links_judge(pyu_sampler *sm, pyu_sthread *t,
 /* The first walk's innermost frames (t->fr1) put on the walk from the
  * current frame read after the frames (t->fr) where a frame of it holds
  * or called them.  0, or -1. */
-PYU_HIDDEN int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t);
+PYU_HIDDEN int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t,
+                               const pyu_tstate *ts);
 /* 3.11: the walk made from the entry frame of the loop the thread state
  * names: 1 passed, 0 not, -1. */
 PYU_HIDDEN int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t,

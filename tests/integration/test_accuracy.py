@@ -39,6 +39,14 @@ KINDS = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.13.5t",
 # anchors, 3.14 free-threaded, 3.15 with them)
 SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.14.7",
                                        "3.14.7t", "3.15.2-debian")]
+# and the generator pipeline on 3.13t too, where each generator is resumed
+# through C code and found by what holds it: a bound on the reads that
+# search made took it from 0.02 to 0.10 unseen (2026-11-27)
+CASES = [(label, python, mode) for mode in ("sorting", "generators")
+         for label, python in PYTHONS
+         if label in ("3.11.2-debian", "3.13.5", "3.14.7", "3.14.7t",
+                      "3.15.2-debian") or
+         (mode == "generators" and label == "3.13.5t")]
 
 RATE = "250"  # (stopping the target for each reference sample, about
 # 20 us, at 1 kHz measurably changes where it spends its time)
@@ -194,8 +202,8 @@ def test_short_calls_keep_their_share(label, python, workdir):
 
 
 @pytest.mark.accuracy
-@pytest.mark.parametrize("mode", ["sorting", "generators"])
-@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+@pytest.mark.parametrize("label,python,mode", CASES,
+                         ids=["%s-%s" % (c[2], c[0]) for c in CASES])
 def test_callbacks_and_generators_keep_their_share(label, python, mode,
                                                    workdir):
     """Key functions and comparisons that C code calls (sorted, cmp_to_key)
@@ -305,12 +313,18 @@ def test_phases_keep_their_share_by_the_targets_clock(label, python):
     bound = (PHASE_OPEN_BOUND if label.startswith("3.11") or label.endswith("t")
              else PHASE_BOUND)
     # (3.14t gave 0.008-0.051 from one process to the next on 2026-11-27)
-    d, none, own, got = nearer_of_two(
+    d, none, own, got, wrong = nearer_of_two(
         lambda _: phase_distance(python),
-        lambda res: res[0] < bound and res[1] < 0.05)
+        lambda res: res[0] < bound and res[1] < 0.05 and not res[4])
     # (the loop's own lines and the collector: 1.5-3.6 % of the samples)
     assert none < 0.05, (none, got)
     assert d < bound, (d, own, got)
+    # a generator goes on from the frame that resumed it, never from one
+    # further down that also holds it: pstdev passes `values` to _ss,
+    # whose loop resumes it (pstdev -> values was 15-43 of 3,000 samples
+    # on every version until the resumer had to lie right under the
+    # generator's frames on the data stack)
+    assert not wrong, wrong
 
 
 def phase_distance(python):
@@ -330,7 +344,18 @@ def phase_distance(python):
     spent = [b - a for a, b in zip(before, after)]
     own = [x / sum(spent) for x in spent]
     got, none = phase_shares(r.stdout)
-    return 0.5 * sum(abs(a - b) for a, b in zip(own, got)), none, own, got
+    wrong = sum(int(line.rpartition(" ")[2]) for line in r.stdout.splitlines()
+                if ("pstdev", "values") in pairs(line.rpartition(" ")[0]))
+    return (0.5 * sum(abs(a - b) for a, b in zip(own, got)), none, own, got,
+            wrong)
+
+
+def pairs(stack):
+    """The (caller, callee) pairs of a collapsed stack, by function name
+    (the last part of a qualified name)."""
+    funcs = [f.split(":")[-2].rsplit(".", 1)[-1] for f in stack.split(";")
+             if f.count(":") >= 2]
+    return set(zip(funcs, funcs[1:]))
 
 
 def impossible(text):
