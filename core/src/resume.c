@@ -275,6 +275,17 @@ static bool may_hold(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
     return false;
 }
 
+/* The outermost of the walk fr's n frames that lies on the data stack
+ * (not a generator's, not an entry frame), or NULL. */
+static const pyu_frame_raw *lowest_on_stack(const pyu_sframe *fr, size_t n)
+{
+    const pyu_frame_raw *low = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (fr[i].r.owner == PYU_OWNER_THREAD)
+            low = &fr[i].r;
+    return low;
+}
+
 /* Whether the frame f of the data stack can have resumed the generator
  * that ends the walk fr (n frames) at the thread state's moment: the
  * frame right after f on the data stack (f's code object's size on) is
@@ -293,10 +304,7 @@ bool pyu_resume_right_under(pyu_sampler *sm, const pyu_sthread *t,
 {
     if (!pyu_snap_in_top_chunk(t, ts, f))
         return true;
-    const pyu_frame_raw *low = NULL;
-    for (size_t i = 0; i < n; i++)
-        if (fr[i].r.owner == PYU_OWNER_THREAD)
-            low = &fr[i].r;
+    const pyu_frame_raw *low = lowest_on_stack(fr, n);
     uint64_t next = low ? low->addr : ts->ds_top,
              size = pyu_snap_frame_size(sm, f->code);
     if (!size || (low && !pyu_snap_in_top_chunk(t, ts, low)))
@@ -389,11 +397,10 @@ static int resume_under(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                         uint64_t gen, size_t n0, bool spans, int how,
                         unsigned *budget)
 {
-    uint64_t low = 0;
-    for (size_t i = 0; i < n0; i++)
-        if (t->fr[i].r.owner == PYU_OWNER_THREAD)
-            low = t->fr[i].r.addr;
-    uint64_t x = sm->indirect ? 0 : pyu_snap_frame_under(sm, t, ts, low);
+    const pyu_frame_raw *low = lowest_on_stack(t->fr, n0);
+    uint64_t x = sm->indirect ? 0
+                              : pyu_snap_frame_under(sm, t, ts,
+                                                     low ? low->addr : 0);
     if (!x)
         return 0;
     if (how == UNDER_ENDED)
