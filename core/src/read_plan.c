@@ -442,14 +442,18 @@ static void cframe_seen(pyu_sthread *t, uint64_t cframe)
         k++;
     bool same = t->cframe[k] == cframe;
     uint64_t entry = same ? t->entry[k] : 0,
-             code = same ? t->entry_code[k] : 0; /* (see sampler.c) */
+             code = same ? t->entry_code[k] : 0, /* (see links.c) */
+             under = same ? t->entry_under[k] : 0;
     memmove(&t->cframe[1], &t->cframe[0], k * sizeof t->cframe[0]);
     memmove(&t->entry[1], &t->entry[0], k * sizeof t->entry[0]);
     memmove(&t->entry_code[1], &t->entry_code[0],
             k * sizeof t->entry_code[0]);
+    memmove(&t->entry_under[1], &t->entry_under[0],
+            k * sizeof t->entry_under[0]);
     t->cframe[0] = cframe;
     t->entry[0] = entry;
     t->entry_code[0] = code;
+    t->entry_under[0] = under;
 }
 
 /* The ranges of t's spans into r: those that held its innermost frames

@@ -122,7 +122,7 @@ static int reused_slot(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     }
     const struct pyu_slot_call *x = pyu_snap_slot_call(
         sm, t, ts->current_frame, ts->ds_top - ts->current_frame,
-        t->fr[0].r.code);
+        t->fr[0].r.code, NULL, 0);
     if (!x) {
         r->leaf_unknown = true;
         return 1;
@@ -196,14 +196,17 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
                 return rc < 0 ? -1 : 0;
         }
         int ok = pyu_links_judge(sm, t, ts, r);
-        if (!ok && sm->indirect && t->nfr <= 1 &&
-            (!t->nfr || t->end == PYU_CHAIN_UNREAD) &&
+        if (!ok && sm->indirect && !r->ok &&
             (ok = pyu_links_from_entry(sm, t, ts, spans, r)) > 0)
             sm->st.entered++; /* (no frame in the loop's word) */
         if (ok > 0 && pyu_links_settle(sm, t, ts, spans, r) < 0)
             return -1;
         if (!ok && (ok = pyu_links_from_below(sm, t, ts, spans, r)) > 0)
             sm->st.grafted++;
+        if (!ok && (ok = pyu_resume_as_met(sm, t, ts, spans, r)) < 0)
+            return -1;
+        if (!ok && (ok = pyu_snap_slot_between(sm, t, ts, r)) < 0)
+            return -1;
         if (ok)
             return ok < 0 ? -1 : 0;
         /* the current frame as read right after the innermost frames,

@@ -32,8 +32,10 @@
 #define PYU_GEN_RECENT 8 /* generator frames a thread remembers meeting */
 #define PYU_SLOT_CALLS 32 /* calls a thread remembers at their slots of the
                              data stack (snapshot.c) */
-#define PYU_SLOT_DEPTH 6  /* ... each with the frames between it and the
-                             frame below it on the data stack */
+#define PYU_SLOT_DEPTH 10 /* ... each with the frames between it and the
+                             frame below it on the data stack (three
+                             generators each resumed from C code through
+                             an entry frame, as 3.13t's `for` loops do: 7) */
 #define PYU_WIN_EXTRA 6  /* frames outside the data stack read with an
                             anchored thread's window */
 #define PYU_GEN_DEPTH 16 /* generators that yielded a walk goes through */
@@ -147,6 +149,9 @@ typedef struct pyu_sthread {
                          (a generator's frame lies in the generator: a
                          pipeline made again puts other generators at the
                          same addresses), when it was a generator's */
+    uint64_t entry_under[PYU_CFRAMES]; /* ... and the code of the frame
+                         below it then, when it was a generator's (the
+                         frame that resumed it) */
     uint64_t cframe[PYU_CFRAMES]; /* 3.11: the _PyCFrames it had lately,
                          the last first (one per eval loop on its C stack:
                          a generator resumed from C code runs in one of
@@ -369,11 +374,13 @@ PYU_HIDDEN uint64_t pyu_snap_frame_size(pyu_sampler *sm, uint64_t code);
  * by their slot, size and the frame of the data stack below them. */
 PYU_HIDDEN void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t);
 /* One of the calls t met lately in the slot at addr, size bytes, above a
- * frame of the data stack running caller_code, each as likely as it was
- * met; NULL when none was. */
+ * frame of the data stack running caller_code (and through the frames
+ * fr[0..n), the slot's own first, when n), each as likely as it was met;
+ * NULL when none was. */
 PYU_HIDDEN const struct pyu_slot_call *
 pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
-                   uint64_t size, uint64_t caller_code);
+                   uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
+                   size_t n);
 /* Puts the frames of the call x on t's walk, whose innermost frame is the
  * one right below x's slot: taken for the call the thread state's moment
  * had there (r: imputed, read again next time).  0, or -1 when out of
@@ -381,6 +388,22 @@ pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
 PYU_HIDDEN int pyu_snap_put_slot_call(pyu_sampler *sm, pyu_sthread *t,
                                       thread_read *r,
                                       const struct pyu_slot_call *x);
+/* Whether the innermost of the frames fr[0..n) that lies on the data
+ * stack ends at its top of the thread state's moment (what the thread
+ * ran then was that frame, or generators and C code above it). */
+PYU_HIDDEN bool pyu_snap_ends_at_top(pyu_sampler *sm, const pyu_sthread *t,
+                                     const pyu_tstate *ts,
+                                     const pyu_sframe *fr, size_t n);
+/* A walk whose innermost frames agree among themselves and end at the
+ * top of the data stack of the thread state's moment, the outermost of
+ * them called from a slot whose copy holds a later call there, of another
+ * size (the frames below are copied after those above:
+ * `json.loads(json.dumps(x))`, a sample in `dumps` copies `loads` in its
+ * slot): the call met lately in that slot, of the size from it to the
+ * frame above, over the frame below it, goes in its place (r: imputed).
+ * 1 when it did, 0 when not, -1 on an error. */
+PYU_HIDDEN int pyu_snap_slot_between(pyu_sampler *sm, pyu_sthread *t,
+                                     const pyu_tstate *ts, thread_read *r);
 /* The frame of the data stack right below the one at addr (0: below its
  * top) at the thread state's moment, or 0 when it cannot be told. */
 PYU_HIDDEN uint64_t pyu_snap_frame_under(pyu_sampler *sm, pyu_sthread *t,
@@ -426,6 +449,17 @@ PYU_HIDDEN void pyu_resume_learn(pyu_sthread *t);
  * its resumer.  0, or -1 on an error. */
 PYU_HIDDEN int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t,
                                const pyu_tstate *ts, bool spans);
+
+/* A walk that ended at a generator that had yielded, no resumer found,
+ * whose frames on the data stack are those up to the top of the thread
+ * state's moment: the call of its outermost one of them, met lately in
+ * its slot through the same generators, and on through the frames met
+ * there between them and the frame of the data stack below, is put on
+ * the walk from that frame (r: imputed).  1 when it was, 0 when not (t's
+ * walk as it was), -1 on an error. */
+PYU_HIDDEN int pyu_resume_as_met(pyu_sampler *sm, pyu_sthread *t,
+                                 const pyu_tstate *ts, bool spans,
+                                 thread_read *r);
 
 /* ---------------------------------------------------------- links.c */
 

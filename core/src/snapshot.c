@@ -357,20 +357,30 @@ void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t)
 }
 
 static bool fits(const struct pyu_slot_call *x, uint64_t addr, uint64_t size,
-                 uint64_t caller_code)
+                 uint64_t caller_code, const pyu_sframe *fr, size_t n)
 {
-    return x->n && x->seen && x->r[0].addr == addr && x->size == size &&
-           x->caller_code == caller_code;
+    if (!x->n || !x->seen || x->r[0].addr != addr || x->size != size ||
+        x->caller_code != caller_code || x->n < n)
+        return false;
+    /* (through the frames fr: the same code objects; the same places but
+     * for generators' frames, which lie in the generators, made anew at
+     * other addresses on the free-threaded builds) */
+    for (size_t k = 0; k < n; k++)
+        if (x->r[k].code != fr[k].r.code ||
+            (x->r[k].addr != fr[k].r.addr &&
+             fr[k].r.owner != PYU_OWNER_GENERATOR))
+            return false;
+    return true;
 }
 
-const struct pyu_slot_call *pyu_snap_slot_call(pyu_sampler *sm,
-                                               const pyu_sthread *t,
-                                               uint64_t addr, uint64_t size,
-                                               uint64_t caller_code)
+const struct pyu_slot_call *
+pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
+                   uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
+                   size_t n)
 {
     uint64_t total = 0;
     for (size_t m = 0; t->slots && m < PYU_SLOT_CALLS; m++)
-        if (fits(&t->slots[m], addr, size, caller_code))
+        if (fits(&t->slots[m], addr, size, caller_code, fr, n))
             total += t->slots[m].seen;
     if (!total)
         return NULL;
@@ -383,7 +393,7 @@ const struct pyu_slot_call *pyu_snap_slot_call(pyu_sampler *sm,
     uint64_t at = x % total;
     for (size_t m = 0; m < PYU_SLOT_CALLS; m++) {
         const struct pyu_slot_call *c = &t->slots[m];
-        if (!fits(c, addr, size, caller_code))
+        if (!fits(c, addr, size, caller_code, fr, n))
             continue;
         if (at < c->seen)
             return c;
@@ -408,6 +418,58 @@ int pyu_snap_put_slot_call(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
     r->ok = (long)t->nfr;
     r->imputed = true;
     return 0;
+}
+
+bool pyu_snap_ends_at_top(pyu_sampler *sm, const pyu_sthread *t,
+                          const pyu_tstate *ts, const pyu_sframe *fr, size_t n)
+{
+    for (size_t k = 0; k < n; k++) {
+        const pyu_frame_raw *f = &fr[k].r;
+        if (f->owner != PYU_OWNER_THREAD)
+            continue;
+        return !fr[k].popped && pyu_snap_in_top_chunk(t, ts, f) &&
+               f->addr + pyu_snap_frame_size(sm, f->code) == ts->ds_top;
+    }
+    return false;
+}
+
+int pyu_snap_slot_between(pyu_sampler *sm, pyu_sthread *t,
+                          const pyu_tstate *ts, thread_read *r)
+{
+    size_t n = t->nfr;
+    long up = pyu_accept_upper(sm, t->fr, n);
+    if (up <= 0 || (size_t)up + 1 >= n)
+        return up < 0 ? -1 : 0;
+    size_t u = (size_t)up;
+    const pyu_frame_raw *f = &t->fr[u - 1].r, *at = &t->fr[u].r;
+    if (f->owner != PYU_OWNER_THREAD || at->owner != PYU_OWNER_THREAD ||
+        f->prev != at->addr || at->addr >= f->addr ||
+        r->ok < (long)(n - u - 1) || !pyu_snap_ends_at_top(sm, t, ts, t->fr, u))
+        return 0;
+    uint64_t size = f->addr - at->addr;
+    if (size > (1u << 16) || pyu_snap_frame_size(sm, at->code) == size ||
+        pyu_snap_frame_under(sm, t, ts, at->addr) != t->fr[u + 1].r.addr)
+        return 0; /* (not a copy of another call's, or unplaced) */
+    const struct pyu_slot_call *x =
+        pyu_snap_slot_call(sm, t, at->addr, size, t->fr[u + 1].r.code,
+                           NULL, 0);
+    if (!x)
+        return 0;
+    size_t total = n - 1 + x->n;
+    while (total > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + u + x->n, t->fr + u + 1, (n - u - 1) * sizeof *t->fr);
+    memset(t->fr + u, 0, x->n * sizeof *t->fr);
+    for (size_t k = 0; k < x->n; k++)
+        t->fr[u + k].r = x->r[k];
+    t->fr[u + x->n - 1].r.prev = t->fr[u + x->n].r.addr;
+    t->nfr = total;
+    t->npopped = 0;
+    r->ok = (long)total;
+    r->imputed = true;
+    sm->st.reused++;
+    return 1;
 }
 
 /* ------------------------------------------ 3.15: the anchor's window */
