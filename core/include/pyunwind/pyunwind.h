@@ -971,7 +971,10 @@ typedef struct pyu_sampler_stats {
                                 was read): recorded as the frames below it
                                 then, the call met lately in that slot, of
                                 that size, on top; <unknown> when none
-                                was */
+                                was; and stacks whose innermost frames
+                                were called from a slot that held another
+                                call by its copy, the call met lately there
+                                put between */
 } pyu_sampler_stats;
 
 /* A sampler over an opened session, recording into p (which it fills in
