@@ -11,6 +11,9 @@
  *   3.11             the eval loop's word that names the current frame is
  *                    read a moment after the thread state: the walk is
  *                    settled to that moment (pyu_links_settle());
+ *   as met           the generators met lately between two frames of the
+ *                    data stack, for those that yielded by their copy,
+ *                    nothing found to hold them (pyu_links_as_met());
  *   calls from C     a frame whose link below is gone (C code called it)
  *                    is put on the frame right below it on the data stack
  *                    (pyu_links_from_below()).
@@ -498,6 +501,86 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     sm->st.topped += (uint64_t)ok;
     learn_entry(t, ts->cframe);
     return 0;
+}
+
+/* ---------------------------------------- generators between, as met */
+
+/* The resumer of a generator is found by what holds it; a frame whose
+ * stack's top was not saved since it pushed the generator does not show
+ * it (3.11 saves it at calls of Python code and yields, not at calls of C
+ * code: `for group in m.get_grouped_opcodes(n)` in unified_diff, which
+ * yields nothing until get_opcodes is over).  What the walk then has is
+ * the frames above the generator, those of them on the data stack ending
+ * at its top of the thread state's moment, and the frame under them there
+ * (pyu_snap_frame_under()).  When a stack taken lately had the same
+ * outermost frame of the data stack (its place, code object and size)
+ * above a frame running the same code, through the same generators, the
+ * frames it had between them are taken for this moment's (on 3.11's
+ * workloads.py stdlib, where difflib's generators yielded by their copy
+ * in 1-3 % of the samples of count_diff, these were read again from a
+ * snapshot of a later moment: 65 us later, in the next phase of the
+ * program as often as not). */
+int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                     bool spans, thread_read *r)
+{
+    size_t n = t->nfr;
+    if (!n || t->end != PYU_CHAIN_NULL ||
+        t->fr[n - 1].r.owner != PYU_OWNER_GENERATOR || t->fr[n - 1].r.prev)
+        return 0;
+    /* (the walk's frames agree among themselves, and those of them on the
+     * data stack are its frames up to the top at the thread state's
+     * moment) */
+    size_t i = n;
+    for (size_t k = 0; k < n; k++)
+        if (t->fr[k].r.owner == PYU_OWNER_THREAD)
+            i = k; /* (the outermost frame of the data stack) */
+    if (i == n || t->fr[i].popped ||
+        !pyu_snap_ends_at_top(sm, t, ts, t->fr, n))
+        return 0;
+    long up = pyu_accept_upper(sm, t->fr, n);
+    if (up < 0)
+        return -1;
+    if ((size_t)up != n)
+        return 0;
+    uint64_t below = pyu_snap_frame_under(sm, t, ts, t->fr[i].r.addr),
+             size = pyu_snap_frame_size(sm, t->fr[i].r.code), code;
+    if (!below || !size ||
+        !pyu_snap_bytes(sm, t, below + PYU_OFF(&sm->s->off, fr_executable),
+                        &code, 8))
+        return 0;
+    const struct pyu_slot_call *x =
+        pyu_snap_slot_call(sm, t, t->fr[i].r.addr, size,
+                           code & ~sm->s->off.tag_mask, t->fr + i, n - i);
+    if (!x)
+        return 0;
+    /* the frames below the one the call was made through, from the data
+     * stack's frame under it: the walk there must pass */
+    thread_read kept = *r;
+    pyu_snap_swap_walks(t);
+    int ok;
+    if (pyu_links_walk_whole(sm, t, ts, below, spans) < 0 ||
+        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+        return -1;
+    if (!ok || t->fr[0].r.addr != below) {
+        pyu_snap_swap_walks(t);
+        *r = kept;
+        return 0;
+    }
+    size_t more = x->n - (n - i), total = n + more + t->nfr;
+    while (total > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + n + more, t->fr, t->nfr * sizeof *t->fr);
+    memcpy(t->fr, t->fr1, n * sizeof *t->fr);
+    memset(t->fr + n, 0, more * sizeof *t->fr);
+    for (size_t k = 0; k < more; k++)
+        t->fr[n + k].r = x->r[n - i + k];
+    t->fr[n + more - 1].r.prev = below;
+    t->nfr = total;
+    r->ok = (long)total;
+    r->imputed = true;
+    sm->st.resumed++;
+    return 1;
 }
 
 /* ------------------------------------------- calls from C code */

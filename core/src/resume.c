@@ -13,7 +13,7 @@
  * generator object, directly or through generators it holds in turn.  The
  * walk goes on from there, in the same copies.  When nothing shows that it
  * holds it, the generators a stack met lately between the same two frames
- * of the data stack are taken (pyu_resume_as_met()).
+ * of the data stack are taken (links.c, pyu_links_as_met()).
  */
 #include "sampling.h"
 
@@ -278,22 +278,15 @@ static bool may_hold(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
     return false;
 }
 
-/* The index of the outermost of the walk fr's n frames that lies on the
- * data stack (not a generator's, not an entry frame), or n. */
-static size_t lowest_at(const pyu_sframe *fr, size_t n)
-{
-    size_t low = n;
-    for (size_t i = 0; i < n; i++)
-        if (fr[i].r.owner == PYU_OWNER_THREAD)
-            low = i;
-    return low;
-}
-
-/* ... that frame, or NULL. */
+/* The outermost of the walk fr's n frames that lies on the data stack
+ * (not a generator's, not an entry frame), or NULL. */
 static const pyu_frame_raw *lowest_on_stack(const pyu_sframe *fr, size_t n)
 {
-    size_t i = lowest_at(fr, n);
-    return i < n ? &fr[i].r : NULL;
+    const pyu_frame_raw *low = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (fr[i].r.owner == PYU_OWNER_THREAD)
+            low = &fr[i].r;
+    return low;
 }
 
 /* Whether the frame f of the data stack can have resumed the generator
@@ -507,80 +500,4 @@ int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         sm->st.resumed++;
     }
     return 0;
-}
-
-/* -------------------------------------- generators between, as met */
-
-/* The resumer of a generator is found by what holds it; a frame whose
- * stack's top was not saved since it pushed the generator does not show
- * it (3.11 saves it at calls of Python code and yields, not at calls of C
- * code: `for group in m.get_grouped_opcodes(n)` in unified_diff, which
- * yields nothing until get_opcodes is over).  What the walk then has is
- * the frames above the generator, those of them on the data stack ending
- * at its top of the thread state's moment, and the frame under them there
- * (pyu_snap_frame_under()).  When a stack taken lately had the same
- * outermost frame of the data stack (its place, code object and size)
- * above a frame running the same code, through the same generators, the
- * frames it had between them are taken for this moment's (on 3.11's
- * workloads.py stdlib, where difflib's generators yielded by their copy
- * in 1-3 % of the samples of count_diff, these were read again from a
- * snapshot of a later moment: 65 us later, in the next phase of the
- * program as often as not). */
-int pyu_resume_as_met(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
-                      bool spans, thread_read *r)
-{
-    size_t n = t->nfr;
-    if (!n || t->end != PYU_CHAIN_NULL ||
-        t->fr[n - 1].r.owner != PYU_OWNER_GENERATOR || t->fr[n - 1].r.prev)
-        return 0;
-    /* (the walk's frames agree among themselves, and those of them on the
-     * data stack are its frames up to the top at the thread state's
-     * moment) */
-    size_t i = lowest_at(t->fr, n);
-    if (i == n || t->fr[i].popped || !pyu_snap_ends_at_top(sm, t, ts, t->fr, n))
-        return 0;
-    long up = pyu_accept_upper(sm, t->fr, n);
-    if (up < 0)
-        return -1;
-    if ((size_t)up != n)
-        return 0;
-    uint64_t below = pyu_snap_frame_under(sm, t, ts, t->fr[i].r.addr),
-             size = pyu_snap_frame_size(sm, t->fr[i].r.code), code;
-    if (!below || !size ||
-        !pyu_snap_bytes(sm, t, below + PYU_OFF(&sm->s->off, fr_executable),
-                        &code, 8))
-        return 0;
-    const struct pyu_slot_call *x =
-        pyu_snap_slot_call(sm, t, t->fr[i].r.addr, size,
-                           code & ~sm->s->off.tag_mask, t->fr + i, n - i);
-    if (!x)
-        return 0;
-    /* the frames below the one the call was made through, from the data
-     * stack's frame under it: the walk there must pass */
-    thread_read kept = *r;
-    pyu_snap_swap_walks(t);
-    int ok;
-    if (pyu_links_walk_whole(sm, t, ts, below, spans) < 0 ||
-        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
-        return -1;
-    if (!ok || t->fr[0].r.addr != below) {
-        pyu_snap_swap_walks(t);
-        *r = kept;
-        return 0;
-    }
-    size_t more = x->n - (n - i), total = n + more + t->nfr;
-    while (total > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + n + more, t->fr, t->nfr * sizeof *t->fr);
-    memcpy(t->fr, t->fr1, n * sizeof *t->fr);
-    memset(t->fr + n, 0, more * sizeof *t->fr);
-    for (size_t k = 0; k < more; k++)
-        t->fr[n + k].r = x->r[n - i + k];
-    t->fr[n + more - 1].r.prev = below;
-    t->nfr = total;
-    r->ok = (long)total;
-    r->imputed = true;
-    sm->st.resumed++;
-    return 1;
 }

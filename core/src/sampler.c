@@ -203,7 +203,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             return -1;
         if (!ok && (ok = pyu_links_from_below(sm, t, ts, spans, r)) > 0)
             sm->st.grafted++;
-        if (!ok && (ok = pyu_resume_as_met(sm, t, ts, spans, r)) < 0)
+        if (!ok && (ok = pyu_links_as_met(sm, t, ts, spans, r)) < 0)
             return -1;
         if (!ok && (ok = pyu_snap_slot_between(sm, t, ts, r)) < 0)
             return -1;

@@ -450,17 +450,6 @@ PYU_HIDDEN void pyu_resume_learn(pyu_sthread *t);
 PYU_HIDDEN int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t,
                                const pyu_tstate *ts, bool spans);
 
-/* A walk that ended at a generator that had yielded, no resumer found,
- * whose frames on the data stack are those up to the top of the thread
- * state's moment: the call of its outermost one of them, met lately in
- * its slot through the same generators, and on through the frames met
- * there between them and the frame of the data stack below, is put on
- * the walk from that frame (r: imputed).  1 when it was, 0 when not (t's
- * walk as it was), -1 on an error. */
-PYU_HIDDEN int pyu_resume_as_met(pyu_sampler *sm, pyu_sthread *t,
-                                 const pyu_tstate *ts, bool spans,
-                                 thread_read *r);
-
 /* ---------------------------------------------------------- links.c */
 
 /* Walks t's chain from `first`, on through the generators that had
@@ -471,6 +460,16 @@ PYU_HIDDEN int pyu_links_walk_whole(pyu_sampler *sm, pyu_sthread *t,
 /* Judges t's walk by the acceptance rules: 1 passed whole, 0 not, -1. */
 PYU_HIDDEN int pyu_links_judge(pyu_sampler *sm, pyu_sthread *t,
                                const pyu_tstate *ts, thread_read *r);
+/* A walk that ended at a generator that had yielded, no resumer found,
+ * whose frames on the data stack are those up to the top of the thread
+ * state's moment: the call of its outermost one of them, met lately in
+ * its slot through the same generators, and on through the frames met
+ * there between them and the frame of the data stack below, is put on
+ * the walk from that frame (r: imputed).  1 when it was, 0 when not (t's
+ * walk as it was), -1 on an error. */
+PYU_HIDDEN int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t,
+                                const pyu_tstate *ts, bool spans,
+                                thread_read *r);
 /* The first walk's innermost frames (t->fr1) put on the walk from the
  * current frame read after the frames (t->fr) where a frame of it holds
  * or called them.  0, or -1. */
