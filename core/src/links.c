@@ -234,6 +234,26 @@ static uint64_t entry_now(pyu_sampler *sm, const pyu_sthread *t, uint64_t e,
     return 0;
 }
 
+/* Walks t's stack from the frame `from` and judges it, the walk it had
+ * kept aside (t->fr1): 1 when it passed and starts at `from`, 0 when not
+ * (t's walk, how it ended and r as they were), -1 on an error. */
+static int walk_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                     uint64_t from, bool spans, thread_read *r)
+{
+    thread_read kept = *r;
+    int end = t->end, ok;
+    pyu_snap_swap_walks(t);
+    if (pyu_links_walk_whole(sm, t, ts, from, spans) < 0 ||
+        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+        return -1;
+    if (ok && t->fr[0].r.addr == from)
+        return 1;
+    pyu_snap_swap_walks(t);
+    t->end = end;
+    *r = kept;
+    return 0;
+}
+
 /* The thread state named the eval loop of a generator resumed from C
  * code, whose frame runs other code by its copy, or is no frame any more:
  * the loop ended and the generator was freed before the copy (`sum(1 for w
@@ -254,29 +274,16 @@ static int loop_gone(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         !pyu_snap_bytes(sm, t, top + PYU_OFF(o, fr_executable), &code, 8) ||
         (code & ~o->tag_mask) != t->entry_under[k])
         return 0;
-    thread_read kept = *r;
-    int end = t->end, ok;
-    pyu_snap_swap_walks(t);
-    if (pyu_links_walk_whole(sm, t, ts, top, spans) < 0 ||
-        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+    int ok = walk_from(sm, t, ts, top, spans, r);
+    if (ok <= 0)
+        return ok;
+    if (pyu_snap_make_room(sm, t, 0, 1) < 0)
         return -1;
-    if (!ok || t->fr[0].r.addr != top) {
-        pyu_snap_swap_walks(t);
-        t->end = end;
-        *r = kept;
-        return 0;
-    }
-    while (t->nfr + 1 > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + 1, t->fr, t->nfr * sizeof *t->fr);
-    memset(t->fr, 0, sizeof *t->fr);
     t->fr[0].r.addr = t->entry[k];
     t->fr[0].r.code = t->entry_code[k];
     t->fr[0].r.owner = PYU_OWNER_GENERATOR;
     t->fr[0].r.entry = true;
     t->fr[0].r.prev = top;
-    t->nfr++;
     r->ok = (long)t->nfr;
     r->imputed = true;
     return 1;
@@ -555,29 +562,17 @@ int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0;
     /* the frames below the one the call was made through, from the data
      * stack's frame under it: the walk there must pass */
-    thread_read kept = *r;
-    pyu_snap_swap_walks(t);
-    int ok;
-    if (pyu_links_walk_whole(sm, t, ts, below, spans) < 0 ||
-        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+    int ok = walk_from(sm, t, ts, below, spans, r);
+    if (ok <= 0)
+        return ok;
+    size_t more = x->n - (n - i);
+    if (pyu_snap_make_room(sm, t, 0, n + more) < 0)
         return -1;
-    if (!ok || t->fr[0].r.addr != below) {
-        pyu_snap_swap_walks(t);
-        *r = kept;
-        return 0;
-    }
-    size_t more = x->n - (n - i), total = n + more + t->nfr;
-    while (total > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + n + more, t->fr, t->nfr * sizeof *t->fr);
     memcpy(t->fr, t->fr1, n * sizeof *t->fr);
-    memset(t->fr + n, 0, more * sizeof *t->fr);
     for (size_t k = 0; k < more; k++)
         t->fr[n + k].r = x->r[n - i + k];
     t->fr[n + more - 1].r.prev = below;
-    t->nfr = total;
-    r->ok = (long)total;
+    r->ok = (long)t->nfr;
     r->imputed = true;
     sm->st.resumed++;
     return 1;

@@ -381,6 +381,10 @@ PYU_HIDDEN const struct pyu_slot_call *
 pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
                    uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
                    size_t n);
+/* Makes room for m frames in t's walk at its index `at` (zeroed, the
+ * frames from there on after them).  0, or -1 when out of memory. */
+PYU_HIDDEN int pyu_snap_make_room(pyu_sampler *sm, pyu_sthread *t, size_t at,
+                                  size_t m);
 /* Puts the frames of the call x on t's walk, whose innermost frame is the
  * one right below x's slot: taken for the call the thread state's moment
  * had there (r: imputed, read again next time).  0, or -1 when out of

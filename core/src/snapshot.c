@@ -402,19 +402,26 @@ pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
     return NULL;
 }
 
+int pyu_snap_make_room(pyu_sampler *sm, pyu_sthread *t, size_t at, size_t m)
+{
+    while (t->nfr + m > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + at + m, t->fr + at, (t->nfr - at) * sizeof *t->fr);
+    memset(t->fr + at, 0, m * sizeof *t->fr);
+    t->nfr += m;
+    return 0;
+}
+
 int pyu_snap_put_slot_call(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
                            const struct pyu_slot_call *x)
 {
-    while (t->nfr + x->n > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
     uint64_t below = t->nfr ? t->fr[0].r.addr : 0;
-    memmove(t->fr + x->n, t->fr, t->nfr * sizeof *t->fr);
-    memset(t->fr, 0, x->n * sizeof *t->fr);
+    if (pyu_snap_make_room(sm, t, 0, x->n) < 0)
+        return -1;
     for (size_t k = 0; k < x->n; k++)
         t->fr[k].r = x->r[k];
     t->fr[x->n - 1].r.prev = below;
-    t->nfr += x->n;
     r->ok = (long)t->nfr;
     r->imputed = true;
     return 0;
@@ -455,18 +462,15 @@ int pyu_snap_slot_between(pyu_sampler *sm, pyu_sthread *t,
                            NULL, 0);
     if (!x)
         return 0;
-    size_t total = n - 1 + x->n;
-    while (total > t->frcap)
-        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
-            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    memmove(t->fr + u + x->n, t->fr + u + 1, (n - u - 1) * sizeof *t->fr);
-    memset(t->fr + u, 0, x->n * sizeof *t->fr);
+    /* (x's frames in the place of the slot's copy) */
+    if (pyu_snap_make_room(sm, t, u + 1, x->n - 1u) < 0)
+        return -1;
+    memset(t->fr + u, 0, sizeof *t->fr);
     for (size_t k = 0; k < x->n; k++)
         t->fr[u + k].r = x->r[k];
     t->fr[u + x->n - 1].r.prev = t->fr[u + x->n].r.addr;
-    t->nfr = total;
     t->npopped = 0;
-    r->ok = (long)total;
+    r->ok = (long)t->nfr;
     r->imputed = true;
     sm->st.reused++;
     return 1;
