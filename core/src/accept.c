@@ -320,6 +320,31 @@ static bool calls(pyu_sampler *sm, uint64_t sp, const uint64_t *slot,
     return false;
 }
 
+#define AGAIN_MAX 512 /* bytes of a caller copied again at most */
+
+/* Whether caller c, copied once (the anchor's window), is at its call of
+ * e by a copy of it made now.  The first copy can have its stack of a
+ * later moment than its code and instruction, copied before it: with
+ * `a1(); b1()`, a1 at its call of a2 while the slot of its stack and the
+ * frame above already hold b1's callee b2.  Such a copy is not met twice,
+ * where a caller that stays at its call is. */
+static bool copied_again(pyu_sampler *sm, const pyu_sframe *c,
+                         const pyu_sframe *e)
+{
+    uint8_t buf[AGAIN_MAX];
+    size_t len = sm->fsize;
+    if (c->r.sp > c->r.addr && c->r.sp - c->r.addr + 16 > len)
+        len = (size_t)(c->r.sp - c->r.addr) + 16;
+    if (len > sizeof buf || pyu_read_quiet(sm->s, c->r.addr, buf, len) < 0)
+        return false;
+    pyu_frame_raw f;
+    uint64_t slot[2];
+    pyu_frame_raw_take(&sm->s->off, c->r.addr, buf, sm->fsize, &f);
+    uint8_t n = pyu_sframe_slots(f.addr, f.sp, buf, len, slot);
+    return f.code == c->r.code && f.instr_ptr == c->r.instr_ptr &&
+           calls(sm, f.sp, slot, n, pyu_sframe_ret(sm, buf), e->r.func);
+}
+
 /* The evidence that caller c (running code cc) pushed the frame e of the
  * data stack. */
 static bool pushed(pyu_sampler *sm, const pyu_sframe *c, const pyu_code *cc,
@@ -333,10 +358,14 @@ static bool pushed(pyu_sampler *sm, const pyu_sframe *c, const pyu_code *cc,
         /* the innermost frames were read twice: a copy can mix two
          * moments of a frame being written (the kernel's copy is not one
          * load); the second shows whether the call was really there */
-        if (!c->twice || !e->twice ||
-            (c->r2.code == c->r.code && c->r2.instr_ptr == c->r.instr_ptr &&
-             e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
-             calls(sm, c->r2.sp, c->slot2, c->nslot2, c->ret2, e->r2.func)))
+        if (c->twice && e->twice
+                ? c->r2.code == c->r.code &&
+                      c->r2.instr_ptr == c->r.instr_ptr &&
+                      e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
+                      calls(sm, c->r2.sp, c->slot2, c->nslot2, c->ret2,
+                            e->r2.func)
+                : !sm->one_copy || names_callee(sm, c->r.code, e->r.code) ||
+                      copied_again(sm, c, e))
             return true;
     }
     if (kind == PYU_AT_CALL && is_none(sm, e->r.func))
@@ -407,6 +436,15 @@ static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
      * name it */
     return e->popped ? names_callee(sm, c->r.code, e->r.code)
                      : pushed(sm, c, cc, e);
+}
+
+bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
+                      const pyu_sframe *e)
+{
+    if (c->owner >= PYU_OWNER_ENTRY || e->r.owner != PYU_OWNER_THREAD ||
+        e->r.entry)
+        return true; /* (as link_ok: no evidence to want) */
+    return c->owner == PYU_OWNER_THREAD && names_callee(sm, c->code, e->r.code);
 }
 
 long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr, size_t n)

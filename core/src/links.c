@@ -484,7 +484,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     const struct pyu_slot_call *x =
         n < 0 && stuck && !other && t->fr[i].r.owner == PYU_OWNER_THREAD
             ? pyu_snap_slot_call(sm, t, stuck, ts->ds_top - stuck, under,
-                                 NULL, 0)
+                                 NULL, 0, NULL)
             : NULL;
     if (x)
         n = (long)nstuck;
@@ -557,7 +557,7 @@ int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return 0;
     const struct pyu_slot_call *x =
         pyu_snap_slot_call(sm, t, t->fr[i].r.addr, size,
-                           code & ~sm->s->off.tag_mask, t->fr + i, n - i);
+                           code & ~sm->s->off.tag_mask, t->fr + i, n - i, NULL);
     if (!x)
         return 0;
     /* the frames below the one the call was made through, from the data

@@ -88,6 +88,7 @@ static int from_anchor(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
         t->nfr = 0;
         return pyu_fcache_take(sm, t, ts, k + 1);
     }
+    sm->one_copy = true; /* (reset by the caller) */
     long ok = t->nfr > 1 ? pyu_accept_links(sm, t->fr, t->nfr)
                          : (long)t->nfr;
     if (ok < 0)
@@ -122,7 +123,7 @@ static int reused_slot(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     }
     const struct pyu_slot_call *x = pyu_snap_slot_call(
         sm, t, ts->current_frame, ts->ds_top - ts->current_frame,
-        t->fr[0].r.code, NULL, 0);
+        t->fr[0].r.code, NULL, 0, NULL);
     if (!x) {
         r->leaf_unknown = true;
         return 1;
@@ -168,6 +169,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         t->spans_read = pyu_snap_window_spans(t);
     bool spans = t->spans_read;
     bool moment = !spans && t->taken;
+    /* (the window was copied once: accept.c wants more of its links) */
+    bool one_copy = spans && t->win_read;
     unsigned tries = 0;
     for (;;) {
         if (!spans && !moment) { /* a snapshot of this thread alone */
@@ -184,6 +187,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             spans = rc == 0;
         }
         sm->spare_from = s->reads;
+        sm->one_copy = one_copy;
+        one_copy = false;
         /* (frames the spans did not hold are read as the walk meets
          * them: a snapshot of its own would be another moment) */
         moment = false;
@@ -409,8 +414,10 @@ static int take_cached(pyu_session *s, void *arg)
         for (size_t j = si->first; j < si->first + si->n; j++) {
             pyu_sthread *t = &sm->threads[j];
             t->nfr = 0;
-            if (read_thread(sm, &si->in, t, &sm->recs[j],
-                            sm->tsbuf + j * sm->tslen, &r[j]) < 0)
+            int rc = read_thread(sm, &si->in, t, &sm->recs[j],
+                                 sm->tsbuf + j * sm->tslen, &r[j]);
+            sm->one_copy = false;
+            if (rc < 0)
                 return -1;
             any_read |= r[j].what == THREAD_READ;
         }

@@ -232,6 +232,8 @@ struct pyu_sampler {
     uint64_t extra_off[2]; /* the anchor and its sequence in a thread
                               state copy (pyu_tstate.extra) */
     bool indirect;     /* 3.11: the current frame is in the _PyCFrame */
+    bool one_copy;     /* the frames judged were copied once, with no
+                          second copy of the innermost (accept.c) */
     long gc_frame, native_frame, unknown_frame; /* profile frames of <GC>,
                                                    <native>, <unknown> */
     char proc_name[64]; /* the process's name: a thread with the same name
@@ -375,12 +377,13 @@ PYU_HIDDEN uint64_t pyu_snap_frame_size(pyu_sampler *sm, uint64_t code);
 PYU_HIDDEN void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t);
 /* One of the calls t met lately in the slot at addr, size bytes, above a
  * frame of the data stack running caller_code (and through the frames
- * fr[0..n), the slot's own first, when n), each as likely as it was met;
- * NULL when none was. */
+ * fr[0..n), the slot's own first, when n; under the frame `above`, when
+ * not NULL: its innermost frame may call it, pyu_accept_named()), each as
+ * likely as it was met; NULL when none was. */
 PYU_HIDDEN const struct pyu_slot_call *
 pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
                    uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
-                   size_t n);
+                   size_t n, const pyu_sframe *above);
 /* Makes room for m frames in t's walk at its index `at` (zeroed, the
  * frames from there on after them).  0, or -1 when out of memory. */
 PYU_HIDDEN int pyu_snap_make_room(pyu_sampler *sm, pyu_sthread *t, size_t at,
@@ -532,6 +535,11 @@ PYU_HIDDEN bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f);
  * and link rules, or -1. */
 PYU_HIDDEN long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr,
                                  size_t n);
+/* Whether caller c, a frame of another moment (no copy of its stack to
+ * show a pending call), may have called frame e: by C code, or by a name
+ * its code loads.  Reads nothing but c's code object. */
+PYU_HIDDEN bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
+                                 const pyu_sframe *e);
 /* How many of the innermost frames of fr[0..n) pass the rules among
  * themselves (counted from the innermost), or -1 on an error. */
 PYU_HIDDEN long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr,

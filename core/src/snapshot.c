@@ -356,8 +356,9 @@ void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t)
     }
 }
 
-static bool fits(const struct pyu_slot_call *x, uint64_t addr, uint64_t size,
-                 uint64_t caller_code, const pyu_sframe *fr, size_t n)
+static bool fits(pyu_sampler *sm, const struct pyu_slot_call *x,
+                 uint64_t addr, uint64_t size, uint64_t caller_code,
+                 const pyu_sframe *fr, size_t n, const pyu_sframe *above)
 {
     if (!x->n || !x->seen || x->r[0].addr != addr || x->size != size ||
         x->caller_code != caller_code || x->n < n)
@@ -370,17 +371,19 @@ static bool fits(const struct pyu_slot_call *x, uint64_t addr, uint64_t size,
             (x->r[k].addr != fr[k].r.addr &&
              fr[k].r.owner != PYU_OWNER_GENERATOR))
             return false;
-    return true;
+    /* (two calls of one size in one slot, `a1(); b1()`: the one whose code
+     * may call the frame above, not b1 under a2) */
+    return !above || pyu_accept_named(sm, &x->r[0], above);
 }
 
 const struct pyu_slot_call *
 pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
                    uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
-                   size_t n)
+                   size_t n, const pyu_sframe *above)
 {
     uint64_t total = 0;
     for (size_t m = 0; t->slots && m < PYU_SLOT_CALLS; m++)
-        if (fits(&t->slots[m], addr, size, caller_code, fr, n))
+        if (fits(sm, &t->slots[m], addr, size, caller_code, fr, n, above))
             total += t->slots[m].seen;
     if (!total)
         return NULL;
@@ -393,7 +396,7 @@ pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
     uint64_t at = x % total;
     for (size_t m = 0; m < PYU_SLOT_CALLS; m++) {
         const struct pyu_slot_call *c = &t->slots[m];
-        if (!fits(c, addr, size, caller_code, fr, n))
+        if (!fits(sm, c, addr, size, caller_code, fr, n, above))
             continue;
         if (at < c->seen)
             return c;
@@ -459,7 +462,7 @@ int pyu_snap_slot_between(pyu_sampler *sm, pyu_sthread *t,
         return 0; /* (not a copy of another call's, or unplaced) */
     const struct pyu_slot_call *x =
         pyu_snap_slot_call(sm, t, at->addr, size, t->fr[u + 1].r.code,
-                           NULL, 0);
+                           NULL, 0, &t->fr[u - 1]);
     if (!x)
         return 0;
     /* (x's frames in the place of the slot's copy) */
