@@ -43,7 +43,14 @@
  *     that 3.11 pushes first): it is the function the new frame runs.  A
  *     frame left behind by another call runs another function, and the
  *     caller's stack names its own callee.  The word is read from the same
- *     copy as the caller.  A caller whose instruction pushes frames in
+ *     copy as the caller.  A copy is not one load: the caller's code and
+ *     instruction can be of an earlier moment than its stack and the frame
+ *     above, copied after them (it returned, and the next call in its
+ *     place pushed its own callee there).  The innermost frames are read
+ *     twice, and the second copy must show the same call; frames copied
+ *     once in the anchor's window (3.15) want the callee's name in the
+ *     caller's code, or a copy of the caller made then at the same call.
+ *     A caller whose instruction pushes frames in
  *     another way (a property getter, __getitem__, a generator's send,
  *     the shim that runs __init__, an instrumented instruction) gives no
  *     such evidence and is taken as it is; a caller whose instruction
