@@ -348,8 +348,16 @@ static bool copied_again(pyu_sampler *sm, const pyu_sframe *c,
     uint64_t slot[2];
     pyu_frame_raw_take(&sm->s->off, c->r.addr, buf, sm->fsize, &f);
     uint8_t n = pyu_sframe_slots(f.addr, f.sp, buf, len, slot);
-    return f.code == c->r.code && f.instr_ptr == c->r.instr_ptr &&
-           calls(sm, f.sp, slot, n, pyu_sframe_ret(sm, buf), e->r.func);
+    uint16_t ret = pyu_sframe_ret(sm, buf);
+    if (f.code != c->r.code || f.prev != c->r.prev)
+        return false; /* (another call there now) */
+    /* at the same call, its stack names the callee; gone on from it (the
+     * callee returned), it is the same call still, not a new call of the
+     * same code, which has made no call yet (return_offset 0: the torn
+     * copy's a1 called anew) */
+    return f.instr_ptr == c->r.instr_ptr
+               ? calls(sm, f.sp, slot, n, ret, e->r.func)
+               : ret != 0 || !PYU_HAS(&sm->s->off, fr_return_offset);
 }
 
 /* The evidence that caller c (running code cc) pushed the frame e of the
