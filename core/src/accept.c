@@ -46,10 +46,11 @@
  *     copy as the caller.  A copy is not one load: the caller's code and
  *     instruction can be of an earlier moment than its stack and the frame
  *     above, copied after them (it returned, and the next call in its
- *     place pushed its own callee there).  The innermost frames are read
- *     twice, and the second copy must show the same call; frames copied
- *     once in the anchor's window (3.15) want the callee's name in the
- *     caller's code, or a copy of the caller made then at the same call.
+ *     place pushed its own callee there).  The innermost frames (and
+ *     the anchor's window, 3.15) are read twice, and the second copy
+ *     must show the same call; a window's frames read elsewhere, copied
+ *     once, want the callee's name in the caller's code, or a copy of the
+ *     caller made then at that call.
  *     A caller whose instruction pushes frames in
  *     another way (a property getter, __getitem__, a generator's send,
  *     the shim that runs __init__, an instrumented instruction) gives no
@@ -329,12 +330,13 @@ static bool calls(pyu_sampler *sm, uint64_t sp, const uint64_t *slot,
 
 #define AGAIN_MAX 512 /* bytes of a caller copied again at most */
 
-/* Whether caller c, copied once (the anchor's window), is at its call of
- * e by a copy of it made now.  The first copy can have its stack of a
- * later moment than its code and instruction, copied before it: with
- * `a1(); b1()`, a1 at its call of a2 while the slot of its stack and the
- * frame above already hold b1's callee b2.  Such a copy is not met twice,
- * where a caller that stays at its call is. */
+/* Whether caller c, copied once (a frame read with the anchor's window,
+ * outside it), is at its call of e by a copy of it made now.  The first
+ * copy can have its stack of a later moment than its code and
+ * instruction, copied before it: with `a1(); b1()`, a1 at its call of a2
+ * while the slot of its stack and the frame above already hold b1's
+ * callee b2.  Such a copy is not met twice, where a caller that stays at
+ * its call is. */
 static bool copied_again(pyu_sampler *sm, const pyu_sframe *c,
                          const pyu_sframe *e)
 {

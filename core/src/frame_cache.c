@@ -261,6 +261,11 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
                                               : page;
         len += (size_t)(xend[i] - x[i]);
     }
+    /* (more than one frame: links to judge, each wanting its evidence
+     * from two copies) */
+    bool again = hi - lo > fsize;
+    if (again)
+        len += (size_t)(hi - lo);
     if (len > t->wincap) {
         uint8_t *b = realloc(t->win, len);
         if (!b)
@@ -276,6 +281,7 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
         at += (size_t)(xend[i] - x[i]);
     }
     t->nwx = nx;
+    t->win2 = (pyu_chunk_span){lo, hi, again ? t->win + at : NULL};
     return true;
 }
 

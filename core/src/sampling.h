@@ -118,9 +118,14 @@ typedef struct pyu_sthread {
     /* frame_cache.c: an anchored thread's window, read in the batch right
      * before its thread state: the data stack from the frame the anchor
      * names up to a little past the innermost frame */
-    uint8_t *win;     /* owned: the window, then wx[]'s copies */
+    uint8_t *win;     /* owned: the window, then wx[]'s copies, then the
+                         window again */
     size_t wincap, win_len;
     uint64_t win_lo;
+    pyu_chunk_span win2; /* the window read again right after it, when it
+                         holds more than one frame (local NULL: not) --
+                         the second copy of its frames' evidence, as
+                         span2 is of a snapshot's innermost spans */
     pyu_chunk_span wx[PYU_WIN_EXTRA]; /* frames above the anchored one
                          elsewhere (an entry frame on the C stack, a
                          generator's frame), read each as a range */

@@ -128,6 +128,17 @@ void pyu_snap_evidence(const pyu_sampler *sm, const pyu_sthread *t,
     sf->nslot = pyu_sframe_slots(addr, sf->r.sp, buf, avail, sf->slot);
     sf->ret = pyu_sframe_ret(sm, buf);
     sf->twice = false;
+    if (second && t->win_read && t->win2.local && buf >= t->win &&
+        buf < t->win + t->win_len) { /* (the anchor's window) */
+        size_t off = (size_t)(buf - t->win);
+        const uint8_t *b2 = t->win2.local + off;
+        pyu_frame_raw_take(&sm->s->off, addr, b2, sm->fsize, &sf->r2);
+        sf->nslot2 = pyu_sframe_slots(addr, sf->r2.sp, b2,
+                                      t->win_len - off, sf->slot2);
+        sf->ret2 = pyu_sframe_ret(sm, b2);
+        sf->twice = true;
+        return;
+    }
     for (size_t k = 0; k < t->nearly && second; k++) {
         const pyu_chunk_span *a = &t->span[k], *b = &t->span2[k];
         if (buf < a->local || buf >= a->local + (a->end - a->start))
@@ -515,7 +526,7 @@ int pyu_snap_walk_window(pyu_sampler *sm, pyu_sthread *t, uint64_t first,
     const pyu_fcache *c = &t->cache;
     uint64_t stop = c->addr[k];
     size_t fsize = sm->fsize;
-    walk_ctx w = {sm, t, NULL, false};
+    walk_ctx w = {sm, t, NULL, true}; /* (second copies: t->win2) */
     t->nfr = t->npopped = 0;
     t->unplaced = false;
     /* (each frame once at most: a loop in a hostile target ends) */
