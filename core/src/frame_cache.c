@@ -281,7 +281,7 @@ bool pyu_fcache_window(pyu_sampler *sm, pyu_sthread *t)
         at += (size_t)(xend[i] - x[i]);
     }
     t->nwx = nx;
-    t->win2 = (pyu_chunk_span){lo, hi, again ? t->win + at : NULL};
+    t->win2 = again ? t->win + at : NULL;
     return true;
 }
 

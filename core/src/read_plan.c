@@ -502,9 +502,8 @@ int pyu_plan_batch(pyu_sampler *sm)
             r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
                                  sm->tslen};
             r[n++] = (pyu_range){t->win_lo, t->win, t->win_len};
-            if (t->win2.local)
-                r[n++] = (pyu_range){t->win_lo, (uint8_t *)t->win2.local,
-                                     t->win_len};
+            if (t->win2)
+                r[n++] = (pyu_range){t->win_lo, t->win2, t->win_len};
             for (size_t i = 0; i < t->nwx; i++)
                 r[n++] = (pyu_range){
                     t->wx[i].start, t->win + (t->wx[i].local - t->win),

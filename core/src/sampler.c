@@ -169,7 +169,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         t->spans_read = pyu_snap_window_spans(t);
     bool spans = t->spans_read;
     bool moment = !spans && t->taken;
-    /* (the window was copied once: accept.c wants more of its links) */
+    /* (frames read with the window, outside it, and those the walk met
+     * beyond it were copied once: accept.c wants more of their links) */
     bool one_copy = spans && t->win_read;
     unsigned tries = 0;
     for (;;) {

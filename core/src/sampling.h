@@ -122,8 +122,8 @@ typedef struct pyu_sthread {
                          window again */
     size_t wincap, win_len;
     uint64_t win_lo;
-    pyu_chunk_span win2; /* the window read again right after it, when it
-                         holds more than one frame (local NULL: not) --
+    uint8_t *win2;    /* in win: the window read again right after it,
+                         when it holds more than one frame (else NULL) --
                          the second copy of its frames' evidence, as
                          span2 is of a snapshot's innermost spans */
     pyu_chunk_span wx[PYU_WIN_EXTRA]; /* frames above the anchored one

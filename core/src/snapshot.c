@@ -120,6 +120,17 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     return 0;
 }
 
+/* sf's second copy, from b2 (avail2 bytes of it). */
+static void second_copy(const pyu_sampler *sm, pyu_sframe *sf,
+                        const uint8_t *b2, size_t avail2)
+{
+    pyu_frame_raw_take(&sm->s->off, sf->r.addr, b2, sm->fsize, &sf->r2);
+    sf->nslot2 = pyu_sframe_slots(sf->r.addr, sf->r2.sp, b2, avail2,
+                                  sf->slot2);
+    sf->ret2 = pyu_sframe_ret(sm, b2);
+    sf->twice = true;
+}
+
 void pyu_snap_evidence(const pyu_sampler *sm, const pyu_sthread *t,
                        pyu_sframe *sf, const uint8_t *buf, size_t avail,
                        bool second)
@@ -128,28 +139,21 @@ void pyu_snap_evidence(const pyu_sampler *sm, const pyu_sthread *t,
     sf->nslot = pyu_sframe_slots(addr, sf->r.sp, buf, avail, sf->slot);
     sf->ret = pyu_sframe_ret(sm, buf);
     sf->twice = false;
-    if (second && t->win_read && t->win2.local && buf >= t->win &&
+    if (!second)
+        return;
+    if (t->win_read && t->win2 && buf >= t->win &&
         buf < t->win + t->win_len) { /* (the anchor's window) */
         size_t off = (size_t)(buf - t->win);
-        const uint8_t *b2 = t->win2.local + off;
-        pyu_frame_raw_take(&sm->s->off, addr, b2, sm->fsize, &sf->r2);
-        sf->nslot2 = pyu_sframe_slots(addr, sf->r2.sp, b2,
-                                      t->win_len - off, sf->slot2);
-        sf->ret2 = pyu_sframe_ret(sm, b2);
-        sf->twice = true;
+        second_copy(sm, sf, t->win2 + off, t->win_len - off);
         return;
     }
-    for (size_t k = 0; k < t->nearly && second; k++) {
+    for (size_t k = 0; k < t->nearly; k++) {
         const pyu_chunk_span *a = &t->span[k], *b = &t->span2[k];
         if (buf < a->local || buf >= a->local + (a->end - a->start))
             continue;
         size_t off = (size_t)(buf - a->local);
-        const uint8_t *b2 = b->local + off;
-        size_t avail2 = (size_t)(b->end - b->start) - off;
-        pyu_frame_raw_take(&sm->s->off, addr, b2, sm->fsize, &sf->r2);
-        sf->nslot2 = pyu_sframe_slots(addr, sf->r2.sp, b2, avail2, sf->slot2);
-        sf->ret2 = pyu_sframe_ret(sm, b2);
-        sf->twice = true;
+        second_copy(sm, sf, b->local + off,
+                    (size_t)(b->end - b->start) - off);
         break;
     }
 }
