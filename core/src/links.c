@@ -610,6 +610,32 @@ static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
     return 0;
 }
 
+/* For pyu_links_from_below(): the frames that lay between the first
+ * walk's (kept aside) frame u - 1, called from C code, and the frame of the
+ * data stack under it, which t's walk starts from -- the generators that
+ * called it, and the entry frames they were resumed through -- as a call
+ * met lately in that slot, of that size, over that code, had them: into
+ * mid[], the outermost first.  How many (0: none met, or it was called by
+ * that frame's own C code). */
+static size_t between(pyu_sampler *sm, pyu_sthread *t, size_t u,
+                      pyu_sframe *mid)
+{
+    const pyu_sframe *f = &t->fr1[u - 1];
+    uint64_t size = pyu_snap_frame_size(sm, f->r.code);
+    const struct pyu_slot_call *x =
+        size ? pyu_snap_slot_call(sm, t, f->r.addr, size, t->fr[0].r.code,
+                                  f, 1, NULL)
+             : NULL;
+    size_t via = x ? x->n - 1u : 0;
+    for (size_t k = 0; k < via; k++) {
+        memset(&mid[k], 0, sizeof mid[k]);
+        mid[k].r = x->r[x->n - 1 - k];
+    }
+    if (via)
+        mid[0].r.prev = t->fr[0].r.addr;
+    return via;
+}
+
 /* A walk whose innermost frames agree among themselves but whose link
  * below them is gone: the outermost of them was called by C code (its
  * previous, an entry frame on the C stack, is another C function's by
@@ -621,8 +647,13 @@ static int resumed_from_c(pyu_sampler *sm, pyu_sthread *t,
  * in the same copies, has the innermost frames put back on top: the moment
  * the thread state was read, not a later one (a snapshot of its own, or
  * the current frame read again, is more likely back in the C code, and
- * the profile leans to it).  1 when that stack passed, 0 when not (t's
- * walk is then as it was), -1 on an error. */
+ * the profile leans to it).  The frame below on the data stack is not
+ * always the caller: a generator that frame resumes (its frames lie in
+ * the generator) can have made the call -- `count_diff -> <genexpr> ->
+ * unified_diff -> SequenceMatcher()` runs `__init__` from C code right
+ * above `count_diff` on the data stack -- so the frames a call met lately
+ * in that slot had between (between()) go there.  1 when that stack
+ * passed, 0 when not (t's walk is then as it was), -1 on an error. */
 int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                          bool spans, thread_read *r)
 {
@@ -659,6 +690,7 @@ int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (!below)
         return 0;
     /* (the first walk where pyu_links_graft() looks for it) */
+    pyu_sframe mid[PYU_SLOT_DEPTH];
     thread_read kept = *r;
     pyu_snap_swap_walks(t);
     int ok = 0;
@@ -666,12 +698,13 @@ int pyu_links_from_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         return -1;
     if (t->nfr && (exact || t->fr[0].r.code == code) &&
         (ok = pyu_links_judge(sm, t, ts, r)) > 0) {
-        size_t n = t->nfr;
-        if (exact ? pyu_resume_stack_on(sm, t, u, NULL, 0, 0) < 0
+        size_t n = t->nfr, via = exact ? between(sm, t, u, mid) : 0;
+        if (exact ? pyu_resume_stack_on(sm, t, u, mid, via, 0) < 0
                   : pyu_links_graft(sm, t, ts) < 0)
             return -1;
         if (t->nfr > n) {
             r->ok = (long)t->nfr;
+            r->imputed = r->imputed || via;
             return 1;
         }
     }

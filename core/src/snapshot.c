@@ -339,9 +339,13 @@ void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t)
     if (!t->slots &&
         !(t->slots = calloc(PYU_SLOT_CALLS, sizeof *t->slots)))
         return; /* (nothing remembered: such stacks get <unknown>) */
-    for (size_t i = 0; i + 1 < t->nfr && i < PYU_PLAN_EARLY; i++) {
+    for (size_t i = 0; i + 1 < t->nfr; i++) {
         const pyu_sframe *f = &t->fr[i];
-        if (f->popped || f->r.owner != PYU_OWNER_THREAD)
+        /* (every call of the innermost frames; deeper, a call with frames
+         * between it and the next frame of the data stack -- made from C
+         * code, or by a generator -- which pyu_links_from_below() wants) */
+        if (f->popped || f->r.owner != PYU_OWNER_THREAD ||
+            (i >= PYU_PLAN_EARLY && t->fr[i + 1].r.owner == PYU_OWNER_THREAD))
             continue;
         size_t j = i + 1; /* (the next frame of the data stack) */
         while (j < t->nfr && t->fr[j].r.owner != PYU_OWNER_THREAD)
