@@ -21,6 +21,23 @@ static uint64_t now_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* A tick's point in its interval is random: a program that runs a loop
+ * whose period divides the interval (or nearly) would otherwise be read
+ * at the same point of its loop, or at points that drift slowly through
+ * it, tick after tick -- the profile then gives each part of the loop the
+ * share of the points it was read at, not of its time.  (workloads.py
+ * stdlib, a 0.6 ms loop of four phases, sampled at 241, 250 and 263 a
+ * second: each phase's share of the samples was 0.07, 0.03 and 0.02 from
+ * its share of the target's own clock with --blocking, and as far running;
+ * see bench/README.md.)  xorshift64: not for secrets. */
+static uint64_t pick(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
 static void sleep_until(uint64_t at)
 {
     struct timespec t = {(time_t)(at / 1000000000u),
@@ -189,6 +206,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
     uint64_t failing_since = 0;
     waiter wt;
     wait_start(&wt);
+    uint64_t seed = start | 1;
     const char *ended = NULL;
     int ex = PYU_EXIT_OK;
     pyu_target_info ti = {0};
@@ -248,8 +266,9 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         }
         if (!interval)
             continue;
-        /* an absolute schedule: tick k is due at start + k * interval;
-         * ticks already past when the sample ends are missed */
+        /* an absolute schedule: tick k is due in the interval from start
+         * + k * interval, at a random point of it; ticks whose interval
+         * is past when the sample ends are missed */
         tick++;
         uint64_t now = now_ns(), due = start + tick * interval;
         if (now >= due + interval) {
@@ -258,6 +277,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             tick += behind;
             due = start + tick * interval;
         }
+        due += pick(&seed) % interval;
         if (due > deadline)
             due = deadline;
         if (due > now)
