@@ -29,6 +29,7 @@
 #include <cinttypes>
 #include <condition_variable>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <cstdio>
 #include <cstdlib>
@@ -440,12 +441,17 @@ int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
     std::string early;
     bool was_async = debugger.GetAsync();
     debugger.SetAsync(false);
+    std::mt19937_64 rng(std::random_device{}());
+    std::uniform_real_distribution<double> jitter(0.0, 1.0);
     for (uint64_t tick = 1;; tick++) {
         rc = pyu_sampler_take(sm);
         if (rc == -PYU_E_NOPROC)
             break;
+        // (at a random point of its interval, as the CLI's schedule:
+        // docs/sample.md, "The schedule")
         auto due = start + std::chrono::duration_cast<clock::duration>(
-                               period * static_cast<double>(tick));
+                               period * (static_cast<double>(tick) +
+                                         jitter(rng)));
         if (due > deadline)
             due = deadline;
         if (clock::now() >= deadline)

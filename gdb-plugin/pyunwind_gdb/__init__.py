@@ -32,6 +32,7 @@ asks for gdb's memory always.
 
 import json
 import os
+import random
 import re
 import socket
 import time
@@ -632,7 +633,9 @@ def _tick_loop(prof, start, period, deadline, events):
         now = time.monotonic()
         if deadline is not None and now >= deadline:
             return None
-        due = start + period * tick if period else now
+        # (at a random point of its interval, as the CLI's schedule:
+        # docs/sample.md, "The schedule")
+        due = start + period * (tick + random.random()) if period else now
         if deadline is not None and due > deadline:
             due = deadline
         del events[:]
