@@ -48,7 +48,7 @@
  *     above, copied after them (it returned, and the next call in its
  *     place pushed its own callee there).  The innermost frames (and
  *     the anchor's window, 3.15) are read twice, and the second copy
- *     must show the same call; a window's frames read elsewhere, copied
+ *     must show the same call (at it, or gone on from it); a window's frames read elsewhere, copied
  *     once, want the callee's name in the caller's code, or a copy of the
  *     caller made then at that call.
  *     A caller whose instruction pushes frames in
@@ -330,6 +330,24 @@ static bool calls(pyu_sampler *sm, uint64_t sp, const uint64_t *slot,
 
 #define AGAIN_MAX 512 /* bytes of a caller copied again at most */
 
+/* Whether a later copy `now` of a caller copied at a call of func (`was`)
+ * shows the same call: the same code under the same frame, at the same
+ * call (its stack's top, the n words in slot, names func) or gone on
+ * from it (the callee returned) -- the same call still, not a new call of
+ * the same code, which has made no call yet (return_offset ret 0: the
+ * torn copy's a1 called anew, below).  Not on 3.11, which has no
+ * return_offset: gone on is not told from called anew there. */
+static bool still_calls(pyu_sampler *sm, const pyu_frame_raw *was,
+                        const pyu_frame_raw *now, const uint64_t *slot,
+                        uint8_t n, uint16_t ret, uint64_t func)
+{
+    if (now->code != was->code || now->prev != was->prev)
+        return false; /* (another call there now) */
+    return now->instr_ptr == was->instr_ptr
+               ? calls(sm, now->sp, slot, n, ret, func)
+               : ret != 0;
+}
+
 /* Whether caller c, copied once (a frame read with the anchor's window,
  * outside it), is at its call of e by a copy of it made now.  The first
  * copy can have its stack of a later moment than its code and
@@ -351,15 +369,27 @@ static bool copied_again(pyu_sampler *sm, const pyu_sframe *c,
     pyu_frame_raw_take(&sm->s->off, c->r.addr, buf, sm->fsize, &f);
     uint8_t n = pyu_sframe_slots(f.addr, f.sp, buf, len, slot);
     uint16_t ret = pyu_sframe_ret(sm, buf);
-    if (f.code != c->r.code || f.prev != c->r.prev)
-        return false; /* (another call there now) */
-    /* at the same call, its stack names the callee; gone on from it (the
-     * callee returned), it is the same call still, not a new call of the
-     * same code, which has made no call yet (return_offset 0: the torn
-     * copy's a1 called anew) */
-    return f.instr_ptr == c->r.instr_ptr
-               ? calls(sm, f.sp, slot, n, ret, e->r.func)
-               : ret != 0 || !PYU_HAS(&sm->s->off, fr_return_offset);
+    return still_calls(sm, &c->r, &f, slot, n, ret, e->r.func);
+}
+
+/* Whether the second copy of caller c and frame e (the innermost frames
+ * are copied twice) shows the call the first shows: e's frame as it was,
+ * under the same call of c (still_calls(): at it, or gone on from it, the
+ * callee having returned between the copies).  A short callee often has
+ * by then, and a second copy at the call itself was wanted: on 3.13t's
+ * workloads.py stdlib, Fraction's operators (`forward -> _sub ->
+ * _from_coprime_ints`) failed here in most samples and were read again
+ * 65 us later, in the program's next phase.  The torn copy this is for
+ * does not pass either way: with `a1(); b1()`, a1 at its call of a2 while
+ * the slot of its stack and the frame above already hold b1's callee b2,
+ * the second copy has b1 in a1's place, or a new call of a1 (return_offset
+ * 0 until it calls) with a2 above it, not b2. */
+static bool twice_calls(pyu_sampler *sm, const pyu_sframe *c,
+                        const pyu_sframe *e)
+{
+    return e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
+           still_calls(sm, &c->r, &c->r2, c->slot2, c->nslot2, c->ret2,
+                       e->r2.func);
 }
 
 /* The evidence that caller c (running code cc) pushed the frame e of the
@@ -376,11 +406,7 @@ static bool pushed(pyu_sampler *sm, const pyu_sframe *c, const pyu_code *cc,
          * moments of a frame being written (the kernel's copy is not one
          * load); the second shows whether the call was really there */
         if (c->twice && e->twice
-                ? c->r2.code == c->r.code &&
-                      c->r2.instr_ptr == c->r.instr_ptr &&
-                      e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
-                      calls(sm, c->r2.sp, c->slot2, c->nslot2, c->ret2,
-                            e->r2.func)
+                ? twice_calls(sm, c, e)
                 : !sm->one_copy || names_callee(sm, c->r.code, e->r.code) ||
                       copied_again(sm, c, e))
             return true;
