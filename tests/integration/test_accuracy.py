@@ -267,6 +267,50 @@ def test_py_sample_in_gdb_keeps_short_calls_share(workdir):
     assert ds < BOUND, (ds, accuracy.shares(run), accuracy.shares(ref))
 
 
+@pytest.mark.accuracy
+@pytest.mark.debugger
+def test_a_loop_in_step_with_the_schedule_keeps_its_shares():
+    """A program whose loop has the schedule's period (workloads.py
+    periodic at 250/s: 1 ms in one_ms, 3 ms in three_ms, every 4 ms of
+    the clock the schedule keeps) is read at a random point of each
+    tick's interval, so one_ms keeps its quarter of the samples: running,
+    with --blocking, and with py-sample --blocking in gdb (its own loop of
+    ticks).  A grid of ticks at fixed points read it at the same point of
+    its loop every time: one_ms had nearly all the samples or none."""
+    from debuggers import GDB_SCRIPT, Gdb
+    if not os.path.exists(GDB_SCRIPT):
+        pytest.fail("the gdb plugin is not built (scripts/setup builds it)")
+    w = Workload(conftest.py315(PYTHONS), "periodic")
+    pin = Pinned(w.pid)
+    got = {}
+    try:
+        for how in ("running", "--blocking"):
+            r = pyunwind("sample", "-r", "250", "-d", "4", "--format",
+                         "collapsed", *([how] if how[0] == "-" else []),
+                         str(w.pid), timeout=TIMEOUT)
+            assert r.returncode == 0, r.stderr
+            got[how] = r.stdout
+        cmd = "py-sample --blocking -d 4 -r 250 --format collapsed"
+        tr = Gdb().run([cmd, "detach"], ["-p", str(w.pid)])
+        got["gdb"] = "\n".join(l for l in tr[cmd].splitlines()
+                               if l.startswith("tid:"))
+    finally:
+        pin.close()
+        w.close()
+    for how, text in got.items():
+        one = three = 0
+        for line in text.splitlines():
+            stack, _, n = line.rpartition(" ")
+            one += int(n) if ":one_ms:" in stack else 0
+            three += int(n) if ":three_ms:" in stack else 0
+        n = one + three
+        assert n > 200, (how, text[-2000:])
+        # (five standard deviations of a quarter's share of n samples,
+        # and at least 0.08: a fixed grid gives about 0 or 1)
+        bound = max(0.08, 5 * (0.25 * 0.75 / n) ** 0.5)
+        assert abs(one / n - 0.25) < bound, (how, one, three)
+
+
 # workloads.py stdlib's phases, each told by a function on its stacks
 PHASES = (("dumps", "loads"), ("count_matches",), ("count_diff",),
           ("pstdev",))

@@ -27,6 +27,9 @@ MODE is one of:
     alternate   main -> a1 -> a2 -> leaf and main -> b1 -> b2 -> leaf in
                 a hot loop: a stack "b1 -> a2" or "a1 -> b2" never exists
                 (the impossible-stack test)
+    periodic    a loop in step with a schedule of 250 ticks a second: 1 ms
+                in one_ms(), then 3 ms in three_ms(), by deadlines of
+                CLOCK_MONOTONIC (the sampler's schedule's clock)
 
 Prints "ready" once running, then runs until killed.
 """
@@ -270,9 +273,31 @@ def alternate():
         b1()
 
 
+# --------------------------------------------------------------- periodic
+
+def periodic():
+    clock = time.monotonic_ns
+    due = clock()
+    while True:
+        due += 4_000_000
+        one_ms(clock, due - 3_000_000)
+        three_ms(clock, due)
+
+
+def one_ms(clock, until):
+    while clock() < until:
+        pass
+
+
+def three_ms(clock, until):
+    while clock() < until:
+        pass
+
+
 MODES = {"calls": calls, "generators": generators, "recursion": recursion,
          "sorting": sorting, "threads": threads, "stdlib": stdlib,
-         "shortgen": shortgen, "alternate": alternate}
+         "shortgen": shortgen, "alternate": alternate,
+         "periodic": periodic}
 
 
 def main():
