@@ -481,11 +481,15 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     /* (the top one's place copied with a later call there, as the slot
      * rule finds for a current frame (snapshot.c): the frames below it,
      * with a call met lately in that place, of that size, on top) */
-    const struct pyu_slot_call *x =
+    const struct pyu_slot_call *met =
         n < 0 && stuck && !other && t->fr[i].r.owner == PYU_OWNER_THREAD
             ? pyu_snap_slot_call(sm, t, stuck, ts->ds_top - stuck, under,
                                  NULL, 0, NULL)
             : NULL;
+    /* (a copy: onto_top()'s walk learns the calls of what passes, in
+     * place of the one met least -- this one, it may be) */
+    struct pyu_slot_call xc;
+    const struct pyu_slot_call *x = met ? (xc = *met, &xc) : NULL;
     if (x)
         n = (long)nstuck;
     if (same) {
@@ -555,22 +559,25 @@ int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         !pyu_snap_bytes(sm, t, below + PYU_OFF(&sm->s->off, fr_executable),
                         &code, 8))
         return 0;
-    const struct pyu_slot_call *x =
+    const struct pyu_slot_call *met =
         pyu_snap_slot_call(sm, t, t->fr[i].r.addr, size,
                            code & ~sm->s->off.tag_mask, t->fr + i, n - i, NULL);
-    if (!x)
+    if (!met)
         return 0;
+    /* (a copy: the walk below learns the calls of what passes, in place of
+     * the one met least -- this one, it may be) */
+    struct pyu_slot_call x = *met;
     /* the frames below the one the call was made through, from the data
      * stack's frame under it: the walk there must pass */
     int ok = walk_from(sm, t, ts, below, spans, r);
     if (ok <= 0)
         return ok;
-    size_t more = x->n - (n - i);
+    size_t more = x.n - (n - i);
     if (pyu_snap_make_room(sm, t, 0, n + more) < 0)
         return -1;
     memcpy(t->fr, t->fr1, n * sizeof *t->fr);
     for (size_t k = 0; k < more; k++)
-        t->fr[n + k].r = x->r[n - i + k];
+        t->fr[n + k].r = x.r[n - i + k];
     t->fr[n + more - 1].r.prev = below;
     r->ok = (long)t->nfr;
     r->imputed = true;
