@@ -48,9 +48,9 @@
  *     above, copied after them (it returned, and the next call in its
  *     place pushed its own callee there).  The innermost frames (and
  *     the anchor's window, 3.15) are read twice, and the second copy
- *     must show the same call (at it, or gone on from it); a window's frames read elsewhere, copied
- *     once, want the callee's name in the caller's code, or a copy of the
- *     caller made then at that call.
+ *     must show the same call (at it, or gone on from it); a window's
+ *     frames read elsewhere, copied once, want the callee's name in the
+ *     caller's code, or a copy of the caller made then at that call.
  *     A caller whose instruction pushes frames in
  *     another way (a property getter, __getitem__, a generator's send,
  *     the shim that runs __init__, an instrumented instruction) gives no

@@ -384,7 +384,9 @@ PYU_HIDDEN void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t);
  * frame of the data stack running caller_code (and through the frames
  * fr[0..n), the slot's own first, when n; under the frame `above`, when
  * not NULL: its innermost frame may call it, pyu_accept_named()), each as
- * likely as it was met; NULL when none was. */
+ * likely as it was met; NULL when none was.  The call lies in t's table,
+ * which the next accepted walk (pyu_links_judge()) writes: a caller that
+ * walks before it is done with the call takes a copy. */
 PYU_HIDDEN const struct pyu_slot_call *
 pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
                    uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
