@@ -220,6 +220,30 @@ static void remember(uint64_t *recent, uint64_t addr)
     recent[0] = addr;
 }
 
+/* For the memo's slot k of the generator frame t->fr[i]: its resumer,
+ * when that was a generator's frame resumed from C code (entry frames
+ * only between it and the next frame of the data stack, its caller),
+ * with that caller. */
+static void learn_via(pyu_sthread *t, size_t i, size_t k)
+{
+    if (!t->gen_via &&
+        !(t->gen_via = calloc(PYU_GEN_CALLERS, sizeof *t->gen_via)))
+        return;
+    struct pyu_gen_via *v = &t->gen_via[k];
+    v->via.addr = 0;
+    const pyu_frame_raw *m = &t->fr[i + 1].r;
+    if (m->owner != PYU_OWNER_GENERATOR || !m->code)
+        return;
+    size_t j = i + 2;
+    while (j < t->nfr && t->fr[j].r.owner >= PYU_OWNER_ENTRY)
+        j++;
+    if (j == i + 2 || j == t->nfr || t->fr[j].r.owner != PYU_OWNER_THREAD)
+        return;
+    v->via = *m;
+    v->under = t->fr[j].r.addr;
+    v->under_code = t->fr[j].r.code;
+}
+
 /* Remembers who resumed each generator frame of t's accepted stack. */
 void pyu_resume_learn(pyu_sthread *t)
 {
@@ -241,6 +265,7 @@ void pyu_resume_learn(pyu_sthread *t)
         size_t k = caller_slot(g->addr);
         t->gen_memo[2 * k] = g->addr;
         t->gen_memo[2 * k + 1] = g->prev;
+        learn_via(t, i, k);
     }
 }
 
@@ -354,6 +379,49 @@ static uint64_t memo_of(const pyu_sthread *t, uint64_t addr)
                                                       : 0;
 }
 
+/* The same as resume_ended() below, when the generator that resumed the
+ * one that ended (m, by the memo) was resumed from C code that x called,
+ * and has ended by its copy too (or was freed): a generator expression
+ * over the generator, summed, whose loop ended with it (difflib's
+ * unified_diff, whose end frees its SequenceMatcher while its frame is
+ * still the current one: 3.15's count_diff -> <genexpr> -> unified_diff
+ * lost its <genexpr> in half of unified_diff's samples).  That generator
+ * was running at the thread state's moment, in the frame the memo took:
+ * it goes between, then the walk goes on from x.  1, 0 or -1 as
+ * resume_from(). */
+static int via_ended(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                     uint64_t x, uint64_t m, size_t n0, bool spans,
+                     unsigned *budget)
+{
+    size_t k = caller_slot(t->fr[n0 - 1].r.addr);
+    const struct pyu_gen_via *v = t->gen_via ? &t->gen_via[k] : NULL;
+    if (!v || v->via.addr != m || v->under != x)
+        return 0;
+    uint8_t buf[PYU_BUF_FRAME];
+    pyu_frame_raw f;
+    if (sm->fsize > sizeof buf || !pyu_snap_bytes(sm, t, m, buf, sm->fsize))
+        return 0;
+    pyu_frame_raw_take(&sm->s->off, m, buf, sm->fsize, &f);
+    if (f.owner == PYU_OWNER_GENERATOR && f.code == v->via.code)
+        return 0; /* (still there: walked from) */
+    if (n0 == t->frcap &&
+        !pyu_grow((void **)&t->fr, t->nfr, &t->frcap, sizeof *t->fr))
+        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    pyu_sframe *sf = &t->fr[n0];
+    memset(sf, 0, sizeof *sf);
+    sf->r = v->via;
+    sf->r.prev = x;
+    t->nfr = n0 + 1;
+    int rc = resume_from(sm, t, ts, x, 0, n0 + 1, spans, false, budget);
+    if (rc > 0 && t->fr[past_entries(t, n0 + 1)].r.code != v->under_code)
+        rc = 0; /* (another call in x's place) */
+    if (rc <= 0) {
+        t->nfr = n0;
+        t->end = PYU_CHAIN_NULL;
+    }
+    return rc;
+}
+
 /* Goes on with t's walk (n0 frames, the last a generator's frame that
  * ended by its copy, held by nothing any more) from the frame x below it
  * on the data stack -- through the generator that resumed it last time
@@ -365,9 +433,12 @@ static int resume_ended(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                         uint64_t x, size_t n0, bool spans, unsigned *budget)
 {
     uint64_t m = memo_of(t, t->fr[n0 - 1].r.addr);
-    int rc = m && m != x ? resume_from(sm, t, ts, m, 0, n0, spans, false,
-                                       budget)
-                         : 0;
+    int rc = m && m != x ? via_ended(sm, t, ts, x, m, n0, spans, budget) : 0;
+    if (rc)
+        return rc;
+    rc = m && m != x ? resume_from(sm, t, ts, m, 0, n0, spans, false,
+                                   budget)
+                     : 0;
     if (rc < 0)
         return -1;
     if (rc) {

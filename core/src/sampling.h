@@ -88,6 +88,15 @@ typedef struct pyu_fcache {
     bool wrote;        /* the sampler wrote this thread's anchor */
 } pyu_fcache;
 
+/* A generator's resumer that was a generator itself, resumed from C
+ * code (resume.c). */
+struct pyu_gen_via {
+    pyu_frame_raw via;   /* its frame as an accepted stack had it */
+    uint64_t under;      /* the frame of the data stack that called the C
+                            code, and its code object */
+    uint64_t under_code;
+};
+
 /* A call met in its slot of the data stack (snapshot.c). */
 struct pyu_slot_call {
     pyu_frame_raw r[PYU_SLOT_DEPTH]; /* a frame of the data stack in an
@@ -167,7 +176,11 @@ typedef struct pyu_sthread {
     size_t npopped;   /* the first of them were popped since (sampler.c) */
     uint64_t *gen_memo; /* PYU_GEN_CALLERS (generator frame, the frame that
                          resumed it last) pairs, made when the first is met
-                         (sampler.c; owned) */
+                         (resume.c; owned) */
+    struct pyu_gen_via *gen_via; /* PYU_GEN_CALLERS, the same slots: where
+                         that frame was a generator's resumed from C code,
+                         it as copied and the frame of the data stack that
+                         called the C code (resume.c; owned) */
     uint64_t gens[PYU_GEN_RECENT]; /* the generators' frames its accepted
                          stacks held lately, the last first (sampler.c) */
     struct pyu_slot_call *slots; /* PYU_SLOT_CALLS calls met lately at
