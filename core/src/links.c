@@ -481,15 +481,13 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     /* (the top one's place copied with a later call there, as the slot
      * rule finds for a current frame (snapshot.c): the frames below it,
      * with a call met lately in that place, of that size, on top) */
-    const struct pyu_slot_call *met =
-        n < 0 && stuck && !other && t->fr[i].r.owner == PYU_OWNER_THREAD
-            ? pyu_snap_slot_call(sm, t, stuck, ts->ds_top - stuck, under,
-                                 NULL, 0, NULL)
-            : NULL;
-    /* (a copy: onto_top()'s walk learns the calls of what passes, in
-     * place of the one met least -- this one, it may be) */
     struct pyu_slot_call xc;
-    const struct pyu_slot_call *x = met ? (xc = *met, &xc) : NULL;
+    const struct pyu_slot_call *x =
+        n < 0 && stuck && !other && t->fr[i].r.owner == PYU_OWNER_THREAD &&
+                pyu_snap_slot_call(sm, t, stuck, ts->ds_top - stuck, under,
+                                   NULL, 0, NULL, &xc)
+            ? &xc
+            : NULL;
     if (x)
         n = (long)nstuck;
     if (same) {
@@ -559,14 +557,11 @@ int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         !pyu_snap_bytes(sm, t, below + PYU_OFF(&sm->s->off, fr_executable),
                         &code, 8))
         return 0;
-    const struct pyu_slot_call *met =
-        pyu_snap_slot_call(sm, t, t->fr[i].r.addr, size,
-                           code & ~sm->s->off.tag_mask, t->fr + i, n - i, NULL);
-    if (!met)
+    struct pyu_slot_call x;
+    if (!pyu_snap_slot_call(sm, t, t->fr[i].r.addr, size,
+                            code & ~sm->s->off.tag_mask, t->fr + i, n - i,
+                            NULL, &x))
         return 0;
-    /* (a copy: the walk below learns the calls of what passes, in place of
-     * the one met least -- this one, it may be) */
-    struct pyu_slot_call x = *met;
     /* the frames below the one the call was made through, from the data
      * stack's frame under it: the walk there must pass */
     int ok = walk_from(sm, t, ts, below, spans, r);
@@ -629,14 +624,14 @@ static size_t between(pyu_sampler *sm, pyu_sthread *t, size_t u,
 {
     const pyu_sframe *f = &t->fr1[u - 1];
     uint64_t size = pyu_snap_frame_size(sm, f->r.code);
-    const struct pyu_slot_call *x =
-        size ? pyu_snap_slot_call(sm, t, f->r.addr, size, t->fr[0].r.code,
-                                  f, 1, NULL)
-             : NULL;
-    size_t via = x ? x->n - 1u : 0;
+    struct pyu_slot_call x;
+    size_t via = size && pyu_snap_slot_call(sm, t, f->r.addr, size,
+                                            t->fr[0].r.code, f, 1, NULL, &x)
+                     ? x.n - 1u
+                     : 0;
     for (size_t k = 0; k < via; k++) {
         memset(&mid[k], 0, sizeof mid[k]);
-        mid[k].r = x->r[x->n - 1 - k];
+        mid[k].r = x.r[x.n - 1 - k];
     }
     if (via)
         mid[0].r.prev = t->fr[0].r.addr;

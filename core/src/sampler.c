@@ -121,14 +121,14 @@ static int reused_slot(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         t->nfr = 0;
         return ok < 0 ? -1 : 0;
     }
-    const struct pyu_slot_call *x = pyu_snap_slot_call(
-        sm, t, ts->current_frame, ts->ds_top - ts->current_frame,
-        t->fr[0].r.code, NULL, 0, NULL);
-    if (!x) {
+    struct pyu_slot_call x;
+    if (!pyu_snap_slot_call(sm, t, ts->current_frame,
+                            ts->ds_top - ts->current_frame, t->fr[0].r.code,
+                            NULL, 0, NULL, &x)) {
         r->leaf_unknown = true;
         return 1;
     }
-    return pyu_snap_put_slot_call(sm, t, r, x) < 0 ? -1 : 1;
+    return pyu_snap_put_slot_call(sm, t, r, &x) < 0 ? -1 : 1;
 }
 
 /* Reads one thread's stack: the proven innermost frame, or snapshots

@@ -397,13 +397,14 @@ PYU_HIDDEN void pyu_snap_learn_slots(pyu_sampler *sm, pyu_sthread *t);
  * frame of the data stack running caller_code (and through the frames
  * fr[0..n), the slot's own first, when n; under the frame `above`, when
  * not NULL: its innermost frame may call it, pyu_accept_named()), each as
- * likely as it was met; NULL when none was.  The call lies in t's table,
- * which the next accepted walk (pyu_links_judge()) writes: a caller that
- * walks before it is done with the call takes a copy. */
-PYU_HIDDEN const struct pyu_slot_call *
-pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
-                   uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
-                   size_t n, const pyu_sframe *above);
+ * likely as it was met, copied into *out (t's table is written by the
+ * next accepted walk, pyu_links_judge(), which a caller may make before
+ * it is done with the call).  Whether one was met. */
+PYU_HIDDEN bool pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t,
+                                   uint64_t addr, uint64_t size,
+                                   uint64_t caller_code, const pyu_sframe *fr,
+                                   size_t n, const pyu_sframe *above,
+                                   struct pyu_slot_call *out);
 /* Makes room for m frames in t's walk at its index `at` (zeroed, the
  * frames from there on after them).  0, or -1 when out of memory. */
 PYU_HIDDEN int pyu_snap_make_room(pyu_sampler *sm, pyu_sthread *t, size_t at,

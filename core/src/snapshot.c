@@ -395,17 +395,17 @@ static bool fits(pyu_sampler *sm, const struct pyu_slot_call *x,
     return !above || pyu_accept_named(sm, &x->r[0], above);
 }
 
-const struct pyu_slot_call *
-pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
-                   uint64_t size, uint64_t caller_code, const pyu_sframe *fr,
-                   size_t n, const pyu_sframe *above)
+bool pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
+                        uint64_t size, uint64_t caller_code,
+                        const pyu_sframe *fr, size_t n,
+                        const pyu_sframe *above, struct pyu_slot_call *out)
 {
     uint64_t total = 0;
     for (size_t m = 0; t->slots && m < PYU_SLOT_CALLS; m++)
         if (fits(sm, &t->slots[m], addr, size, caller_code, fr, n, above))
             total += t->slots[m].seen;
     if (!total)
-        return NULL;
+        return false;
     /* (xorshift: a fixed sequence) */
     uint64_t x = sm->pick ? sm->pick : 0x9E3779B97F4A7C15ull;
     x ^= x << 13;
@@ -417,11 +417,13 @@ pyu_snap_slot_call(pyu_sampler *sm, const pyu_sthread *t, uint64_t addr,
         const struct pyu_slot_call *c = &t->slots[m];
         if (!fits(sm, c, addr, size, caller_code, fr, n, above))
             continue;
-        if (at < c->seen)
-            return c;
+        if (at < c->seen) {
+            *out = *c;
+            return true;
+        }
         at -= c->seen;
     }
-    return NULL;
+    return false;
 }
 
 int pyu_snap_make_room(pyu_sampler *sm, pyu_sthread *t, size_t at, size_t m)
@@ -479,18 +481,17 @@ int pyu_snap_slot_between(pyu_sampler *sm, pyu_sthread *t,
     if (size > (1u << 16) || pyu_snap_frame_size(sm, at->code) == size ||
         pyu_snap_frame_under(sm, t, ts, at->addr) != t->fr[u + 1].r.addr)
         return 0; /* (not a copy of another call's, or unplaced) */
-    const struct pyu_slot_call *x =
-        pyu_snap_slot_call(sm, t, at->addr, size, t->fr[u + 1].r.code,
-                           NULL, 0, &t->fr[u - 1]);
-    if (!x)
+    struct pyu_slot_call x;
+    if (!pyu_snap_slot_call(sm, t, at->addr, size, t->fr[u + 1].r.code, NULL,
+                            0, &t->fr[u - 1], &x))
         return 0;
     /* (x's frames in the place of the slot's copy) */
-    if (pyu_snap_make_room(sm, t, u + 1, x->n - 1u) < 0)
+    if (pyu_snap_make_room(sm, t, u + 1, x.n - 1u) < 0)
         return -1;
     memset(t->fr + u, 0, sizeof *t->fr);
-    for (size_t k = 0; k < x->n; k++)
-        t->fr[u + k].r = x->r[k];
-    t->fr[u + x->n - 1].r.prev = t->fr[u + x->n].r.addr;
+    for (size_t k = 0; k < x.n; k++)
+        t->fr[u + k].r = x.r[k];
+    t->fr[u + x.n - 1].r.prev = t->fr[u + x.n].r.addr;
     t->npopped = 0;
     r->ok = (long)t->nfr;
     r->imputed = true;
