@@ -28,6 +28,10 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "accuracy: a profile's shares against "
                             "the blocking reference (release build only: "
                             "ASan's slower reads are not what is claimed)")
+    config.addinivalue_line("markers", "sanitized: for the ASan+UBSan build "
+                            "(scripts/test leaves it out of the release "
+                            "run, whose accuracy tests read the same "
+                            "targets)")
 
 
 def interpreters():
