@@ -118,8 +118,12 @@ static uint8_t classify(const char *op, const char *base)
         "SEND", "FOR_ITER", /* a generator's or coroutine's frame */
         "EXIT_INIT_CHECK", /* the shim that ran __init__ */
         NULL};
+    static const char *const returns[] = {"RETURN_VALUE", "RETURN_CONST",
+                                          NULL};
     if (!*op)
         return PYU_AT_OTHER;
+    if (base_is(base, returns))
+        return PYU_AT_RETURN;
     if (strncmp(op, "INSTRUMENTED_", 13) == 0)
         return PYU_AT_PUSH; /* (monitoring on: no claims about its stack) */
     if (base_is(base, calls))
@@ -281,6 +285,12 @@ bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f)
     const pyu_code *c;
     return f->sp == f->addr + PYU_OFF(o, fr_localsplus) &&
            (c = pyu_code_cached(s, f->code)) && c->nlocalsplus;
+}
+
+bool pyu_accept_returning(pyu_sampler *sm, const pyu_frame_raw *f)
+{
+    const pyu_code *c = pyu_code_cached(sm->s, f->code);
+    return c && kind_of(sm, f, c) == PYU_AT_RETURN;
 }
 
 /* ----------------------------------------------------------- the rules */

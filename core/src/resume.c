@@ -94,7 +94,14 @@ static size_t frame_words(pyu_sampler *sm, const pyu_sthread *t,
         (f->sp - at) / 8 > want)
         want = (size_t)((f->sp - at) / 8);
     uint64_t size;
-    if (whole && (!f->sp || sm->indirect) && f->owner == PYU_OWNER_THREAD &&
+    /* (a generator's frame running, which saves no top (3.13+): its
+     * whole frame, which lies in the generator -- the words past its top
+     * are its own earlier pushes; the iterator of its `for` loop over the
+     * generator it resumed, through C code on the free-threaded 3.13, is
+     * on its value stack) */
+    if (f->owner == PYU_OWNER_GENERATOR && !f->sp && !sm->indirect)
+        whole = true;
+    if (whole && (!f->sp || sm->indirect) && f->owner <= PYU_OWNER_GENERATOR &&
         (size = pyu_snap_frame_size(sm, f->code)) >
             PYU_OFF(&sm->s->off, fr_localsplus)) {
         size = (size - PYU_OFF(&sm->s->off, fr_localsplus)) / 8;
@@ -442,7 +449,12 @@ static int resume_ended(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (rc < 0)
         return -1;
     if (rc) {
-        size_t h = past_entries(t, n0 + 1);
+        /* (the resumer, and the generators that resumed it in turn, called
+         * from x: `count_diff -> <genexpr> -> unified_diff ->
+         * get_grouped_opcodes`) */
+        size_t h = n0;
+        while (h < t->nfr && t->fr[h].r.owner != PYU_OWNER_THREAD)
+            h++;
         if (t->fr[n0].r.owner == PYU_OWNER_GENERATOR && h < t->nfr &&
             t->fr[h].r.addr == x)
             return 1;
@@ -557,13 +569,15 @@ int pyu_resume_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
          * met lately holds it) */
         for (int how = UNDER_LOCALS; rc == 0 && how <= UNDER_WHOLE; how++)
             rc = resume_under(sm, t, ts, gen, n0, spans, how, &budget);
-        /* (a generator that ended by its copy -- its frame cleared, the
+        /* (a generator that ended by its copy -- its frame cleared (3.14+)
+         * or standing at its return (3.13: its previous cleared), the
          * generator freed -- is held by no frame any more: it was running
          * when the thread state was read, resumed from the frame below it
          * on the data stack then or from a generator that frame resumed;
          * it is put on that frame, through the generator that resumed it
          * last time when that one is running, called from there) */
-        if (rc == 0 && t->fr[n0 - 1].popped)
+        if (rc == 0 && (t->fr[n0 - 1].popped ||
+                        pyu_accept_returning(sm, &t->fr[n0 - 1].r)))
             rc = resume_under(sm, t, ts, gen, n0, spans, UNDER_ENDED,
                               &budget);
         if (rc <= 0)

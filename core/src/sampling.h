@@ -532,6 +532,7 @@ enum {
                            (attribute, subscript, generator, __init__'s
                            shim, instrumented): no such evidence */
     PYU_AT_OTHER,       /* an instruction that pushes no frame */
+    PYU_AT_RETURN,      /* a return: the frame is ending */
 };
 
 /* Checks a chain read from one snapshot, t->fr[0..t->nfr) innermost
@@ -549,6 +550,10 @@ PYU_HIDDEN uint8_t pyu_sframe_slots(uint64_t addr, uint64_t sp,
 /* A frame's return_offset (3.13+; 0 before), from a copy of it. */
 PYU_HIDDEN uint16_t pyu_sframe_ret(const pyu_sampler *sm,
                                    const uint8_t *buf);
+/* Whether frame f, as copied, stands at a return (its function ending or
+ * ended: a generator's, whose previous is cleared then). */
+PYU_HIDDEN bool pyu_accept_returning(pyu_sampler *sm,
+                                     const pyu_frame_raw *f);
 /* Whether frame f, as copied, is being popped or popped (3.14+). */
 PYU_HIDDEN bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f);
 /* The same for frames fr[0..n) (innermost first) whose outermost is known
