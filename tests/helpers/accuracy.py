@@ -7,13 +7,22 @@ function is FILE:FUNC (the line dropped); synthetic frames (<unknown>,
 <GC>, <native>) are themselves.
 
     python3 accuracy.py REFERENCE OTHER...    prints the distances
+    python3 accuracy.py --phases F,G,... REFERENCE OTHER...
+                                              and the distance within the
+                                              phases rooted at F, G, ...
 
 - self distribution: the share of samples in which each function was the
   innermost frame;
 - total distribution: each function's samples anywhere on the stack
   (counted once per sample), normalised to sum to 1;
 - distance: the total-variation distance between two distributions,
-  half the sum of the absolute differences (0: identical, 1: disjoint).
+  half the sum of the absolute differences (0: identical, 1: disjoint);
+- within the phases (a program whose time goes to a few phases, each
+  under one function, as workloads.py stdlib's): each phase's self
+  distribution against the reference's, weighted by the reference's share
+  of that phase.  The share of a phase swings from one run to the next on
+  one process by more than the distance a change to the sampler makes;
+  this distance leaves that swing out (a sample in no phase is left out).
 """
 import collections
 import sys
@@ -81,12 +90,50 @@ def shares(path):
             for k in set(own) | set(total)} if n else {}
 
 
+def by_phase(path, roots):
+    """{root: Counter of self functions} of the samples of path whose
+    stack holds a function named root (its qualified name's last part;
+    the outermost such), over roots."""
+    per = {r: collections.Counter() for r in roots}
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not count.isdigit():
+                continue
+            funcs = [function_of(x) for x in stack.split(";")
+                     if x and not x.startswith(("tid:", "pid:"))]
+            for fn in funcs:
+                name = fn.rsplit(":", 1)[-1].rsplit(".", 1)[-1]
+                if name in per:
+                    per[name][funcs[-1]] += int(count)
+                    break
+    return per
+
+
+def within_phases(ref_path, path, roots):
+    """The self distance within the phases rooted at roots (see above)."""
+    ref, other = by_phase(ref_path, roots), by_phase(path, roots)
+    total = sum(sum(c.values()) for c in ref.values())
+    d = 0.0
+    for r in roots:
+        n = sum(ref[r].values())
+        if n and other[r]:
+            d += tvd(normalised(ref[r]), normalised(other[r])) * n / total
+    return d
+
+
 def main(argv):
+    roots = None
+    if len(argv) > 2 and argv[1] == "--phases":
+        roots, argv = argv[2].split(","), argv[:1] + argv[3:]
     if len(argv) < 3:
-        sys.exit("usage: accuracy.py REFERENCE OTHER...")
+        sys.exit("usage: accuracy.py [--phases F,G,...] REFERENCE OTHER...")
     for p in argv[2:]:
         ds, dt, n = distances(argv[1], p)
-        print("%s: self %.4f total %.4f (%d samples)" % (p, ds, dt, n))
+        extra = (" phases %.4f" % within_phases(argv[1], p, roots)
+                 if roots else "")
+        print("%s: self %.4f total %.4f (%d samples)%s" % (p, ds, dt, n,
+                                                          extra))
 
 
 if __name__ == "__main__":
