@@ -122,10 +122,10 @@ static uint8_t classify(const char *op, const char *base)
                                           NULL};
     if (!*op)
         return PYU_AT_OTHER;
-    if (base_is(base, returns))
-        return PYU_AT_RETURN;
     if (strncmp(op, "INSTRUMENTED_", 13) == 0)
         return PYU_AT_PUSH; /* (monitoring on: no claims about its stack) */
+    if (base_is(base, returns))
+        return PYU_AT_RETURN;
     if (base_is(base, calls))
         /* (the specialisation for classes pushes __init__'s shim frame,
          * which runs no function) */

@@ -411,14 +411,10 @@ static int via_ended(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     pyu_frame_raw_take(&sm->s->off, m, buf, sm->fsize, &f);
     if (f.owner == PYU_OWNER_GENERATOR && f.code == v->via.code)
         return 0; /* (still there: walked from) */
-    if (n0 == t->frcap &&
-        !pyu_grow((void **)&t->fr, t->nfr, &t->frcap, sizeof *t->fr))
-        return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
-    pyu_sframe *sf = &t->fr[n0];
-    memset(sf, 0, sizeof *sf);
-    sf->r = v->via;
-    sf->r.prev = x;
-    t->nfr = n0 + 1;
+    if (pyu_snap_make_room(sm, t, n0, 1) < 0)
+        return -1;
+    t->fr[n0].r = v->via;
+    t->fr[n0].r.prev = x;
     int rc = resume_from(sm, t, ts, x, 0, n0 + 1, spans, false, budget);
     if (rc > 0 && t->fr[past_entries(t, n0 + 1)].r.code != v->under_code)
         rc = 0; /* (another call in x's place) */

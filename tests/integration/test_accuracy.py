@@ -414,6 +414,19 @@ def impossible(text):
     return total, bad, unknown
 
 
+def sample_workload(python, mode, rate, seconds):
+    """`pyunwind sample` of a new workloads.py MODE target, collapsed;
+    its run, which succeeded."""
+    w = Workload(python, mode)
+    try:
+        r = pyunwind("sample", "-r", rate, "-d", seconds, "--format",
+                     "collapsed", str(w.pid), timeout=TIMEOUT)
+    finally:
+        w.close()
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 @pytest.mark.sanitized
 @pytest.mark.parametrize("label,python", KINDS, ids=[p[0] for p in KINDS])
 @pytest.mark.parametrize("mode", ["stdlib", "threads", "shortgen"])
@@ -424,17 +437,10 @@ def test_churny_targets_are_read_cleanly(label, python, mode):
     read, and a slip in one was found only by the release build's
     accuracy run (a crash, 90b2853).  Every sample counted, and no report
     from ASan or UBSan (which make the run fail)."""
-    w = Workload(python, mode)
-    try:
-        r = pyunwind("sample", "-r", "2000", "-d", "1.5", "--format",
-                     "collapsed", str(w.pid), timeout=TIMEOUT)
-    finally:
-        w.close()
-    assert r.returncode == 0, r.stderr
+    r = sample_workload(python, mode, "2000", "1.5")
     assert "Sanitizer" not in r.stderr and "runtime error" not in r.stderr, \
         r.stderr
-    counted = sum(int(line.rpartition(" ")[2])
-                  for line in r.stdout.splitlines() if line.strip())
+    counted, _, _ = impossible(r.stdout)
     assert counted > 500, r.stderr
 
 
@@ -444,13 +450,7 @@ def test_no_impossible_stacks(label, python, workdir):
     no stack it cannot have (3.15, whose anchors prove stacks: none;
     before, 33 of 11,553 on 3.14 and 60 of 16,416 on 3.13t), and every
     sample counted, almost all of them read whole."""
-    w = Workload(python, "alternate")
-    try:
-        r = pyunwind("sample", "-r", "20000", "-d", "2", "--format",
-                     "collapsed", str(w.pid), timeout=TIMEOUT)
-    finally:
-        w.close()
-    assert r.returncode == 0, r.stderr
+    r = sample_workload(python, "alternate", "20000", "2")
     total, bad, unknown = impossible(r.stdout)
     assert total > 10000, r.stderr
     allowed = 0 if label.startswith("3.15") else total // 10000
