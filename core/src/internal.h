@@ -863,6 +863,15 @@ typedef struct pyu_tstate {
     bool holds_gil, gil_requested;
     uint64_t current_frame, base_frame, chunk;
     uint64_t cframe;                /* 3.11: its _PyCFrame */
+    uint64_t outer_frame;           /* 3.11: the current frame of the loop
+                                       that cframe's interrupted (its
+                                       previous), read with cframe's
+                                       word; 0 when not read */
+    uint64_t outer_cf;              /* 3.11: ... that loop's cframe */
+    bool loop_left;                 /* 3.11: cframe's previous named no
+                                       loop then: its loop had ended (the
+                                       two above are then of the loop
+                                       last seen below it) */
     uint64_t ds_top;                /* its data stack's top (where
                                        the next frame would be pushed) */
     bool frame_unread;              /* ... which could not be read */

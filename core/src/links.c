@@ -184,15 +184,6 @@ int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts)
  * function's word there, and no frame: the walk is made from its entry
  * frame, then taken as above. */
 
-/* The index of cframe cf among t's recent ones, or PYU_CFRAMES. */
-static size_t loop_of(const pyu_sthread *t, uint64_t cf)
-{
-    size_t k = 0;
-    while (cf && k < PYU_CFRAMES && t->cframe[k] != cf)
-        k++;
-    return cf ? k : PYU_CFRAMES;
-}
-
 /* The index of the innermost frame of t's walk that entered an eval
  * loop, or t->nfr. */
 static size_t entered_at(const pyu_sthread *t)
@@ -203,16 +194,30 @@ static size_t entered_at(const pyu_sthread *t)
     return i;
 }
 
-/* Remembers the frame t's walk entered the eval loop of the _PyCFrame cf
- * with, and its code when that is a generator's frame. */
-static void learn_entry(pyu_sthread *t, uint64_t cf)
+/* Whether the frame below t's frame i in its walk is the frame at f
+ * (its link, or the frame the rules put under a generator that had
+ * yielded by its copy, resume.c). */
+static bool linked_below(const pyu_sthread *t, size_t i, uint64_t f)
 {
-    size_t k = loop_of(t, cf), i = entered_at(t);
-    if (k < PYU_CFRAMES && i < t->nfr) {
+    return (i + 1 < t->nfr ? t->fr[i + 1].r.addr : t->fr[i].r.prev) == f;
+}
+
+/* Remembers the frame t's walk entered the eval loop of ts's _PyCFrame
+ * with, and its code when that is a generator's frame: when the walk's
+ * entry frame is linked to the loop below (ts->outer_frame), or nothing
+ * is known of the loop and that cannot be told (a walk of another loop
+ * remembered as this one's would be taken for it again and again). */
+static void learn_entry(pyu_sthread *t, const pyu_tstate *ts)
+{
+    size_t k = pyu_plan_loop_of(t, ts->cframe), i = entered_at(t);
+    if (k < PYU_CFRAMES && i < t->nfr && !ts->loop_left &&
+        (ts->outer_frame ? linked_below(t, i, ts->outer_frame)
+                         : !t->loop[k].frame)) {
         bool gen = t->fr[i].r.owner == PYU_OWNER_GENERATOR;
-        t->entry[k] = t->fr[i].r.addr;
-        t->entry_code[k] = gen ? t->fr[i].r.code : 0;
-        t->entry_under[k] = gen && i + 1 < t->nfr ? t->fr[i + 1].r.code : 0;
+        t->loop[k].frame = t->fr[i].r.addr;
+        t->loop[k].code = gen ? t->fr[i].r.code : 0;
+        t->loop[k].under = gen && i + 1 < t->nfr ? t->fr[i + 1].r.code : 0;
+        t->loop[k].below = ts->outer_cf;
     }
 }
 
@@ -227,7 +232,8 @@ static uint64_t entry_now(pyu_sampler *sm, const pyu_sthread *t, uint64_t e,
     if (pyu_snap_bytes(sm, t, e + off, &c, 8) && c == code)
         return e;
     for (size_t k = 0; k < PYU_CFRAMES + PYU_GEN_RECENT; k++) {
-        uint64_t a = k < PYU_CFRAMES ? t->entry[k] : t->gens[k - PYU_CFRAMES];
+        uint64_t a = k < PYU_CFRAMES ? t->loop[k].frame
+                                     : t->gens[k - PYU_CFRAMES];
         if (a && a != e && pyu_snap_bytes(sm, t, a + off, &c, 8) && c == code)
             return a;
     }
@@ -254,6 +260,24 @@ static int walk_from(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 0;
 }
 
+/* Puts on t's walk the generator's frame loop k was last seen entered
+ * with, as it was then (r: imputed).  0, or -1 on an error. */
+static int put_entry(pyu_sampler *sm, pyu_sthread *t, thread_read *r,
+                     size_t k)
+{
+    uint64_t below = t->nfr ? t->fr[0].r.addr : 0;
+    if (pyu_snap_make_room(sm, t, 0, 1) < 0)
+        return -1;
+    t->fr[0].r.addr = t->loop[k].frame;
+    t->fr[0].r.code = t->loop[k].code;
+    t->fr[0].r.owner = PYU_OWNER_GENERATOR;
+    t->fr[0].r.entry = true;
+    t->fr[0].r.prev = below;
+    r->ok = (long)t->nfr;
+    r->imputed = true;
+    return 0;
+}
+
 /* The thread state named the eval loop of a generator resumed from C
  * code, whose frame runs other code by its copy, or is no frame any more:
  * the loop ended and the generator was freed before the copy (`sum(1 for w
@@ -268,25 +292,75 @@ static int loop_gone(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                      bool spans, thread_read *r, size_t k)
 {
     const pyu_offsets *o = &sm->s->off;
-    uint64_t top = t->entry_under[k] ? pyu_snap_frame_under(sm, t, ts, 0) : 0,
+    uint64_t top = t->loop[k].under ? pyu_snap_frame_under(sm, t, ts, 0) : 0,
              code;
     if (!top ||
         !pyu_snap_bytes(sm, t, top + PYU_OFF(o, fr_executable), &code, 8) ||
-        (code & ~o->tag_mask) != t->entry_under[k])
+        (code & ~o->tag_mask) != t->loop[k].under)
         return 0;
     int ok = walk_from(sm, t, ts, top, spans, r);
     if (ok <= 0)
         return ok;
-    if (pyu_snap_make_room(sm, t, 0, 1) < 0)
-        return -1;
-    t->fr[0].r.addr = t->entry[k];
-    t->fr[0].r.code = t->entry_code[k];
-    t->fr[0].r.owner = PYU_OWNER_GENERATOR;
-    t->fr[0].r.entry = true;
-    t->fr[0].r.prev = top;
-    r->ok = (long)t->nfr;
-    r->imputed = true;
-    return 1;
+    return put_entry(sm, t, r, k) < 0 ? -1 : 1;
+}
+
+/* The thread state named the eval loop of a generator resumed from C
+ * code which had ended by the copy of its cframe (ts->loop_left): its
+ * word is another C function's.  The loop below it, suspended in the C
+ * code that resumed it as long as it ran, was last seen with that cframe
+ * (ts->outer_cf, its word ts->outer_frame of the same copy).  When that
+ * loop's walk holds a frame running the code that resumed the generator
+ * when its loop was last seen, among its frames up to its own entry
+ * frame, the stack is that frame's with the generator, as it was then,
+ * on it (r: imputed); frames above it in that loop are of a later moment
+ * (workloads.py generators on 3.11: produce's loop had ended in 0.95 of
+ * the samples that named it, parse calling row.split() where its cframe
+ * had been).  The loop below may have ended too (parse yielded, and keep
+ * called checksum() where parse's call of it had been): then its own
+ * entry frame goes on the stack, as last seen, and the loop below it is
+ * looked at, up to LOOPS_BELOW loops down.  1 when a walk passed the
+ * rules, 0 when not (the walk kept), -1 on an error. */
+#define LOOPS_BELOW 3
+static int loop_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                      bool spans, thread_read *r, size_t k)
+{
+    size_t lv[LOOPS_BELOW], n = 0;
+    uint64_t cf = ts->outer_cf, word = ts->outer_frame;
+    thread_read kept = *r;
+    int end = t->end;
+    size_t m = k;
+    while (m < PYU_CFRAMES && word && n < LOOPS_BELOW) {
+        uint64_t under = t->loop[m].under;
+        if (!t->loop[m].code || !under)
+            return 0;
+        lv[n++] = m;
+        int ok;
+        pyu_snap_swap_walks(t);
+        if (pyu_links_walk_whole(sm, t, ts, word, spans) < 0 ||
+            (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+            return -1;
+        size_t j = 0;
+        while (ok && j < t->nfr && t->fr[j].r.code != under &&
+               !t->fr[j].r.entry)
+            j++;
+        if (ok && j < t->nfr && t->fr[j].r.code == under) {
+            memmove(t->fr, t->fr + j, (t->nfr - j) * sizeof *t->fr);
+            t->nfr -= j;
+            t->npopped = t->npopped > j ? t->npopped - j : 0;
+            while (n)
+                if (put_entry(sm, t, r, lv[--n]) < 0)
+                    return -1;
+            return 1;
+        }
+        pyu_snap_swap_walks(t);
+        t->end = end;
+        *r = kept;
+        if ((m = pyu_plan_loop_of(t, cf)) < PYU_CFRAMES) {
+            cf = t->loop[m].below;
+            word = cf ? pyu_plan_loop_word(sm, t, cf) : 0;
+        }
+    }
+    return 0;
 }
 
 /* Walks t's stack from the entry frame of the loop its thread state
@@ -296,15 +370,17 @@ static int loop_gone(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                          bool spans, thread_read *r)
 {
-    size_t k = loop_of(t, ts->cframe);
-    uint64_t e = k == PYU_CFRAMES || !t->entry[k] ? 0
-                 : t->entry_code[k]
-                     ? entry_now(sm, t, t->entry[k], t->entry_code[k])
-                     : t->entry[k];
-    if (!e)
-        return k < PYU_CFRAMES && t->entry_code[k]
-                   ? loop_gone(sm, t, ts, spans, r, k)
-                   : 0;
+    size_t k = pyu_plan_loop_of(t, ts->cframe);
+    uint64_t e = k == PYU_CFRAMES || !t->loop[k].frame ? 0
+                 : t->loop[k].code
+                     ? entry_now(sm, t, t->loop[k].frame, t->loop[k].code)
+                     : t->loop[k].frame;
+    if (!e) {
+        int ok = k < PYU_CFRAMES && t->loop[k].code
+                     ? loop_gone(sm, t, ts, spans, r, k)
+                     : 0;
+        return ok || !ts->loop_left ? ok : loop_below(sm, t, ts, spans, r, k);
+    }
     thread_read kept = *r;
     int end = t->end;
     pyu_snap_swap_walks(t);
@@ -318,13 +394,15 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
      * other run their generators' loops at one place of the C stack, and
      * count_matches took count_diff's generator expression, freed at the
      * same address, in 0.2-1 % of the samples of workloads.py stdlib) */
-    if (ok && t->entry_under[k] &&
-        (t->nfr < 2 || t->fr[1].r.code != t->entry_under[k]))
+    if (ok && t->loop[k].under &&
+        (t->nfr < 2 || t->fr[1].r.code != t->loop[k].under))
         ok = 0;
     if (!ok) {
         pyu_snap_swap_walks(t);
         t->end = end;
         *r = kept;
+        if (ts->loop_left)
+            return loop_below(sm, t, ts, spans, r, k);
     }
     return ok;
 }
@@ -448,24 +526,46 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
  * the thread state's read and its word's (the frames the word names are
  * then not those of the data stack then).  When the frames up to the top
  * cannot be told (a copy of a later call at one's place, of another
- * size), the walk stands.  Remembers the loop's entry frame.  0, or -1 on
- * an error. */
+ * size), the walk stands.  A walk whose entry frame was not linked to
+ * the current frame of the loop below the named one (ts->outer_frame:
+ * read with the loop's word, it cannot change while the loop runs) is of
+ * another loop, whatever code it runs: a loop's word and the frame it
+ * names are copied a microsecond apart, and a call of checksum() by
+ * `keep` is made at the very place of the data stack where the call
+ * `parse`, the generator keep resumes, made a moment before had its
+ * frame (workloads.py generators on 3.11: such walks taken as the loop's
+ * were then remembered as its entry, and 0.2-0.3 of the samples of
+ * parse's loop went to keep for the rest of the run in one process of
+ * three).  It is made again from the loop's entry frame, or rejected.
+ * Remembers the loop's entry frame.  0, 1 when rejected (r->ok 0), or
+ * -1 on an error. */
 int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                      bool spans, thread_read *r)
 {
     if (!sm->indirect || !ts->ds_top || !ts->cframe || !t->nfr)
         return 0;
-    size_t k = loop_of(t, ts->cframe), i = entered_at(t);
-    uint64_t code = k < PYU_CFRAMES ? t->entry_code[k] : 0;
-    bool other = code && (i == t->nfr || t->fr[i].r.code != code);
+    size_t k = pyu_plan_loop_of(t, ts->cframe), i = entered_at(t);
+    uint64_t code = k < PYU_CFRAMES ? t->loop[k].code : 0;
+    /* (the walk's entry frame not linked to the loop below the named
+     * one: the walk is of another loop) */
+    bool foreign = ts->loop_left || (ts->outer_frame && i < t->nfr &&
+                                     !linked_below(t, i, ts->outer_frame));
+    bool other = foreign || (code && (i == t->nfr || (!ts->outer_frame &&
+                                                      t->fr[i].r.code != code)));
     if (!other && i == t->nfr) {
-        learn_entry(t, ts->cframe);
+        learn_entry(t, ts);
         return 0;
     }
     if (other) {
         int ok = pyu_links_from_entry(sm, t, ts, spans, r);
-        if (ok <= 0)
-            return ok;
+        if (ok < 0)
+            return -1;
+        if (!ok && foreign) {
+            r->ok = 0; /* (rejected: read again) */
+            return 1;
+        }
+        if (!ok)
+            return 0;
         i = 0;
     }
     pyu_plan_note_chunk(sm, t, ts->chunk);
@@ -491,7 +591,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (x)
         n = (long)nstuck;
     if (same) {
-        learn_entry(t, ts->cframe);
+        learn_entry(t, ts);
         return 0;
     }
     int ok = 0;
@@ -508,7 +608,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     if (ok && x && pyu_snap_put_slot_call(sm, t, r, x) < 0)
         return -1;
     sm->st.topped += (uint64_t)ok;
-    learn_entry(t, ts->cframe);
+    learn_entry(t, ts);
     return 0;
 }
 

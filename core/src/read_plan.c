@@ -364,14 +364,18 @@ static bool ranges_for(pyu_sampler *sm, size_t need)
 static size_t cframe_ranges(const pyu_sampler *sm, pyu_sthread *t, int which,
                             pyu_range *r, uint64_t *words)
 {
-    uint64_t off = PYU_OFF(&sm->s->off, cframe_current_frame);
-    uint64_t lo = UINT64_MAX, hi = 0;
+    uint64_t off = PYU_OFF(&sm->s->off, cframe_current_frame),
+             prev = PYU_OFF(&sm->s->off, cframe_previous);
+    uint64_t lo = UINT64_MAX, hi = 0, hi2 = 0;
     size_t m = 0;
     for (; m < PYU_CFRAMES && t->cframe[m]; m++) {
-        uint64_t a = t->cframe[m] + off;
+        uint64_t a = t->cframe[m] + off, b = t->cframe[m] + prev + 8;
         lo = a < lo ? a : lo;
         hi = a + 8 > hi ? a + 8 : hi;
+        hi2 = b > hi2 ? b : hi2;
     }
+    if (hi2 > hi && hi2 - lo <= PYU_CFWIN) /* (the loops' previous too) */
+        hi = hi2;
     t->cfwin_len[which] = 0;
     if (m > 1 && hi - lo <= PYU_CFWIN &&
         (t->cfwin || (t->cfwin = malloc(2 * PYU_CFWIN)))) {
@@ -383,6 +387,75 @@ static size_t cframe_ranges(const pyu_sampler *sm, pyu_sthread *t, int which,
     for (size_t k = 0; k < m; k++)
         r[k] = (pyu_range){t->cframe[k] + off, &words[k], 8};
     return m;
+}
+
+size_t pyu_plan_loop_of(const pyu_sthread *t, uint64_t cf)
+{
+    size_t k = 0;
+    while (cf && k < PYU_CFRAMES && t->cframe[k] != cf)
+        k++;
+    return cf ? k : PYU_CFRAMES;
+}
+
+/* The 8 bytes at a of the copy of the cframes' stretch read with the
+ * thread state into *w: false when it does not hold them. */
+static bool in_cfwin(const pyu_sthread *t, uint64_t a, uint64_t *w)
+{
+    uint64_t lo = t->cfwin_lo[0], len = t->cfwin_len[0];
+    if (!len || a < lo || a - lo > len - 8)
+        return false;
+    memcpy(w, t->cfwin + (a - lo), 8);
+    return true;
+}
+
+uint64_t pyu_plan_loop_word(const pyu_sampler *sm, const pyu_sthread *t,
+                            uint64_t cf)
+{
+    uint64_t w;
+    return in_cfwin(t, cf + PYU_OFF(&sm->s->off, cframe_current_frame), &w)
+               ? w
+               : 0;
+}
+
+/* After the read (3.11): the current frame of the loop below ts's, from
+ * the copy of the cframes' stretch that gave ts its current frame, into
+ * ts->outer_frame (0 when the stretch does not hold it).  The frame that
+ * entered ts's loop was linked to it then (_PyEval_EvalFrameDefault sets
+ * an entry frame's previous to the current frame of the cframe it
+ * interrupts), and that loop is suspended in a call of C code as long as
+ * ts's runs: links.c tells by it a walk of ts's loop from one of another
+ * loop whose copy took its place.  When ts's cframe's previous names no
+ * loop the thread had lately (nor the thread state's root one), another C
+ * function has its bytes there: ts's loop had ended (ts->loop_left; a
+ * generator's that yielded, 0.95 of the samples of the loop of
+ * workloads.py's produce). */
+static void outer_frame(const pyu_sampler *sm, pyu_sthread *t,
+                        pyu_tstate *ts)
+{
+    size_t k = pyu_plan_loop_of(t, ts->cframe);
+    uint64_t below;
+    if (!in_cfwin(t, ts->cframe + PYU_OFF(&sm->s->off, cframe_previous),
+                  &below))
+        return;
+    if (pyu_plan_loop_of(t, below) == PYU_CFRAMES) {
+        ts->loop_left = below - t->tstate >= 4096; /* (root_cframe: in
+                                                       the thread state) */
+        if (!ts->loop_left || k == PYU_CFRAMES)
+            return;
+        /* (the loop it was seen interrupt, else the nearest one up the
+         * stack: links.c checks that it resumed its generator) */
+        below = t->loop[k].below;
+        for (size_t j = 0; !t->loop[k].below && j < PYU_CFRAMES; j++)
+            if (t->cframe[j] > ts->cframe &&
+                (!below || t->cframe[j] < below))
+                below = t->cframe[j];
+        if (!below)
+            return;
+    } else if (k < PYU_CFRAMES) {
+        t->loop[k].below = below; /* (for when it has ended) */
+    }
+    if ((ts->outer_frame = pyu_plan_loop_word(sm, t, below)))
+        ts->outer_cf = below;
 }
 
 /* After the read: the words of cframe_ranges()'s one range into words. */
@@ -441,20 +514,13 @@ static void cframe_seen(pyu_sthread *t, uint64_t cframe)
     size_t k = 0;
     while (k + 1 < PYU_CFRAMES && t->cframe[k] != cframe)
         k++;
-    bool same = t->cframe[k] == cframe;
-    uint64_t entry = same ? t->entry[k] : 0,
-             code = same ? t->entry_code[k] : 0, /* (see links.c) */
-             under = same ? t->entry_under[k] : 0;
+    struct pyu_loop_entry seen = {0};
+    if (t->cframe[k] == cframe) /* (see links.c) */
+        seen = t->loop[k];
     memmove(&t->cframe[1], &t->cframe[0], k * sizeof t->cframe[0]);
-    memmove(&t->entry[1], &t->entry[0], k * sizeof t->entry[0]);
-    memmove(&t->entry_code[1], &t->entry_code[0],
-            k * sizeof t->entry_code[0]);
-    memmove(&t->entry_under[1], &t->entry_under[0],
-            k * sizeof t->entry_under[0]);
+    memmove(&t->loop[1], &t->loop[0], k * sizeof t->loop[0]);
     t->cframe[0] = cframe;
-    t->entry[0] = entry;
-    t->entry_code[0] = code;
-    t->entry_under[0] = under;
+    t->loop[0] = seen;
 }
 
 /* The ranges of t's spans into r: those that held its innermost frames
@@ -582,6 +648,8 @@ int pyu_plan_batch(pyu_sampler *sm)
                             sm->tsbuf + j * sm->tslen, sm->tslen,
                             &sm->recs[j], &sm->next[j],
                             sm->indirect ? &peek : NULL);
+            if (sm->indirect)
+                outer_frame(sm, t, &sm->recs[j]);
             if (t->spans_read)
                 again_at(sm, t);
             cframe_seen(t, sm->recs[j].cframe);
@@ -625,6 +693,8 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
     pyu_peek peek = {t->cframe, peek_words, PYU_CFRAMES};
     pyu_tstate_take(s, in, sm->extra_off, t->tstate, tsbuf, sm->tslen, ts,
                     &next, sm->indirect ? &peek : NULL);
+    if (sm->indirect)
+        outer_frame(sm, t, ts);
     again_at(sm, t);
     cframe_seen(t, ts->cframe);
     sm->st.snapshots++;

@@ -201,12 +201,15 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             if (rc)
                 return rc < 0 ? -1 : 0;
         }
-        int ok = pyu_links_judge(sm, t, ts, r);
+        int ok = pyu_links_judge(sm, t, ts, r), rc;
         if (!ok && sm->indirect && !r->ok &&
             (ok = pyu_links_from_entry(sm, t, ts, spans, r)) > 0)
             sm->st.entered++; /* (no frame in the loop's word) */
-        if (ok > 0 && pyu_links_settle(sm, t, ts, spans, r) < 0)
-            return -1;
+        if (ok > 0 && (rc = pyu_links_settle(sm, t, ts, spans, r)) != 0) {
+            if (rc < 0)
+                return -1;
+            ok = 0; /* (of another loop) */
+        }
         if (!ok && (ok = pyu_links_from_below(sm, t, ts, spans, r)) > 0)
             sm->st.grafted++;
         if (!ok && (ok = pyu_links_as_met(sm, t, ts, spans, r)) < 0)

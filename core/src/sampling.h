@@ -155,17 +155,18 @@ typedef struct pyu_sthread {
                          (2 x PYU_CFWIN bytes; owned, made when needed) */
     uint64_t cfwin_lo[2];
     uint32_t cfwin_len[2]; /* 0: that read took the words one by one */
-    uint64_t entry[PYU_CFRAMES]; /* 3.11: the frame each of cframe[]
-                         was last seen entered with (its eval loop's
-                         outermost frame: a generator resumed, a function
-                         called from C) */
-    uint64_t entry_code[PYU_CFRAMES]; /* ... and the code object it ran
-                         (a generator's frame lies in the generator: a
-                         pipeline made again puts other generators at the
-                         same addresses), when it was a generator's */
-    uint64_t entry_under[PYU_CFRAMES]; /* ... and the code of the frame
-                         below it then, when it was a generator's (the
-                         frame that resumed it) */
+    struct pyu_loop_entry { /* 3.11: each of cframe[]'s eval loop ... */
+        uint64_t frame; /* ... the frame it was last seen entered with
+                           (its outermost frame: a generator resumed, a
+                           function called from C) */
+        uint64_t code;  /* ... the code object it ran, when it was a
+                           generator's (a generator's frame lies in the
+                           generator: a pipeline made again puts other
+                           generators at the same addresses) */
+        uint64_t under; /* ... the code of the frame below it then, when
+                           it was a generator's (the one that resumed it) */
+        uint64_t below; /* ... the cframe of the loop below it then */
+    } loop[PYU_CFRAMES];
     uint64_t cframe[PYU_CFRAMES]; /* 3.11: the _PyCFrames it had lately,
                          the last first (one per eval loop on its C stack:
                          a generator resumed from C code runs in one of
@@ -344,6 +345,12 @@ PYU_HIDDEN bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t);
 PYU_HIDDEN int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in,
                                  pyu_sthread *t, pyu_tstate *ts,
                                  uint8_t *tsbuf);
+/* 3.11: the index of cframe cf among t's recent ones, or PYU_CFRAMES. */
+PYU_HIDDEN size_t pyu_plan_loop_of(const pyu_sthread *t, uint64_t cf);
+/* 3.11: the current frame of t's recent cframe cf in the copy of the
+ * batch or snapshot that gave its thread state, or 0. */
+PYU_HIDDEN uint64_t pyu_plan_loop_word(const pyu_sampler *sm,
+                                       const pyu_sthread *t, uint64_t cf);
 /* Notes where the thread's current chunk ends. */
 PYU_HIDDEN void pyu_plan_note_chunk(pyu_sampler *sm, pyu_sthread *t,
                                     uint64_t chunk);
@@ -509,7 +516,8 @@ PYU_HIDDEN int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t,
                                     const pyu_tstate *ts, bool spans,
                                     thread_read *r);
 /* 3.11: makes an accepted walk agree with its thread state's moment.
- * 0, or -1. */
+ * 0, 1 when the walk is of another loop than the thread state's and
+ * that loop's cannot be made (r->ok 0: rejected), or -1. */
 PYU_HIDDEN int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t,
                                 const pyu_tstate *ts, bool spans,
                                 thread_read *r);
