@@ -550,8 +550,9 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
      * one: the walk is of another loop) */
     bool foreign = ts->loop_left || (ts->outer_frame && i < t->nfr &&
                                      !linked_below(t, i, ts->outer_frame));
-    bool other = foreign || (code && (i == t->nfr || (!ts->outer_frame &&
-                                                      t->fr[i].r.code != code)));
+    bool other = foreign ||
+                 (code && (i == t->nfr ||
+                           (!ts->outer_frame && t->fr[i].r.code != code)));
     if (!other && i == t->nfr) {
         learn_entry(t, ts);
         return 0;
