@@ -82,9 +82,11 @@ static void put_ms(FILE *out, uint64_t ns)
     fprintf(out, "%" PRIu64 ".%06" PRIu64, ns / 1000000u, ns % 1000000u);
 }
 
+/* (the events after the last mark: just inside the end of the range,
+ * which is past the last mark) */
 static uint64_t tick_ns(const gecko *g, uint32_t tick)
 {
-    return tick < g->tl.nticks ? g->tl.ticks[tick].t_ns : g->end_ns;
+    return tick < g->tl.nticks ? g->tl.ticks[tick].t_ns : g->end_ns - 1;
 }
 
 static int by_file(const void *a, const void *b, void *arg)
@@ -477,7 +479,6 @@ int pyu_profile_write_gecko(pyu_profile *p, FILE *out)
     else if (!g.tl.nticks && g.tl.nevents)
         g.ticks = 1;
     uint64_t last = g.tl.nticks ? g.tl.ticks[g.tl.nticks - 1].t_ns : 0;
-    g.end_ns = d->info->duration_ns > last ? d->info->duration_ns : last;
     g.period = pyu_profile_period(d->info);
     if (!g.period)
         g.period = g.tl.nticks > 1 ? (last - g.tl.ticks[0].t_ns) /
@@ -485,6 +486,11 @@ int pyu_profile_write_gecko(pyu_profile *p, FILE *out)
                                    : 1000000u;
     if (!g.period)
         g.period = 1;
+    /* (the last sample stands for its period: the Profiler leaves out a
+     * sample at the very end of the range, py-sample's in lldb 1 of
+     * 1,000 when the run was timed shorter than its ticks) */
+    g.end_ns = d->info->duration_ns > last + g.period ? d->info->duration_ns
+                                                      : last + g.period;
     int rc = number_files(&g);
     if (rc == 0)
         rc = group_by_thread(&g);
