@@ -29,6 +29,7 @@ typedef struct live_task {
     int tid;
     char state;    /* scheduler state before the pause */
     bool attached; /* seized by us */
+    int sig;       /* a signal caught on its way in: handed back at detach */
 } live_task;
 
 #define LIVE_STAT_FDS 256 /* /proc/PID/task/TID/stat files kept open */
@@ -358,6 +359,7 @@ static int list_tasks(live_ctx *c, size_t *cap)
         c->tasks[c->ntasks].tid = (int)tid;
         c->tasks[c->ntasks].state = task_state(c->pid, (int)tid);
         c->tasks[c->ntasks].attached = false;
+        c->tasks[c->ntasks].sig = 0;
         c->ntasks++;
         added++;
     }
@@ -372,14 +374,16 @@ static int live_resume(void *ctx)
     c->dwfl = NULL;
     for (size_t i = 0; i < c->ntasks; i++)
         if (c->tasks[i].attached) {
-            ptrace(PTRACE_DETACH, c->tasks[i].tid, NULL, NULL);
+            ptrace(PTRACE_DETACH, c->tasks[i].tid, NULL,
+                   (void *)(intptr_t)c->tasks[i].sig);
             c->tasks[i].attached = false;
         }
     c->paused = false;
     return 0;
 }
 
-static bool seize_and_stop(int tid)
+/* Asks a thread to stop; wait_stopped() then waits for it. */
+static bool seize(int tid)
 {
     if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
         return false;
@@ -387,6 +391,15 @@ static bool seize_and_stop(int tid)
         ptrace(PTRACE_DETACH, tid, NULL, NULL);
         return false;
     }
+    return true;
+}
+
+/* A stop other than our interrupt is a signal on its way to the thread:
+ * *sig gets it, for the detach to deliver (detaching with 0 would drop
+ * it). */
+static bool wait_stopped(int tid, int *sig)
+{
+    *sig = 0;
     for (;;) {
         int st;
         pid_t w = waitpid(tid, &st, __WALL);
@@ -394,8 +407,11 @@ static bool seize_and_stop(int tid)
             continue;
         if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st))
             return false; /* the thread is gone */
-        if (WIFSTOPPED(st))
+        if (WIFSTOPPED(st)) {
+            if ((st >> 16) != PTRACE_EVENT_STOP)
+                *sig = WSTOPSIG(st);
             return true;
+        }
     }
 }
 
@@ -407,7 +423,10 @@ static int live_pause(void *ctx)
     if (c->flags & PYU_OPEN_NONBLOCKING)
         return 0; /* scheduler states are then read per thread, on demand */
     /* Threads may start while we stop the others: list again until a pass
-     * finds none new (bounded). */
+     * finds none new (bounded). Every thread of a pass is asked to stop
+     * before any is waited for: a thread that is not on a CPU stops only
+     * when it is next scheduled, and waiting for each in turn would add
+     * those waits up (seven spinning threads on two CPUs: milliseconds). */
     for (int pass = 0; pass < 8; pass++) {
         size_t from = c->ntasks;
         int added = list_tasks(c, &cap);
@@ -420,7 +439,7 @@ static int live_pause(void *ctx)
              * it and letting go would wake it for a moment */
             if (c->tasks[i].state == 'T')
                 continue;
-            c->tasks[i].attached = seize_and_stop(c->tasks[i].tid);
+            c->tasks[i].attached = seize(c->tasks[i].tid);
             if (!c->tasks[i].attached && pass == 0 && i == 0 &&
                 kill(c->tasks[i].tid, 0) == 0) {
                 /* cannot trace (a debugger holds it): read it running */
@@ -428,6 +447,10 @@ static int live_pause(void *ctx)
                 return 0;
             }
         }
+        for (size_t i = from; i < c->ntasks; i++)
+            if (c->tasks[i].attached &&
+                !wait_stopped(c->tasks[i].tid, &c->tasks[i].sig))
+                c->tasks[i].attached = false;
     }
     c->paused = true;
     return 0;
