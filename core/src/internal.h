@@ -1092,17 +1092,20 @@ PYU_HIDDEN void pyu_profile_thread_label(char *buf, size_t len,
 PYU_HIDDEN void pyu_profile_title(char *buf, size_t len,
                                   const pyu_profile_info *pi);
 
-/* ============================================ rendering (json.c) */
+/* ================================================= JSON (json.c) */
 
 /* JSON pieces shared by the writers: a string (always valid UTF-8; other
- * bytes as \udcXX), a string or null, a frame object, the "signal" member
- * and the end of the top object. */
+ * bytes as \udcXX), a string or null, the "signal" member and the end of
+ * the top object. */
 PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
 PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
-PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
-/* The same with its "locals" and "locals_error" (a PYU_WALK_LOCALS
- * dump). */
-PYU_HIDDEN void pyu_json_frame_locals(FILE *out, const pyu_frame *f);
 PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
+
+/* =============================================== rendering (render.c) */
+
+/* A frame object of the dump's and the tasks' JSON; _locals with its
+ * "locals" and "locals_error" (a PYU_WALK_LOCALS dump). */
+PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
+PYU_HIDDEN void pyu_json_frame_locals(FILE *out, const pyu_frame *f);
 
 #endif

@@ -1,0 +1,81 @@
+/* CPython 3.11+ location tables (co_linetable): which source line each
+ * code unit of a code object's bytecode comes from. */
+#include "../internal.h"
+
+static bool read_varint(const uint8_t *t, size_t len, size_t *i, uint64_t *v)
+{
+    uint64_t val = 0;
+    unsigned shift = 0;
+    for (;;) {
+        if (*i >= len || shift > 60)
+            return false;
+        uint8_t b = t[(*i)++];
+        val |= (uint64_t)(b & 63) << shift;
+        if (!(b & 64))
+            break;
+        shift += 6;
+    }
+    *v = val;
+    return true;
+}
+
+static bool read_svarint(const uint8_t *t, size_t len, size_t *i, int64_t *v)
+{
+    uint64_t u;
+    if (!read_varint(t, len, i, &u))
+        return false;
+    *v = (u & 1) ? -(int64_t)(u >> 1) : (int64_t)(u >> 1);
+    return true;
+}
+
+int pyu_linetable_line(const uint8_t *t, size_t len, int first_line,
+                       uint64_t index)
+{
+    int64_t line = first_line;
+    uint64_t addr = 0;
+    size_t i = 0;
+    while (i < len) {
+        uint8_t b = t[i++];
+        if (!(b & 0x80))
+            return -1; /* not at the start of an entry */
+        int code = (b >> 3) & 15;
+        uint64_t length = (uint64_t)(b & 7) + 1, skip;
+        int64_t delta = 0;
+        bool no_line = false;
+        switch (code) {
+        case 15:
+            no_line = true;
+            break;
+        case 14:
+            if (!read_svarint(t, len, &i, &delta) ||
+                !read_varint(t, len, &i, &skip) ||
+                !read_varint(t, len, &i, &skip) ||
+                !read_varint(t, len, &i, &skip))
+                return -1;
+            break;
+        case 13:
+            if (!read_svarint(t, len, &i, &delta))
+                return -1;
+            break;
+        case 10:
+        case 11:
+        case 12:
+            delta = code - 10;
+            i += 2;
+            break;
+        default:
+            i += 1;
+            break;
+        }
+        if (i > len)
+            return -1;
+        line += delta;
+        if (index < addr + length) {
+            if (no_line)
+                return 0;
+            return (line > 0 && line <= INT32_MAX) ? (int)line : 0;
+        }
+        addr += length;
+    }
+    return -1;
+}

@@ -1,0 +1,453 @@
+/* Profiles: interned functions, frames, stacks and per-thread counts.
+ *
+ * Everything is stored in growing arrays and found again through
+ * open-addressing indexes over them (an index holds element numbers; the
+ * element itself is the key), so that counting a stack that was seen
+ * before allocates nothing.  Strings are interned by content and owned by
+ * the profile: it outlives the session whose target it describes.
+ */
+#include "../internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct pstr {
+    char *text; /* owned */
+    size_t len;
+} pstr;
+
+struct pyu_profile {
+    pyu_profile_info info;
+    pyu_profile_data data; /* what pyu_profile_get hands out */
+    pstr *strs;
+    size_t nstrs, capstrs;
+    pyu_profile_func *funcs;
+    size_t nfuncs, capfuncs;
+    pyu_profile_frame *frames;
+    size_t nframes, capframes;
+    pyu_profile_node *nodes;
+    size_t nnodes, capnodes;
+    pyu_profile_thread *threads;
+    size_t nthreads, capthreads;
+    pyu_profile_stack *stacks;
+    size_t nstacks, capstacks;
+    pyu_ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
+    uint64_t total;
+    /* each count since pyu_profile_journal_start, for a capture */
+    bool journaling;
+    pyu_journal_entry *journal;
+    size_t njournal, capjournal;
+    /* the timeline (pyu_profile_mark) */
+    pyu_profile_tick *ticks;
+    size_t nticks, capticks;
+    pyu_profile_event *events;
+    size_t nevents, capevents;
+    bool cut;
+    bool instrs; /* a frame names its instruction */
+    uint64_t origin; /* CLOCK_MONOTONIC at pyu_profile_clock_start; 0:
+                        not started */
+};
+
+/* The elements of each array are limited to what 32-bit ids can name. */
+#define MAX_ELEMS (UINT32_MAX - 1)
+
+static bool room(void **a, size_t n, size_t *cap, size_t el)
+{
+    return n < MAX_ELEMS && pyu_grow(a, n, cap, el);
+}
+
+pyu_profile *pyu_profile_new(void)
+{
+    pyu_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    if (!pyu_ix_grow(&p->istrs) || !pyu_ix_grow(&p->ifuncs) ||
+        !pyu_ix_grow(&p->iframes) || !pyu_ix_grow(&p->inodes) ||
+        !pyu_ix_grow(&p->ithreads) || !pyu_ix_grow(&p->istacks) ||
+        !room((void **)&p->nodes, 0, &p->capnodes, sizeof *p->nodes)) {
+        pyu_profile_free(p);
+        return NULL;
+    }
+    p->nodes[0] = (pyu_profile_node){0, 0, 0}; /* the root */
+    p->nnodes = 1;
+    return p;
+}
+
+void pyu_profile_free(pyu_profile *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->nstrs; i++)
+        free(p->strs[i].text);
+    free(p->strs);
+    free(p->funcs);
+    free(p->frames);
+    free(p->nodes);
+    free(p->threads);
+    free(p->stacks);
+    free(p->journal);
+    free(p->ticks);
+    free(p->events);
+    pyu_ix *all[] = {&p->istrs,  &p->ifuncs,   &p->iframes,
+                     &p->inodes, &p->ithreads, &p->istacks};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        free(all[i]->slots);
+    free(p);
+}
+
+const pyu_profile_data *pyu_profile_get(pyu_profile *p)
+{
+    p->data = (pyu_profile_data){
+        &p->info,  p->funcs,    p->nfuncs,   p->frames,  p->nframes,
+        p->nodes,  p->nnodes,   p->threads,  p->nthreads, p->stacks,
+        p->nstacks, p->total};
+    return &p->data;
+}
+
+pyu_profile_info *pyu_profile_info_of(pyu_profile *p)
+{
+    return &p->info;
+}
+
+/* The profile's copy of a string. */
+static const char *intern_str(pyu_profile *p, const char *s)
+{
+    if (!s)
+        s = "";
+    size_t len = strlen(s), at;
+    uint32_t h = pyu_mix(pyu_hash_bytes(s, len));
+    long e = PYU_IX_FIND(&p->istrs, h, &at,
+                         p->strs[e].len == len &&
+                             memcmp(p->strs[e].text, s, len) == 0);
+    if (e >= 0)
+        return p->strs[e].text;
+    if (!room((void **)&p->strs, p->nstrs, &p->capstrs, sizeof *p->strs))
+        return NULL;
+    char *copy = malloc(len + 1);
+    if (!copy)
+        return NULL;
+    memcpy(copy, s, len + 1);
+    if (!pyu_ix_room(&p->istrs)) {
+        free(copy);
+        return NULL;
+    }
+    PYU_IX_FIND(&p->istrs, h, &at, false);
+    p->strs[p->nstrs] = (pstr){copy, len};
+    pyu_ix_put(&p->istrs, at, h, p->nstrs);
+    p->nstrs++;
+    return copy;
+}
+
+long pyu_profile_add_func(pyu_profile *p, const char *name, const char *file,
+                          int first_line, int kind)
+{
+    const char *n = intern_str(p, name), *f = n ? intern_str(p, file) : NULL;
+    if (!f)
+        return -PYU_E_NOMEM;
+    uint32_t h =
+        pyu_mix((uint64_t)(uintptr_t)n * 31 ^ (uint64_t)(uintptr_t)f ^
+                ((uint64_t)(uint32_t)first_line << 32) ^ (uint64_t)kind << 60);
+    size_t at;
+    long e = PYU_IX_FIND(&p->ifuncs, h, &at,
+                         p->funcs[e].name == n && p->funcs[e].file == f &&
+                             p->funcs[e].first_line == first_line &&
+                             p->funcs[e].kind == kind);
+    if (e >= 0)
+        return e;
+    if (!room((void **)&p->funcs, p->nfuncs, &p->capfuncs, sizeof *p->funcs) ||
+        !pyu_ix_room(&p->ifuncs))
+        return -PYU_E_NOMEM;
+    PYU_IX_FIND(&p->ifuncs, h, &at, false);
+    p->funcs[p->nfuncs] = (pyu_profile_func){n, f, first_line, kind};
+    pyu_ix_put(&p->ifuncs, at, h, p->nfuncs);
+    return (long)p->nfuncs++;
+}
+
+long pyu_profile_add_instr_frame(pyu_profile *p, uint32_t func, int line,
+                                 int instr, const char *op, const char *base)
+{
+    if (func >= p->nfuncs)
+        return -PYU_E_INVAL;
+    if (instr < 0)
+        instr = -1;
+    const char *o = intern_str(p, instr < 0 ? "" : op);
+    const char *b = o ? intern_str(p, instr < 0 ? "" : base) : NULL;
+    if (!b)
+        return -PYU_E_NOMEM;
+    uint32_t h =
+        pyu_mix(((uint64_t)func << 32 | (uint32_t)line) ^
+                (uint64_t)(uint32_t)instr << 17 ^ (uint64_t)(uintptr_t)o * 31);
+    size_t at;
+    long e =
+        PYU_IX_FIND(&p->iframes, h, &at,
+                    p->frames[e].func == func && p->frames[e].line == line &&
+                        p->frames[e].instr == instr && p->frames[e].op == o &&
+                        p->frames[e].base == b);
+    if (e >= 0)
+        return e;
+    if (!room((void **)&p->frames, p->nframes, &p->capframes,
+              sizeof *p->frames) ||
+        !pyu_ix_room(&p->iframes))
+        return -PYU_E_NOMEM;
+    PYU_IX_FIND(&p->iframes, h, &at, false);
+    p->frames[p->nframes] = (pyu_profile_frame){func, line, instr, o, b};
+    p->instrs |= instr >= 0;
+    pyu_ix_put(&p->iframes, at, h, p->nframes);
+    return (long)p->nframes++;
+}
+
+long pyu_profile_add_frame(pyu_profile *p, uint32_t func, int line)
+{
+    return pyu_profile_add_instr_frame(p, func, line, -1, "", "");
+}
+
+int pyu_profile_has_instrs(pyu_profile *p)
+{
+    return p->instrs;
+}
+
+pyu_profile *pyu_profile_by_line(pyu_profile *p)
+{
+    pyu_profile *q = pyu_profile_new();
+    uint32_t *fmap = malloc((p->nframes + 1) * sizeof *fmap);
+    uint32_t *nmap = malloc(p->nnodes * sizeof *nmap);
+    bool ok = q && fmap && nmap;
+    if (ok)
+        q->info = p->info;
+    for (size_t i = 0; ok && i < p->nfuncs; i++) {
+        const pyu_profile_func *f = &p->funcs[i];
+        ok = pyu_profile_add_func(q, f->name, f->file, f->first_line,
+                                  f->kind) == (long)i;
+    }
+    for (size_t i = 0; ok && i < p->nframes; i++) {
+        long e = pyu_profile_add_frame(q, p->frames[i].func,
+                                       p->frames[i].line);
+        fmap[i] = (uint32_t)e;
+        ok = e >= 0;
+    }
+    if (ok)
+        nmap[0] = 0;
+    for (size_t i = 1; ok && i < p->nnodes; i++) {
+        /* (a parent comes before its children) */
+        long e = pyu_profile_push(q, nmap[p->nodes[i].parent],
+                                  fmap[p->nodes[i].frame]);
+        nmap[i] = (uint32_t)e;
+        ok = e >= 0;
+    }
+    for (size_t i = 0; ok && i < p->nthreads; i++) {
+        const pyu_profile_thread *t = &p->threads[i];
+        ok = pyu_profile_add_thread(q, t->thread_id, t->native_thread_id,
+                                    t->interpreter_id, t->main) == (long)i &&
+             pyu_profile_name_thread(q, (uint32_t)i, t->name) == 0;
+    }
+    /* the counts without the timeline, then the timeline as it was */
+    q->cut = true;
+    for (size_t i = 0; ok && i < p->nstacks; i++) {
+        const pyu_profile_stack *st = &p->stacks[i];
+        ok = pyu_profile_count(q, st->thread, nmap[st->node], st->count,
+                               st->status) == 0;
+    }
+    q->cut = p->cut;
+    if (ok && p->nticks) {
+        q->ticks = malloc(p->nticks * sizeof *q->ticks);
+        q->events = malloc((p->nevents + 1) * sizeof *q->events);
+        ok = q->ticks && q->events;
+    }
+    if (ok && p->nticks) {
+        memcpy(q->ticks, p->ticks, p->nticks * sizeof *q->ticks);
+        q->nticks = q->capticks = p->nticks;
+        for (size_t i = 0; i < p->nevents; i++) {
+            q->events[i] = p->events[i];
+            q->events[i].node = nmap[p->events[i].node];
+        }
+        q->nevents = p->nevents;
+        q->capevents = p->nevents + 1;
+    }
+    q->origin = ok ? p->origin : 0;
+    free(fmap);
+    free(nmap);
+    if (!ok) {
+        pyu_profile_free(q);
+        return NULL;
+    }
+    return q;
+}
+
+long pyu_profile_push(pyu_profile *p, uint32_t parent, uint32_t frame)
+{
+    if (parent >= p->nnodes || frame >= p->nframes)
+        return -PYU_E_INVAL;
+    uint32_t h = pyu_mix(((uint64_t)parent << 32) | frame);
+    size_t at;
+    long e = PYU_IX_FIND(&p->inodes, h, &at,
+                         p->nodes[e].parent == parent &&
+                             p->nodes[e].frame == frame && e != 0);
+    if (e >= 0)
+        return e;
+    if (!room((void **)&p->nodes, p->nnodes, &p->capnodes, sizeof *p->nodes) ||
+        !pyu_ix_room(&p->inodes))
+        return -PYU_E_NOMEM;
+    PYU_IX_FIND(&p->inodes, h, &at, false);
+    p->nodes[p->nnodes] =
+        (pyu_profile_node){parent, frame, p->nodes[parent].depth + 1};
+    pyu_ix_put(&p->inodes, at, h, p->nnodes);
+    return (long)p->nnodes++;
+}
+
+long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
+                            uint64_t native_thread_id, int64_t interpreter_id,
+                            int main)
+{
+    uint32_t h = pyu_mix(thread_id * 31 ^ native_thread_id ^
+                         (uint64_t)interpreter_id << 48);
+    size_t at;
+    long e =
+        PYU_IX_FIND(&p->ithreads, h, &at,
+                    p->threads[e].thread_id == thread_id &&
+                        p->threads[e].native_thread_id == native_thread_id &&
+                        p->threads[e].interpreter_id == interpreter_id);
+    if (e >= 0) {
+        p->threads[e].main |= main != 0;
+        return e;
+    }
+    if (!room((void **)&p->threads, p->nthreads, &p->capthreads,
+              sizeof *p->threads) ||
+        !pyu_ix_room(&p->ithreads))
+        return -PYU_E_NOMEM;
+    PYU_IX_FIND(&p->ithreads, h, &at, false);
+    p->threads[p->nthreads] = (pyu_profile_thread){
+        .thread_id = thread_id,
+        .native_thread_id = native_thread_id,
+        .interpreter_id = interpreter_id,
+        .main = main != 0,
+        .name = "",
+    };
+    pyu_ix_put(&p->ithreads, at, h, p->nthreads);
+    return (long)p->nthreads++;
+}
+
+/* The timeline stops at the last whole sample. */
+static void timeline_cut(pyu_profile *p)
+{
+    p->cut = true;
+    p->nevents = p->nticks ? p->ticks[p->nticks - 1].end : 0;
+}
+
+int pyu_profile_name_thread(pyu_profile *p, uint32_t thread,
+                            const char *name)
+{
+    if (thread >= p->nthreads)
+        return -PYU_E_INVAL;
+    const char *s = intern_str(p, name);
+    if (!s)
+        return -PYU_E_NOMEM;
+    p->threads[thread].name = s;
+    return 0;
+}
+
+int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
+                      uint64_t n, unsigned status)
+{
+    if (thread >= p->nthreads || node >= p->nnodes)
+        return -PYU_E_INVAL;
+    if (p->journaling) {
+        if (!room((void **)&p->journal, p->njournal, &p->capjournal,
+                  sizeof *p->journal))
+            return -PYU_E_NOMEM;
+        p->journal[p->njournal++] =
+            (pyu_journal_entry){thread, node, status, n};
+    }
+    if (!p->cut && n) {
+        /* (a count too large for an event ends the timeline too) */
+        if (p->nevents >= PYU_TIMELINE_MAX_EVENTS || n > UINT32_MAX) {
+            timeline_cut(p);
+        } else {
+            if (!room((void **)&p->events, p->nevents, &p->capevents,
+                      sizeof *p->events))
+                return -PYU_E_NOMEM;
+            p->events[p->nevents++] =
+                (pyu_profile_event){thread, node, (uint32_t)n, status};
+        }
+    }
+    uint32_t h =
+        pyu_mix(((uint64_t)thread << 32 | node) ^ (uint64_t)status << 56);
+    size_t at;
+    long e = PYU_IX_FIND(&p->istacks, h, &at,
+                         p->stacks[e].thread == thread &&
+                             p->stacks[e].node == node &&
+                             p->stacks[e].status == status);
+    if (e < 0) {
+        if (!room((void **)&p->stacks, p->nstacks, &p->capstacks,
+                  sizeof *p->stacks) ||
+            !pyu_ix_room(&p->istacks))
+            return -PYU_E_NOMEM;
+        PYU_IX_FIND(&p->istacks, h, &at, false);
+        p->stacks[p->nstacks] = (pyu_profile_stack){thread, node, 0, status};
+        pyu_ix_put(&p->istacks, at, h, p->nstacks);
+        e = (long)p->nstacks++;
+    }
+    p->stacks[e].count += n;
+    p->total += n;
+    pyu_profile_thread *t = &p->threads[thread];
+    t->samples += n;
+    for (unsigned b = 0; status && b < 8; b++, status >>= 1)
+        if (status & 1)
+            t->status[b] += n;
+    return 0;
+}
+
+void pyu_profile_journal_start(pyu_profile *p)
+{
+    p->journaling = true;
+    p->njournal = 0;
+}
+
+const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p, size_t *n)
+{
+    *n = p->njournal;
+    p->njournal = 0;
+    return p->journal;
+}
+
+int pyu_profile_mark(pyu_profile *p, uint64_t t_ns, int failed)
+{
+    if (p->cut)
+        return 0;
+    if (p->nticks >= PYU_TIMELINE_MAX_TICKS) {
+        timeline_cut(p);
+        return 0;
+    }
+    if (!room((void **)&p->ticks, p->nticks, &p->capticks, sizeof *p->ticks))
+        return -PYU_E_NOMEM;
+    p->ticks[p->nticks++] =
+        (pyu_profile_tick){t_ns, (uint32_t)p->nevents, failed != 0};
+    return 0;
+}
+
+void pyu_profile_timeline_get(pyu_profile *p, pyu_profile_timeline *out)
+{
+    *out = (pyu_profile_timeline){p->ticks, p->nticks, p->events,
+                                  p->nevents, p->cut};
+}
+
+static uint64_t clock_ns(clockid_t id)
+{
+    struct timespec t;
+    clock_gettime(id, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+void pyu_profile_clock_start(pyu_profile *p)
+{
+    if (!p->info.start_ns)
+        p->info.start_ns = clock_ns(CLOCK_REALTIME);
+    if (!p->origin)
+        p->origin = clock_ns(CLOCK_MONOTONIC);
+}
+
+uint64_t pyu_profile_clock(const pyu_profile *p)
+{
+    uint64_t now = clock_ns(CLOCK_MONOTONIC);
+    return p->origin && now > p->origin ? now - p->origin : 0;
+}

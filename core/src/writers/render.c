@@ -1,0 +1,492 @@
+/* Rendering a dump: traceback-like text and JSON.  Every front end (the
+ * CLI and both debugger plugins) prints through these, so their output is
+ * identical. */
+#include "../internal.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ a frame */
+
+/* (the dump's and the task JSON's frame objects) */
+static void json_frame(FILE *out, const pyu_frame *f, bool locals)
+{
+    fputs("{\"function\": ", out);
+    pyu_json_str(out, f->function);
+    fputs(", \"name\": ", out);
+    pyu_json_str(out, f->name);
+    fputs(", \"file\": ", out);
+    pyu_json_str(out, f->file);
+    if (f->line > 0)
+        fprintf(out, ", \"line\": %d", f->line);
+    else
+        fputs(", \"line\": null", out);
+    if (locals) {
+        fputs(", \"locals\": [", out);
+        for (size_t i = 0; i < f->nlocals; i++) {
+            const pyu_var *v = &f->locals[i];
+            fputs(i ? ", {\"name\": " : "{\"name\": ", out);
+            pyu_json_str(out, v->name);
+            fprintf(out, ", \"kind\": \"%s\", \"type\": ",
+                    pyu_var_kind_name(v->kind));
+            pyu_json_str(out, v->type);
+            fputs(", \"value\": ", out);
+            pyu_json_str(out, v->value);
+            if (v->addr)
+                fprintf(out, ", \"address\": %" PRIu64 "}", v->addr);
+            else
+                fputs(", \"address\": null}", out);
+        }
+        fputs("], \"locals_error\": ", out);
+        pyu_json_opt_str(out, f->locals_error);
+    }
+    fputs("}", out);
+}
+
+void pyu_json_frame(FILE *out, const pyu_frame *f)
+{
+    json_frame(out, f, false);
+}
+
+void pyu_json_frame_locals(FILE *out, const pyu_frame *f)
+{
+    json_frame(out, f, true);
+}
+
+/* ------------------------------------------------------------ source lines */
+
+#define SRC_CACHE 16
+#define SRC_MAX (8u << 20)
+
+typedef struct src_file {
+    char *path;
+    char *text; /* NULL when unreadable */
+    size_t len;
+} src_file;
+
+typedef struct src_cache {
+    src_file f[SRC_CACHE];
+    unsigned next;
+    const char *root; /* the dump's source_root */
+} src_cache;
+
+static const src_file *src_load(src_cache *c, const char *path)
+{
+    const char *root = c->root;
+    for (unsigned i = 0; i < SRC_CACHE; i++)
+        if (c->f[i].path && strcmp(c->f[i].path, path) == 0)
+            return &c->f[i];
+    src_file *f = &c->f[c->next++ % SRC_CACHE];
+    free(f->path);
+    free(f->text);
+    memset(f, 0, sizeof *f);
+    f->path = strdup(path);
+    /* the path comes from the target: never block on a FIFO or a device;
+     * below the target's root first (a container's file, a sysroot's) */
+    int fd = -1;
+    if (path[0] == '/' && root && root[0]) {
+        char *full = malloc(strlen(root) + strlen(path) + 1);
+        if (full) {
+            strcpy(full, root);
+            strcat(full, path);
+            fd = pyu_open_regular(full);
+            free(full);
+        }
+    }
+    if (fd < 0 && path[0])
+        fd = pyu_open_regular(path);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        st.st_size <= (off_t)SRC_MAX) {
+        f->text = malloc((size_t)st.st_size + 1);
+        size_t got = 0;
+        while (f->text && got < (size_t)st.st_size) {
+            ssize_t k = read(fd, f->text + got, (size_t)st.st_size - got);
+            if (k <= 0)
+                break;
+            got += (size_t)k;
+        }
+        if (f->text) {
+            f->len = got;
+            f->text[got] = '\0';
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return f;
+}
+
+static void src_free(src_cache *c)
+{
+    for (unsigned i = 0; i < SRC_CACHE; i++) {
+        free(c->f[i].path);
+        free(c->f[i].text);
+    }
+}
+
+/* Writes source line `line` of path, stripped, or nothing. */
+static void print_source(FILE *out, src_cache *c, const char *path, int line)
+{
+    const src_file *f = src_load(c, path);
+    if (!f->text || line <= 0)
+        return;
+    const char *p = f->text, *end = f->text + f->len;
+    for (int n = 1; n < line && p < end; n++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        if (!nl)
+            return;
+        p = nl + 1;
+    }
+    if (p >= end)
+        return;
+    const char *e = memchr(p, '\n', (size_t)(end - p));
+    if (!e)
+        e = end;
+    while (p < e && (*p == ' ' || *p == '\t'))
+        p++;
+    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+        e--;
+    if (e > p)
+        fprintf(out, "    %.*s\n", (int)(e - p), p);
+}
+
+/* ------------------------------------------------------------------- text */
+
+static const struct {
+    unsigned bit;
+    const char *json, *text;
+} status_names[] = {
+    {PYU_STATUS_HAS_GIL, "has_gil", "holds the GIL"},
+    {PYU_STATUS_GIL_REQUESTED, "gil_requested", "waiting for the GIL"},
+    {PYU_STATUS_ON_CPU, "on_cpu", "on CPU"},
+    {PYU_STATUS_GC, "gc", "running GC"},
+    {PYU_STATUS_EXCEPTION, "exception", "handling an exception"},
+};
+#define NSTATUS (sizeof status_names / sizeof status_names[0])
+
+const char *pyu_status_name(unsigned bit, int text)
+{
+    for (size_t i = 0; i < NSTATUS; i++)
+        if (status_names[i].bit == bit)
+            return text ? status_names[i].text : status_names[i].json;
+    return NULL;
+}
+
+const char *pyu_trunc_name(int truncated)
+{
+    switch (truncated) {
+    case PYU_TRUNC_DEPTH:
+        return "depth";
+    case PYU_TRUNC_LOOP:
+        return "loop";
+    case PYU_TRUNC_TASKS:
+        return "tasks";
+    default:
+        return NULL;
+    }
+}
+
+/* Frames a traceback folds together: the same place (and no variables to
+ * show, which differ from call to call). */
+static bool same_frame(const pyu_frame *a, const pyu_frame *b, bool locals)
+{
+    return !locals && a->line == b->line && strcmp(a->file, b->file) == 0 &&
+           strcmp(a->function, b->function) == 0;
+}
+
+/* A frame's variables under its lines: arguments, then the others. */
+static void print_locals(FILE *out, const pyu_frame *f)
+{
+    if (f->locals_error) {
+        fprintf(out, "      [variables not shown: %s]\n", f->locals_error);
+        return;
+    }
+    for (int args = 1; args >= 0; args--) {
+        bool head = false;
+        for (size_t i = 0; i < f->nlocals; i++) {
+            const pyu_var *v = &f->locals[i];
+            if ((v->kind == PYU_VAR_ARGUMENT) != args)
+                continue;
+            if (!head)
+                fputs(args ? "      Arguments:\n" : "      Locals:\n", out);
+            head = true;
+            fprintf(out, "        %s = %s\n", v->name, v->value);
+        }
+    }
+}
+
+#define RECURSIVE_CUTOFF 3 /* as CPython's traceback module */
+
+/* One Python frame: its line, its source line, its variables. */
+static void print_py_frame(FILE *out, const pyu_frame *f, src_cache *src,
+                           unsigned flags, bool locals)
+{
+    if (f->line > 0)
+        fprintf(out, "  File \"%s\", line %d, in %s\n", f->file, f->line,
+                f->function);
+    else
+        fprintf(out, "  File \"%s\", in %s\n", f->file, f->function);
+    if (!(flags & PYU_TEXT_NO_SOURCE))
+        print_source(out, src, f->file, f->line);
+    if (locals)
+        print_locals(out, f);
+}
+
+static void print_native(FILE *out, const pyu_native_entry *e)
+{
+    const pyu_native_frame *f = &e->frame;
+    const char *mod = f->module ? strrchr(f->module, '/') : NULL;
+    mod = mod ? mod + 1 : f->module;
+    fprintf(out, "  [native] 0x%016" PRIx64 " in ", f->pc);
+    if (f->symbol)
+        fprintf(out, "%s+0x%" PRIx64, f->symbol, f->offset);
+    else
+        fputs("??", out);
+    if (mod)
+        fprintf(out, " (%s)", mod);
+    fputs("\n", out);
+}
+
+/* A PYU_WALK_NATIVE thread: its native frames, outermost first, each
+ * eval-loop frame followed by the Python frames it runs; or with
+ * PYU_TEXT_NATIVE_LAST the Python traceback, then the native frames past
+ * its innermost Python frame. */
+static void print_native_stack(FILE *out, const pyu_thread *t,
+                               src_cache *src, unsigned flags, bool locals)
+{
+    if (t->native_error)
+        fprintf(out, "  [native frames not shown: %s]\n", t->native_error);
+    if (flags & PYU_TEXT_NATIVE_LAST) {
+        for (size_t k = t->nframes; k-- > 0;)
+            print_py_frame(out, &t->frames[k], src, flags, locals);
+        size_t past = t->nnative;
+        for (size_t i = 0; i < t->nnative && past == t->nnative; i++)
+            if (t->native[i].python_count)
+                past = i;
+        for (size_t i = past; i-- > 0;)
+            print_native(out, &t->native[i]);
+        return;
+    }
+    if (t->python_unplaced) {
+        bool *placed = calloc(t->nframes ? t->nframes : 1, sizeof *placed);
+        for (size_t i = 0; placed && i < t->nnative; i++)
+            for (size_t k = 0; k < t->native[i].python_count; k++)
+                placed[t->native[i].python_first + k] = true;
+        fprintf(out, "  [%zu Python frame%s whose native frames were not "
+                     "found:]\n", t->python_unplaced,
+                t->python_unplaced == 1 ? "" : "s");
+        for (size_t k = t->nframes; placed && k-- > 0;)
+            if (!placed[k])
+                print_py_frame(out, &t->frames[k], src, flags, locals);
+        free(placed);
+    }
+    for (size_t i = t->nnative; i-- > 0;) {
+        const pyu_native_entry *e = &t->native[i];
+        print_native(out, e);
+        for (size_t k = e->python_count; k-- > 0;)
+            print_py_frame(out, &t->frames[e->python_first + k], src, flags,
+                           locals);
+    }
+}
+
+static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
+                         unsigned flags, const pyu_dump *d)
+{
+    bool locals = d->has_locals;
+    fprintf(out, "Thread 0x%" PRIx64 " (native %" PRIu64, t->thread_id,
+            t->native_thread_id);
+    if (t->main)
+        fputs(", main thread", out);
+    if (t->interpreter_id != 0)
+        fprintf(out, ", interpreter %" PRId64, t->interpreter_id);
+    fputs(")", out);
+    const char *sep = ": ";
+    if (t->crashed) {
+        const char *name = sigabbrev_np(d->signal);
+        if (name)
+            fprintf(out, ": received SIG%s", name);
+        else
+            fprintf(out, ": received signal %d", d->signal);
+        sep = ", ";
+    }
+    for (size_t i = 0; i < NSTATUS; i++)
+        if (t->status & status_names[i].bit) {
+            fprintf(out, "%s%s", sep, status_names[i].text);
+            sep = ", ";
+        }
+    fputs("\n", out);
+    if (t->nframes == 0 && !t->error && !t->nnative) {
+        if (t->native_error)
+            fprintf(out, "  [native frames not shown: %s]\n",
+                    t->native_error);
+        fputs("  (no Python frames)\n", out);
+        return;
+    }
+    fputs("Traceback (most recent call last):\n", out);
+    if (t->truncated == PYU_TRUNC_DEPTH)
+        fprintf(out, "  [older frames not shown: the stack is deeper than "
+                     "%d frames]\n", PYU_MAX_FRAMES);
+    else if (t->truncated == PYU_TRUNC_LOOP)
+        fputs("  [older frames not shown: the frame chain loops]\n", out);
+    else if (t->truncated == PYU_TRUNC_TASKS)
+        fprintf(out, "  [frames not shown: the chain of awaiting tasks is cut "
+                     "(more than %d tasks, a loop, or a coroutine stack "
+                     "deeper than %d frames)]\n",
+                PYU_MAX_ASYNC_LINKS, PYU_MAX_CORO_DEPTH);
+    if (t->error)
+        fprintf(out, "  [older frames not shown: %s]\n", t->error);
+    if (d->has_native) {
+        print_native_stack(out, t, src, flags, locals);
+        return;
+    }
+    const pyu_frame *last = NULL;
+    size_t repeat = 0, link = t->ntasks;
+    for (size_t k = t->nframes; k-- > 0;) {
+        const pyu_frame *f = &t->frames[k];
+        /* --async: the frames of each task (outermost awaiter first) under
+         * a line naming it */
+        if (link > 0 && k + 1 == (link < t->ntasks ? t->tasks[link].first_frame
+                                                    : t->nframes)) {
+            link--;
+            if (repeat >= RECURSIVE_CUTOFF)
+                fprintf(out, "  [Previous line repeated %zu more time%s]\n",
+                        repeat - RECURSIVE_CUTOFF + 1,
+                        repeat - RECURSIVE_CUTOFF + 1 == 1 ? "" : "s");
+            last = NULL;
+            repeat = 0;
+            fprintf(out, "  [task '%s' (0x%" PRIx64 ") %s]\n",
+                    t->tasks[link].task_name, t->tasks[link].task_id,
+                    link ? "awaits:" : "runs:");
+        }
+        if (last && same_frame(last, f, locals)) {
+            if (++repeat >= RECURSIVE_CUTOFF)
+                continue;
+        } else {
+            if (repeat >= RECURSIVE_CUTOFF)
+                fprintf(out, "  [Previous line repeated %zu more time%s]\n",
+                        repeat - RECURSIVE_CUTOFF + 1,
+                        repeat - RECURSIVE_CUTOFF + 1 == 1 ? "" : "s");
+            repeat = 0;
+            last = f;
+        }
+        print_py_frame(out, f, src, flags, locals);
+    }
+    if (repeat >= RECURSIVE_CUTOFF)
+        fprintf(out, "  [Previous line repeated %zu more time%s]\n",
+                repeat - RECURSIVE_CUTOFF + 1,
+                repeat - RECURSIVE_CUTOFF + 1 == 1 ? "" : "s");
+}
+
+int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
+{
+    src_cache src = {.root = d->source_root};
+    if (d->pid > 0)
+        fprintf(out, "Process %d: ", d->pid);
+    fprintf(out, "CPython %s%s, %zu thread%s", d->version,
+            d->free_threaded ? " (free-threaded)" : "", d->nthreads,
+            d->nthreads == 1 ? "" : "s");
+    if (d->signal) {
+        const char *name = sigabbrev_np(d->signal);
+        if (name)
+            fprintf(out, "; killed by SIG%s (signal %d)", name, d->signal);
+        else
+            fprintf(out, "; killed by signal %d", d->signal);
+        fprintf(out, " in native thread %" PRIu64, d->signal_thread);
+    }
+    fputs("\n", out);
+    /* the thread that received the fatal signal first */
+    for (int crashed = 1; crashed >= 0; crashed--)
+        for (size_t i = 0; i < d->nthreads; i++)
+            if (!d->threads[i].crashed == !crashed) {
+                fputs("\n", out);
+                print_thread(out, &d->threads[i], &src, flags, d);
+            }
+    if (d->threads_truncated)
+        fputs("\n[more threads not shown: the thread list is longer than "
+              "the limit or unreadable past this point]\n", out);
+    src_free(&src);
+    return ferror(out) ? -PYU_E_IO : 0;
+}
+
+/* ------------------------------------------------------------------- JSON */
+
+int pyu_dump_write_json(const pyu_dump *d, FILE *out)
+{
+    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", d->pid);
+    pyu_json_str(out, d->version);
+    fprintf(out, ", \"free_threaded\": %s}, \"threads\": [",
+            d->free_threaded ? "true" : "false");
+    for (size_t i = 0; i < d->nthreads; i++) {
+        const pyu_thread *t = &d->threads[i];
+        fprintf(out,
+                "%s\n  {\"interpreter_id\": %" PRId64 ", \"thread_id\": %" PRIu64
+                ", \"native_thread_id\": %" PRIu64 ", \"main\": %s, "
+                "\"status\": [",
+                i ? "," : "", t->interpreter_id, t->thread_id,
+                t->native_thread_id, t->main ? "true" : "false");
+        const char *sep = "";
+        for (size_t k = 0; k < NSTATUS; k++)
+            if (t->status & status_names[k].bit) {
+                fprintf(out, "%s\"%s\"", sep, status_names[k].json);
+                sep = ", ";
+            }
+        fputs("], \"frames\": [", out);
+        for (size_t k = 0; k < t->nframes; k++) {
+            fputs(k ? ",\n    " : "\n    ", out);
+            if (d->has_locals)
+                pyu_json_frame_locals(out, &t->frames[k]);
+            else
+                pyu_json_frame(out, &t->frames[k]);
+        }
+        if (d->has_async) {
+            fputs("], \"tasks\": [", out);
+            for (size_t k = 0; k < t->ntasks; k++) {
+                fprintf(out, "%s{\"id\": %" PRIu64 ", \"name\": ", k ? ", " : "",
+                        t->tasks[k].task_id);
+                pyu_json_str(out, t->tasks[k].task_name);
+                fprintf(out, ", \"first_frame\": %zu}", t->tasks[k].first_frame);
+            }
+        }
+        if (d->has_native) {
+            fputs("], \"native\": [", out);
+            for (size_t k = 0; k < t->nnative; k++) {
+                const pyu_native_entry *e = &t->native[k];
+                fprintf(out, "%s{\"pc\": %" PRIu64 ", \"sp\": %" PRIu64
+                        ", \"symbol\": ", k ? ",\n    " : "\n    ",
+                        e->frame.pc, e->frame.sp);
+                pyu_json_opt_str(out, e->frame.symbol);
+                fprintf(out, ", \"offset\": %" PRIu64 ", \"module\": ",
+                        e->frame.offset);
+                pyu_json_opt_str(out, e->frame.module);
+                if (e->python_count)
+                    fprintf(out, ", \"python_frames\": [%zu, %zu]}",
+                            e->python_first, e->python_count);
+                else
+                    fputs(", \"python_frames\": null}", out);
+            }
+            fprintf(out, "], \"python_unplaced\": %zu, \"native_error\": ",
+                    t->python_unplaced);
+            pyu_json_opt_str(out, t->native_error);
+            fputs(", \"crashed\": ", out);
+        } else {
+            fputs("], \"crashed\": ", out);
+        }
+        fputs(t->crashed ? "true" : "false", out);
+        const char *cut = pyu_trunc_name(t->truncated);
+        if (cut)
+            fprintf(out, ", \"truncated\": \"%s\", \"error\": ", cut);
+        else
+            fputs(", \"truncated\": false, \"error\": ", out);
+        pyu_json_opt_str(out, t->error);
+        fputs("}", out);
+    }
+    fprintf(out, "\n], \"threads_truncated\": %s",
+            d->threads_truncated ? "true" : "false");
+    pyu_json_signal_end(out, d->signal, d->signal_thread);
+    return ferror(out) ? -PYU_E_IO : 0;
+}
