@@ -396,7 +396,7 @@ static int run_sample(pyu_cmd_opts o)
         h.status = NULL;
     }
     /* raw: streamed while it samples, so that a killed run keeps it */
-    bool raw = o.format == PYU_CMD_FORMAT_RAW;
+    bool raw = pyu_cmd_format_is(&o, "raw");
     if (raw && !(h.raw = o.output ? fopen(o.output, "wb") : stdout)) {
         snprintf(msg, sizeof msg, "cannot write %s: %s", o.output,
                  strerror(errno));
@@ -416,7 +416,7 @@ static int run_sample(pyu_cmd_opts o)
         wex = PYU_EXIT_INTERNAL;
     } else if (!raw && !(o.live && !o.output)) {
         /* (with --live and no -o the view was the output) */
-        wex = pyu_cmd_write_profile(p, &o, stdout, msg, sizeof msg);
+        wex = pyu_cmd_write_profile(p, NULL, &o, stdout, msg, sizeof msg);
     }
     if (wex != PYU_EXIT_OK) {
         fail(msg, wex);
@@ -481,19 +481,6 @@ static int read_capture(const char *path, const pyu_cmd_opts *o,
     return PYU_EXIT_OK;
 }
 
-/* Replaces *p by its copy by line (the diff shows no instructions). */
-static bool drop_instrs(pyu_profile **p)
-{
-    if (!pyu_profile_has_instrs(*p))
-        return true;
-    pyu_profile *q = pyu_profile_by_line(*p);
-    if (!q)
-        return false;
-    pyu_profile_free(*p);
-    *p = q;
-    return true;
-}
-
 static int run_report(const pyu_cmd_opts *o)
 {
     char msg[512];
@@ -501,22 +488,8 @@ static int run_report(const pyu_cmd_opts *o)
     int ex = read_capture(o->capture, o, &p);
     if (ex == PYU_EXIT_OK && o->diff)
         ex = read_capture(o->diff, o, &base);
-    if (ex == PYU_EXIT_OK && base &&
-        (!drop_instrs(&p) || !drop_instrs(&base)))
-        ex = fail("out of memory", PYU_EXIT_INTERNAL);
-    if (ex == PYU_EXIT_OK && base) {
-        FILE *f = o->output ? fopen(o->output, "w") : stdout;
-        int rc = f ? pyu_profile_write_flamegraph_diff(p, base, f)
-                   : -PYU_E_IO;
-        if (f && f != stdout && fclose(f) != 0)
-            rc = -PYU_E_IO;
-        if (rc < 0) {
-            snprintf(msg, sizeof msg, "writing to %s failed",
-                     o->output ? o->output : "the output");
-            ex = fail(msg, PYU_EXIT_INTERNAL);
-        }
-    } else if (ex == PYU_EXIT_OK) {
-        ex = pyu_cmd_write_profile(p, o, stdout, msg, sizeof msg);
+    if (ex == PYU_EXIT_OK) {
+        ex = pyu_cmd_write_profile(p, base, o, stdout, msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             fail(msg, ex);
     }

@@ -167,6 +167,9 @@ static const char debugger_help[] =
     "  --verbose       also say how the target's memory was read\n"
     "  -h, --help      print this help\n";
 
+/* (where a help text lists the formats: pyu_cmd_help() writes them from
+ * the core's table) */
+#define FORMATS "\001\n"
 #define SAMPLE_OPTIONS                                                      \
     "\n"                                                                    \
     "  -d, --duration SECONDS  sample this long (default: until the target\n" \
@@ -187,13 +190,7 @@ static const char debugger_help[] =
     "  --no-cache      no frame cache: read every stack whole\n"             \
     "  --opcodes       each frame names the bytecode instruction it ran\n"  \
     "                  (json, raw and the heatmap show them)\n"             \
-    "  --format FORMAT top (default: functions by self and total samples),\n"\
-    "                  collapsed (flame graph input), json (docs/json.md),\n"\
-    "                  pprof (go tool pprof; binary: needs -o or a pipe),\n"\
-    "                  speedscope (speedscope's JSON file format), raw (a\n"  \
-    "                  capture for pyunwind report, written as it samples;\n"\
-    "                  binary), flamegraph, heatmap (HTML pages), gecko\n"   \
-    "                  (the Firefox Profiler's format, with a timeline)\n"   \
+    FORMATS                                                              \
     "  --sort KEY      top: self (default), total or name\n"                 \
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
@@ -235,9 +232,8 @@ static const char report_help[] =
     "wrote (also one cut short by a killed run), keeping what the options\n"
     "select.\n"
     "\n"
-    "  --format FORMAT top (default), collapsed, json, pprof, speedscope,\n"
-    "                  flamegraph, heatmap, gecko or raw (the selection as\n"
-    "                  a new capture)\n"
+    FORMATS
+    "                  (raw: the selection, as a new capture)\n"
     "  --thread TID    only the thread with this native id or Python ident\n"
     "  --mode MODE     the capture's mode, or from a wall-mode capture gil\n"
     "                  (stacks holding the GIL) or exception\n"
@@ -250,12 +246,53 @@ static const char report_help[] =
     "  -o, --output FILE  write to FILE instead of standard output\n"
     "  -h, --help      print this help\n";
 
+/* The --format lines of a help text: each format with its summary,
+ * wrapped to 78 columns under the option's text. */
+static void format_lines(char *out, size_t cap)
+{
+    size_t n, at = 0, col = 0;
+    const pyu_format *f = pyu_profile_formats(&n);
+    for (size_t i = 0; i < n; i++) {
+        char item[160];
+        snprintf(item, sizeof item, "%s%s%s%s%s%s", f[i].name,
+                 *f[i].summary || !i ? " (" : "", !i ? "default" : "",
+                 !i && *f[i].summary ? ": " : "", f[i].summary,
+                 *f[i].summary || !i ? ")" : "");
+        size_t len = strlen(item) + (i + 1 < n ? 1 : 0);
+        const char *lead = !i                      ? "  --format FORMAT "
+                           : col + 1 + len > 78 ? "\n                  "
+                                                : " ";
+        at += (size_t)snprintf(out + at, cap - at, "%s%s%s", lead, item,
+                               i + 1 < n ? "," : "\n");
+        col = (!i || lead[0] == '\n' ? 18 : col + 1) + len;
+        if (at >= cap)
+            return;
+    }
+}
+
+/* A help text with its format lines written in. */
+static const char *with_formats(const char *text, char *buf, size_t cap)
+{
+    const char *mark = strchr(text, '\001');
+    if (buf[0] || !mark)
+        return buf[0] ? buf : text;
+    char lines[1024];
+    format_lines(lines, sizeof lines);
+    snprintf(buf, cap, "%.*s%s%s", (int)(mark - text), text, lines,
+             mark + 2);
+    return buf;
+}
+
 const char *pyu_cmd_help(enum pyu_cmd_kind kind, enum pyu_cmd_frontend fe)
 {
+    static char bufs[3][8192];
     if (kind == PYU_CMD_REPORT)
-        return report_help;
+        return with_formats(report_help, bufs[0], sizeof bufs[0]);
     if (kind == PYU_CMD_SAMPLE)
-        return fe == PYU_CMD_CLI ? cli_sample_help : debugger_sample_help;
+        return fe == PYU_CMD_CLI
+                   ? with_formats(cli_sample_help, bufs[1], sizeof bufs[1])
+                   : with_formats(debugger_sample_help, bufs[2],
+                                  sizeof bufs[2]);
     if (kind == PYU_CMD_TASKS)
         return fe == PYU_CMD_CLI ? cli_tasks_help : debugger_tasks_help;
     return fe == PYU_CMD_CLI ? cli_help : debugger_help;
@@ -337,14 +374,7 @@ static int parse_rate(const char *arg, double *hz)
 
 static const char *const mode_names[] = {"wall", "cpu", "gil", "exception",
                                          NULL};
-static const char *const format_names[] = {"top", "collapsed", "json",
-                                           "pprof", "speedscope", "raw",
-                                           "flamegraph", "heatmap", "gecko",
-                                           NULL};
 static const char *const sort_names[] = {"self", "total", "name", NULL};
-const char pyu_cmd_format_list[] = "top, collapsed, json, pprof, speedscope, "
-                                   "raw, flamegraph, heatmap or gecko";
-
 static int pick(const char *arg, const char *const *names)
 {
     for (int i = 0; names[i]; i++)
@@ -353,9 +383,23 @@ static int pick(const char *arg, const char *const *names)
     return -1;
 }
 
-int pyu_cmd_format(const char *name)
+const char *pyu_cmd_format_list(void)
 {
-    return pick(name, format_names);
+    static char list[256];
+    if (!list[0]) {
+        size_t n, at = 0;
+        const pyu_format *f = pyu_profile_formats(&n);
+        for (size_t i = 0; i < n && at < sizeof list; i++)
+            at += (size_t)snprintf(list + at, sizeof list - at, "%s%s",
+                                   !i ? "" : i + 1 < n ? ", " : " or ",
+                                   f[i].name);
+    }
+    return list;
+}
+
+bool pyu_cmd_format_is(const pyu_cmd_opts *o, const char *name)
+{
+    return o->format && strcmp(o->format->name, name) == 0;
 }
 
 /* A process id on the command line into o->pid. */
@@ -376,9 +420,8 @@ static int take_pid(pyu_cmd_opts *o, const char *arg, char *msg,
 static bool binary_to_terminal(const pyu_cmd_opts *o,
                                enum pyu_cmd_frontend fe)
 {
-    return (o->format == PYU_CMD_FORMAT_PPROF ||
-            o->format == PYU_CMD_FORMAT_RAW) &&
-           !o->output && (fe == PYU_CMD_DEBUGGER || isatty(STDOUT_FILENO));
+    return o->format->binary && !o->output &&
+           (fe == PYU_CMD_DEBUGGER || isatty(STDOUT_FILENO));
 }
 
 /* The rest of a sample command line: a PID or -- PROGRAM (CLI). */
@@ -393,7 +436,7 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
         return usage(msg, msglen, "--async and --native do not go together");
     if (binary_to_terminal(o, fe))
         return usage(msg, msglen, "--format %s is binary: write it to a "
-                     "file with -o FILE%s", format_names[o->format],
+                     "file with -o FILE%s", o->format->name,
                      fe == PYU_CMD_CLI ? " (or to a pipe)" : "");
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
@@ -439,6 +482,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     o->kind = kind;
     o->rate = 1000;
     o->limit = 40;
+    o->format = pyu_profile_format("top");
     optind = 0; /* GNU: start over, reinitialising getopt's state */
     opterr = 0; /* our own one-line messages */
     int c;
@@ -506,9 +550,9 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
             break;
         }
         case OPT_FORMAT:
-            if ((o->format = pick(optarg, format_names)) < 0)
+            if (!(o->format = pyu_profile_format(optarg)))
                 return usage(msg, msglen, "'%s' is not a format (%s)",
-                             optarg, pyu_cmd_format_list);
+                             optarg, pyu_cmd_format_list());
             break;
         case OPT_SORT:
             if ((o->sort = pick(optarg, sort_names)) < 0)
@@ -543,10 +587,10 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         if (binary_to_terminal(o, fe))
             return usage(msg, msglen, "--format %s is binary: write it to a "
                          "file with -o FILE (or to a pipe)",
-                         format_names[o->format]);
+                         o->format->name);
         if (o->to && o->to <= o->from)
             return usage(msg, msglen, "--to must come after --from");
-        if (o->diff && o->format != PYU_CMD_FORMAT_FLAMEGRAPH)
+        if (o->diff && !pyu_cmd_format_is(o, "flamegraph"))
             return usage(msg, msglen, "--diff goes with --format "
                          "flamegraph");
         if (optind + 1 != argc)
@@ -712,45 +756,21 @@ static int close_output(const pyu_cmd_opts *o, FILE *f, FILE *out, int rc,
     return PYU_EXIT_OK;
 }
 
-int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
-                          char *msg, size_t msglen)
+int pyu_cmd_write_profile(pyu_profile *p, pyu_profile *base,
+                          const pyu_cmd_opts *o, FILE *out, char *msg,
+                          size_t msglen)
 {
-    /* the formats that show no instructions are written by line */
-    pyu_profile *by_line = NULL;
-    if (pyu_profile_has_instrs(p) && o->format != PYU_CMD_FORMAT_JSON &&
-        o->format != PYU_CMD_FORMAT_RAW &&
-        o->format != PYU_CMD_FORMAT_HEATMAP &&
-        o->format != PYU_CMD_FORMAT_FLAMEGRAPH) {
-        by_line = pyu_profile_by_line(p);
-        if (!by_line) {
-            snprintf(msg, msglen, "out of memory");
-            return PYU_EXIT_INTERNAL;
-        }
-        p = by_line;
-    }
     FILE *f = open_output(o, out, msg, msglen);
-    if (!f) {
-        pyu_profile_free(by_line);
+    if (!f)
+        return PYU_EXIT_INTERNAL;
+    pyu_write_opts wo = {o->sort, o->limit, base};
+    int rc = pyu_profile_write(p, o->format ? o->format->name : "top", &wo, f);
+    if (rc == -PYU_E_NOMEM) {
+        if (f != out)
+            fclose(f);
+        snprintf(msg, msglen, "out of memory");
         return PYU_EXIT_INTERNAL;
     }
-    int rc = o->format == PYU_CMD_FORMAT_COLLAPSED
-                 ? pyu_profile_write_collapsed(p, f)
-             : o->format == PYU_CMD_FORMAT_JSON
-                 ? pyu_profile_write_json(p, f)
-             : o->format == PYU_CMD_FORMAT_PPROF
-                 ? pyu_profile_write_pprof(p, f)
-             : o->format == PYU_CMD_FORMAT_SPEEDSCOPE
-                 ? pyu_profile_write_speedscope(p, f)
-             : o->format == PYU_CMD_FORMAT_RAW
-                 ? pyu_profile_write_raw(p, f)
-             : o->format == PYU_CMD_FORMAT_FLAMEGRAPH
-                 ? pyu_profile_write_flamegraph(p, f)
-             : o->format == PYU_CMD_FORMAT_HEATMAP
-                 ? pyu_profile_write_heatmap(p, f)
-             : o->format == PYU_CMD_FORMAT_GECKO
-                 ? pyu_profile_write_gecko(p, f)
-                 : pyu_profile_write_top(p, f, o->sort, o->limit);
-    pyu_profile_free(by_line);
     return close_output(o, f, out, rc, msg, msglen);
 }
 

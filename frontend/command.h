@@ -55,7 +55,7 @@ typedef struct pyu_cmd_opts {
     double rate;          /* -r: samples per second; 0: as fast as it can */
     int mode;             /* --mode: PYU_MODE_* */
     unsigned sample_flags; /* PYU_SAMPLE_* */
-    int format;           /* --format: PYU_CMD_FORMAT_* */
+    const pyu_format *format; /* --format (pyu_profile_formats()) */
     int sort;             /* --sort: PYU_TOP_SORT_* */
     size_t limit;         /* --limit rows of top (0: all) */
     /* CLI only */
@@ -71,19 +71,6 @@ typedef struct pyu_cmd_opts {
     double from, to;      /* --from, --to SECONDS (to 0: the end) */
     bool mode_given;      /* --mode was given */
 } pyu_cmd_opts;
-
-/* Profile formats of --format. */
-enum {
-    PYU_CMD_FORMAT_TOP,
-    PYU_CMD_FORMAT_COLLAPSED,
-    PYU_CMD_FORMAT_JSON,
-    PYU_CMD_FORMAT_PPROF, /* binary */
-    PYU_CMD_FORMAT_SPEEDSCOPE,
-    PYU_CMD_FORMAT_RAW, /* binary; sample streams it (pyu_capture) */
-    PYU_CMD_FORMAT_FLAMEGRAPH,
-    PYU_CMD_FORMAT_HEATMAP,
-    PYU_CMD_FORMAT_GECKO
-};
 
 /* The help text of a command in a front end ("py-dump", "pyunwind
  * tasks"...); a static string. */
@@ -173,15 +160,18 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
 void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
                             const char *ended);
 
-/* The PYU_CMD_FORMAT_* that --format NAME names, or -1; and the list of
- * names for a message ("top, collapsed, ..., or gecko"). */
-int pyu_cmd_format(const char *name);
-extern const char pyu_cmd_format_list[];
+/* The names of the formats for a message ("top, collapsed, ... or
+ * gecko"); a static string. */
+const char *pyu_cmd_format_list(void);
+/* Whether o's format is the one named. */
+bool pyu_cmd_format_is(const pyu_cmd_opts *o, const char *name);
 
-/* Writes the profile in o->format to o->output, or to out when there is
+/* Writes the profile in o->format (the differential flame graph against
+ * base, when not NULL) to o->output, or to out when there is
  * none.  Returns PYU_EXIT_OK or PYU_EXIT_INTERNAL (message in msg). */
-int pyu_cmd_write_profile(pyu_profile *p, const pyu_cmd_opts *o, FILE *out,
-                          char *msg, size_t msglen);
+int pyu_cmd_write_profile(pyu_profile *p, pyu_profile *base,
+                          const pyu_cmd_opts *o, FILE *out, char *msg,
+                          size_t msglen);
 
 #ifdef __cplusplus
 }

@@ -65,7 +65,7 @@ int pyu_cmd_window_start(int pid, const pyu_cmd_opts *o, pyu_profile *p,
     w->o.output = NULL;
     /* a capture goes to its file as it samples, as the CLI's: a window
      * cut short (the debugger killed) keeps what it had */
-    w->streamed = o->format == PYU_CMD_FORMAT_RAW && o->output;
+    w->streamed = pyu_cmd_format_is(o, "raw") && o->output;
     if (w->streamed && !(w->raw = fopen(o->output, "wb"))) {
         snprintf(msg, msglen, "cannot write %s: %s", o->output,
                  strerror(errno));
@@ -131,5 +131,5 @@ void pyu_cmd_window_free(pyu_cmd_window *w)
 
 bool pyu_cmd_window_streamed(const pyu_cmd_window *w)
 {
-    return w->o.format == PYU_CMD_FORMAT_RAW && w->streamed;
+    return pyu_cmd_format_is(&w->o, "raw") && w->streamed;
 }

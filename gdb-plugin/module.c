@@ -1056,7 +1056,30 @@ static PyObject *mod_options(PyObject *mod, PyObject *arg)
     return l;
 }
 
+static PyObject *mod_formats(PyObject *mod, PyObject *noarg)
+{
+    (void)mod, (void)noarg;
+    size_t n;
+    const pyu_format *f = pyu_profile_formats(&n);
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        PyObject *t = Py_BuildValue("(ssOO)", f[i].name, f[i].summary,
+                                    f[i].binary ? Py_True : Py_False,
+                                    f[i].keeps_instructions ? Py_True
+                                                            : Py_False);
+        if (!t) {
+            Py_CLEAR(l);
+            break;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, t);
+    }
+    return l;
+}
+
 static PyMethodDef module_methods[] = {
+    {"formats", mod_formats, METH_NOARGS,
+     "formats() -> [(name, summary, binary, keeps_instructions)]: the "
+     "profile formats"},
     {"parse", mod_parse, METH_VARARGS,
      "parse(command, argv) -> dict: check a command's options"},
     {"help", mod_help, METH_O, "help(command): its help text"},

@@ -141,7 +141,7 @@ static PyObject *profile_bytes(pyu_profile *p, const pyu_cmd_opts *opts)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return PyErr_NoMemory();
-    int ex = pyu_cmd_write_profile(p, &o, f, msg, sizeof msg);
+    int ex = pyu_cmd_write_profile(p, NULL, &o, f, msg, sizeof msg);
     fclose(f);
     PyObject *r = ex == PYU_EXIT_OK
                       ? PyBytes_FromStringAndSize(buf, (Py_ssize_t)len)
@@ -428,14 +428,14 @@ static PyObject *Profile_write(Profile *self, PyObject *args)
     static const char *const sorts[] = {"self", "total", "name"};
     pyu_cmd_opts o;
     memset(&o, 0, sizeof o);
-    o.format = pyu_cmd_format(format);
+    o.format = pyu_profile_format(format);
     for (int i = 0; i < 3; i++)
         if (strcmp(sort, sorts[i]) == 0)
             o.sort = i + 1;
-    if (o.format < 0 || !o.sort || limit < 0) {
+    if (!o.format || !o.sort || limit < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "format: %s; sort: self, total or name",
-                 pyu_cmd_format_list);
+                 pyu_cmd_format_list());
         return raise_error(PYU_EXIT_USAGE, msg);
     }
     o.sort--;

@@ -364,7 +364,7 @@ int profile_text(pyu_profile *p, const pyu_cmd_opts &o, std::string *text,
     char *buf = nullptr, why[1024];
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    int ex = f ? pyu_cmd_write_profile(p, &o, f, why, sizeof why)
+    int ex = f ? pyu_cmd_write_profile(p, nullptr, &o, f, why, sizeof why)
                : PYU_EXIT_INTERNAL;
     if (f)
         fclose(f);
@@ -721,6 +721,7 @@ class Command : public lldb::SBCommandPluginInterface {
 //   py-profile write [--format F] [-o FILE] [--sort KEY] [--limit N]
 //   py-profile close                        lets go of the target
 //   py-profile clear                        starts over
+//   py-profile formats                      the formats, one a line
 // Each takes --name NAME: every name is a profile of its own (each
 // pyunwind_lldb.Profile has one); without it, the commands' own profile.
 // The session a profile's `add` reads through is opened on its first
@@ -768,11 +769,21 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
             return true;
         }
         const std::string &sub = args[0];
+        if (sub == "formats") { // (one a line: name, binary, keeps
+                                // instructions, summary; tab-separated)
+            size_t n;
+            const pyu_format *f = pyu_profile_formats(&n);
+            for (size_t i = 0; i < n; i++)
+                result.Printf("%s\t%d\t%d\t%s\n", f[i].name, f[i].binary,
+                              f[i].keeps_instructions, f[i].summary);
+            result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+            return true;
+        }
         if (sub != "add" && sub != "sample" && sub != "write" &&
             sub != "close" && sub != "clear")
             return fail(result, ("unknown subcommand '" + sub +
-                                 "' (add, sample, write, close or clear; "
-                                 "see py-profile --help)")
+                                 "' (add, sample, write, close, clear or "
+                                 "formats; see py-profile --help)")
                                     .c_str());
         std::string name, why;
         if (!take_name(args, &name, &why))
@@ -811,6 +822,7 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         "[--sort self|total|name] [--limit N]\n"
         "       py-profile close [--name NAME]\n"
         "       py-profile clear [--name NAME]\n"
+        "       py-profile formats\n"
         "\n"
         "A profile fed one sample at a time while the process is stopped,\n"
         "say from a breakpoint's callback: `add` reads the Python stack of\n"
@@ -818,7 +830,9 @@ class ProfileCommand : public lldb::SBCommandPluginInterface {
         "writes it as py-sample would, `clear` starts over.  `sample` runs\n"
         "a window as py-sample does and keeps its profile instead (what it\n"
         "held before is dropped); with -o it also writes it there.  `close`\n"
-        "lets go of the target `add` reads (the profile stays).\n"
+        "lets go of the target `add` reads (the profile stays).  `formats`\n"
+        "lists the formats, one a line: name, binary (1/0), keeps\n"
+        "instructions (1/0) and a summary, separated by tabs.\n"
         "\n"
         "--name NAME: every name is a profile of its own (pyunwind_lldb.py's\n"
         "Profile objects each use one); without it, the one profile of\n"

@@ -24,7 +24,7 @@ import uuid
 
 import lldb
 
-__all__ = ["Profile", "sample", "Error"]
+__all__ = ["Profile", "sample", "Error", "formats"]
 
 PLUGIN = "libpyunwind-lldb.so"
 
@@ -108,6 +108,18 @@ def _run(debugger, argv):
     return result.GetOutput() or "", result
 
 
+def formats(debugger=None):
+    """The profile formats, {name: {"summary", "binary",
+    "keeps_instructions"}} in the order py-sample --help lists them: what
+    py-sample --format and Profile.write() take (`py-profile formats`)."""
+    out = {}
+    for line in _run(_debugger(debugger), ["formats"])[0].splitlines():
+        name, binary, keeps, summary = line.split("\t", 3)
+        out[name] = {"summary": summary, "binary": binary == "1",
+                     "keeps_instructions": keeps == "1"}
+    return out
+
+
 _ENDED = "py-sample: the window ended early: "
 
 
@@ -145,10 +157,9 @@ class Profile:
         return int(self._run("add", *extra).strip() or 0)
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
-        """The profile as `format` (what py-sample --format writes: top,
-        collapsed, json, pprof, speedscope, raw, flamegraph, heatmap or
-        gecko) into the file `path`, or returned as str (pprof and raw,
-        which are binary, only into a file)."""
+        """The profile as `format` (what py-sample --format writes; the
+        names: formats()) into the file `path`, or returned as str (a
+        binary format only into a file)."""
         argv = ["write", "--format", format, "--sort", sort,
                 "--limit", limit]
         if path is not None:

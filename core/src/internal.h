@@ -1050,6 +1050,12 @@ PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
 
 /* ============================================ profiles (out_*.c) */
 
+/* Captures (the raw format, writers/out_capture.c writes them,
+ * profile/capture_read.c reads them): the file's first bytes and the
+ * version written (1 and 2 are read too). */
+#define PYU_CAPTURE_MAGIC "PYUNWRAW"
+#define PYU_CAPTURE_VERSION 3
+
 /* A count made by pyu_profile_count, journaled for a capture. */
 typedef struct pyu_journal_entry {
     uint32_t thread, node;
@@ -1101,7 +1107,7 @@ PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
 PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
 PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
 
-/* =============================================== rendering (render.c) */
+/* ============================================ dumps written (out_dump.c) */
 
 /* A frame object of the dump's and the tasks' JSON; _locals with its
  * "locals" and "locals_error" (a PYU_WALK_LOCALS dump). */

@@ -41,7 +41,8 @@ import gdb
 
 from . import _pyunwind
 
-__all__ = ["dump", "tasks", "sample", "Profile", "Error", "memory_source"]
+__all__ = ["dump", "tasks", "sample", "Profile", "Error", "memory_source",
+           "formats"]
 
 
 class Error(gdb.GdbError):
@@ -54,6 +55,15 @@ class Error(gdb.GdbError):
 
 
 _last_source = None
+
+
+def formats():
+    """The profile formats, {name: {"summary", "binary",
+    "keeps_instructions"}} in the order py-sample --help lists them: what
+    py-sample --format and Profile.write() take."""
+    return {name: {"summary": summary, "binary": binary,
+                   "keeps_instructions": keeps}
+            for name, summary, binary, keeps in _pyunwind.formats()}
 
 
 def memory_source():
@@ -371,11 +381,10 @@ class Profile:
             self._session = None
 
     def write(self, path=None, format="collapsed", sort="self", limit=40):
-        """The profile as `format` (what py-sample --format writes: top,
-        collapsed, json, pprof, speedscope, raw, flamegraph, heatmap or
-        gecko) into the file `path`, or returned as str (pprof and raw,
-        which are binary, only into a file)."""
-        if format in ("pprof", "raw") and path is None:
+        """The profile as `format` (what py-sample --format writes; the
+        names: formats()) into the file `path`, or returned as str (a
+        binary format only into a file)."""
+        if path is None and formats().get(format, {}).get("binary"):
             raise Error("--format %s is binary: write it to a file "
                         "(write(path, %r))" % (format, format), 2)
         try:

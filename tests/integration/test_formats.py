@@ -1095,3 +1095,62 @@ def test_collapsed_read_by_speedscope(workdir):
         want = count(main, lambda fr: name in fr)
         shown = views[0][name][0]  # speedscope: a sample is 1 unit
         assert shown == want, (name, shown, want)
+
+
+@pytest.mark.debugger
+def test_one_table_of_formats(workdir):
+    """The formats are one table in the core: the CLI's message for an
+    unknown format and its help, gdb's pyunwind_gdb.formats() and lldb's
+    pyunwind_lldb.formats() (`py-profile formats`) name the same formats
+    in the same order, binary ones alike; gdb's Profile.write() refuses a
+    binary one without a path by the table's flag and writes the others;
+    `report` writes every one of them from a capture."""
+    from debuggers import LLDB, LLDB_PLUGIN, PLUGINS, Gdb, Lldb
+    r = pyunwind("report", "--format", "bogus", "nothing")
+    m = re.search(r"'bogus' is not a format \((.*)\)", r.stderr)
+    assert r.returncode == 2 and m, r.stderr
+    names = re.split(r", | or ", m.group(1))
+    assert names[0] == "top" and len(names) >= 9, names
+    helped = pyunwind("sample", "--help").stdout
+    block = helped.split("--format FORMAT", 1)[1].split("\n  --", 1)[0]
+    listed = re.findall(r"(?:^|,)\s+([a-z]+) \(", block)
+    assert listed == names, (listed, names)
+    tr = Gdb().run(["python import pyunwind_gdb",
+                    "python f = pyunwind_gdb.formats(); "
+                    "print('GDB', ' '.join(f), '|', "
+                    "' '.join(n for n in f if f[n]['binary']))",
+                    "python p = pyunwind_gdb.Profile()\n"
+                    "for n in f:\n"
+                    "    try:\n"
+                    "        print('W', n, type(p.write(format=n)).__name__)\n"
+                    "    except pyunwind_gdb.Error as e:\n"
+                    "        print('W', n, 'refused', e.code)"])
+    m = re.search(r"^GDB (.*) \| (.*)$", tr.text, re.M)
+    assert m, tr.text[-2000:]
+    assert m.group(1).split() == names, (m.group(1), names)
+    binary = m.group(2).split()
+    assert set(binary) == {"pprof", "raw"}, binary
+    wrote = dict(re.findall(r"^W (\w+) (\w+ ?\d*)$", tr.text, re.M))
+    assert wrote == {n: "refused 2" if n in binary else "str"
+                     for n in names}, wrote
+    assert LLDB and os.path.exists(LLDB_PLUGIN), "lldb plugin not built"
+    tr = Lldb().run(["script import pyunwind_lldb",
+                     "script f = pyunwind_lldb.formats(lldb.debugger); "
+                     "print('LLDB', ' '.join(f), '|', "
+                     "' '.join(n for n in f if f[n]['binary']))"],
+                    setup=["command script import "
+                           + os.path.join(PLUGINS, "pyunwind_lldb.py")])
+    m = re.search(r"^LLDB (.*) \| (.*)$", tr.text, re.M)
+    assert m, tr.text[-2000:]
+    assert m.group(1).split() == names and m.group(2).split() == binary
+    # every format from a capture, through report
+    t = split_target(labelled(PYTHONS, "3.15.2-debian"), workdir)
+    try:
+        cap = os.path.join(workdir, "cap.raw")
+        sample(t.pid, "-d", "0.5", "--format", "raw", "-o", cap)
+    finally:
+        t.close()
+    for n in names:
+        out = os.path.join(workdir, "out." + n)
+        r = pyunwind("report", "--format", n, "-o", out, cap)
+        assert r.returncode == 0 and os.path.getsize(out) > 0, (n, r.stderr)

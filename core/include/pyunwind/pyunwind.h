@@ -839,6 +839,40 @@ PYU_API int pyu_profile_write_gecko(pyu_profile *p, FILE *out);
  * sample with every stack and its count.  Binary. */
 PYU_API int pyu_profile_write_raw(pyu_profile *p, FILE *out);
 
+/* The formats, one table read by every front end (its --format parser,
+ * its help, its dispatch):
+ *   name       what --format takes;
+ *   summary    a few words for a help text, or "";
+ *   binary     not text: refused on a terminal and in a debugger's output;
+ *   keeps_instructions  written with each frame's instruction (--opcodes);
+ *              the others are written from pyu_profile_by_line().
+ * pyu_profile_formats gives them in the order help lists them (*n: how
+ * many); pyu_profile_format the one named, or NULL. */
+typedef struct pyu_format {
+    const char *name;
+    const char *summary;
+    int binary;
+    int keeps_instructions;
+} pyu_format;
+PYU_API const pyu_format *pyu_profile_formats(size_t *n);
+PYU_API const pyu_format *pyu_profile_format(const char *name);
+
+/* What a writer may need beyond the profile: top's sort (PYU_TOP_SORT_*)
+ * and limit (rows, 0 = all); the baseline of a differential flame graph
+ * (flamegraph only; NULL: none). */
+typedef struct pyu_write_opts {
+    int sort;
+    size_t limit;
+    pyu_profile *base;
+} pyu_write_opts;
+
+/* Writes p in the format named `format` (o may be NULL: top's defaults,
+ * self and 40 rows).  Returns 0, -PYU_E_INVAL (no such format, or a
+ * baseline for another format than flamegraph), -PYU_E_NOMEM or
+ * -PYU_E_IO. */
+PYU_API int pyu_profile_write(pyu_profile *p, const char *format,
+                              const pyu_write_opts *o, FILE *out);
+
 /* Captures (the raw format, docs/formats.md#raw): every sample as it is
  * taken, with its time, streamed to a file, so that a run that is killed
  * keeps what it had, and read back into a profile by `pyunwind report`

@@ -451,3 +451,9 @@ uint64_t pyu_profile_clock(const pyu_profile *p)
     uint64_t now = clock_ns(CLOCK_MONOTONIC);
     return p->origin && now > p->origin ? now - p->origin : 0;
 }
+
+const char *pyu_profile_mode_name(int mode)
+{
+    static const char *const names[] = {"wall", "cpu", "gil", "exception"};
+    return mode >= 0 && mode <= PYU_MODE_EXCEPTION ? names[mode] : "?";
+}

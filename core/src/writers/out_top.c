@@ -36,12 +36,6 @@ static int cmp_rows(const void *a, const void *b)
                        (fx->first_line < fy->first_line);
 }
 
-const char *pyu_profile_mode_name(int mode)
-{
-    static const char *const names[] = {"wall", "cpu", "gil", "exception"};
-    return mode >= 0 && mode <= PYU_MODE_EXCEPTION ? names[mode] : "?";
-}
-
 void pyu_profile_title(char *buf, size_t len, const pyu_profile_info *pi)
 {
     snprintf(buf, len, "pyunwind: PID %d, CPython %s, %s mode", pi->pid,
