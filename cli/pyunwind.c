@@ -235,52 +235,6 @@ static void live_end(live *l)
     fflush(stdout);
 }
 
-/* The stacks of one thread of p, as a profile of their own. */
-static pyu_profile *thread_profile(pyu_profile *p, uint32_t th)
-{
-    const pyu_profile_data *d = pyu_profile_get(p);
-    pyu_profile *q = pyu_profile_new();
-    long *funcs = calloc(d->nfuncs + 1, sizeof *funcs);
-    long *frames = calloc(d->nframes + 1, sizeof *frames);
-    long *nodes = calloc(d->nnodes + 1, sizeof *nodes);
-    bool ok = q && funcs && frames && nodes;
-    for (size_t i = 0; ok && i < d->nfuncs; i++)
-        ok = (funcs[i] = pyu_profile_add_func(q, d->funcs[i].name,
-                                              d->funcs[i].file,
-                                              d->funcs[i].first_line,
-                                              d->funcs[i].kind)) >= 0;
-    for (size_t i = 0; ok && i < d->nframes; i++)
-        ok = (frames[i] = pyu_profile_add_frame(
-                  q, (uint32_t)funcs[d->frames[i].func],
-                  d->frames[i].line)) >= 0;
-    /* (a node's parent comes before it) */
-    for (size_t i = 1; ok && i < d->nnodes; i++)
-        ok = (nodes[i] = pyu_profile_push(
-                  q, (uint32_t)nodes[d->nodes[i].parent],
-                  (uint32_t)frames[d->nodes[i].frame])) >= 0;
-    const pyu_profile_thread *t = &d->threads[th];
-    long qt = ok ? pyu_profile_add_thread(q, t->thread_id,
-                                          t->native_thread_id,
-                                          t->interpreter_id, t->main)
-                 : -1;
-    ok = qt >= 0;
-    for (size_t i = 0; ok && i < d->nstacks; i++)
-        if (d->stacks[i].thread == th)
-            ok = pyu_profile_count(q, (uint32_t)qt,
-                                   (uint32_t)nodes[d->stacks[i].node],
-                                   d->stacks[i].count, 0) == 0;
-    if (ok)
-        *pyu_profile_info_of(q) = *d->info;
-    free(funcs);
-    free(frames);
-    free(nodes);
-    if (!ok) {
-        pyu_profile_free(q);
-        return NULL;
-    }
-    return q;
-}
-
 /* The thread T shows after `from` (-1: all): main threads first, then the
  * others in the profile's order, then all again. */
 static long next_thread(const pyu_profile_data *d, long from)
@@ -332,9 +286,17 @@ static void live_tick(void *arg, pyu_profile *p, uint64_t elapsed_ns)
     printf("\033[H\033[2Jpyunwind --live: %.1f s; sorted by %s; %s"
            "   [s]elf [t]otal [n]ame  [T]hread  [q]uit\n",
            (double)elapsed_ns / 1e9, sorts[l->sort], which);
-    pyu_profile *shown = l->thread >= 0
-                             ? thread_profile(p, (uint32_t)l->thread)
-                             : p;
+    /* (one thread: the profile of its stacks alone) */
+    pyu_profile *shown = p;
+    const pyu_profile_thread *t = l->thread >= 0 ? &d->threads[l->thread]
+                                                 : NULL;
+    pyu_profile_filter f = {
+        .thread = !t ? 0 : t->native_thread_id ? t->native_thread_id
+                                               : t->thread_id,
+        .mode = -1,
+    };
+    if (t && pyu_profile_select(p, &f, &shown) < 0)
+        shown = NULL;
     if (shown)
         pyu_profile_write_top(shown, stdout, l->sort, (size_t)(rows - 6));
     if (shown && shown != p)

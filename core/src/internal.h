@@ -1056,6 +1056,17 @@ PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
 #define PYU_CAPTURE_MAGIC "PYUNWRAW"
 #define PYU_CAPTURE_VERSION 3
 
+/* Whether filter f (NULL: everything) keeps a stack of thread t with
+ * status `status` in a profile of mode profile_mode (profile.c; its
+ * window aside). */
+PYU_HIDDEN bool pyu_profile_keeps(const pyu_profile_filter *f,
+                                  int profile_mode,
+                                  const pyu_profile_thread *t,
+                                  unsigned status);
+/* Whether a profile of mode profile_mode can give mode `mode` (-1: its
+ * own): its own, or wall narrowed to gil or exception. */
+PYU_HIDDEN bool pyu_profile_can_narrow(int profile_mode, int mode);
+
 /* A count made by pyu_profile_count, journaled for a capture. */
 typedef struct pyu_journal_entry {
     uint32_t thread, node;

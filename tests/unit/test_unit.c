@@ -1579,7 +1579,7 @@ static void test_profile_timeline(void)
     CHECK_EQ(pyu_profile_write_gecko(p, f), 0);
     fclose(f);
     q = pyu_profile_new();
-    pyu_capture_filter w = {0, -1, 6000000, 0};
+    pyu_capture_filter w = {.mode = -1, .from_ns = 6000000};
     f = fmemopen(buf, len, "r");
     CHECK_EQ(pyu_capture_read(f, &w, q, msg, sizeof msg), 0);
     fclose(f);
@@ -1615,6 +1615,92 @@ static void test_profile_timeline(void)
     pyu_profile_free(p);
 }
 
+/* pyu_profile_select: a thread, a wall profile narrowed by status, a
+ * window of its timeline, by line; a capture of the profile read with the
+ * same filter keeps the same. */
+static void test_profile_select(void)
+{
+    pyu_profile *p = pyu_profile_new();
+    long a = pyu_profile_add_thread(p, 1, 11, 0, 1);
+    long b = pyu_profile_add_thread(p, 2, 22, 0, 0);
+    long fn = pyu_profile_add_func(p, "f", "/x/f.py", 1, PYU_FUNC_PYTHON);
+    long f1 = pyu_profile_add_instr_frame(p, (uint32_t)fn, 2, 4, "LOAD_FAST",
+                                          "LOAD_FAST");
+    long f2 = pyu_profile_add_instr_frame(p, (uint32_t)fn, 2, 6, "CALL",
+                                          "CALL");
+    long n1 = pyu_profile_push(p, 0, (uint32_t)f1);
+    long n2 = pyu_profile_push(p, 0, (uint32_t)f2);
+    CHECK(a == 0 && b == 1 && f1 >= 0 && f2 > f1 && n1 > 0 && n2 > n1);
+    unsigned gil = PYU_STATUS_HAS_GIL;
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)n1, 1, gil), 0);
+    CHECK_EQ(pyu_profile_count(p, 1, (uint32_t)n2, 1, 0), 0);
+    CHECK_EQ(pyu_profile_mark(p, 1000000, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)n2, 1, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 1, (uint32_t)n1, 1, gil), 0);
+    CHECK_EQ(pyu_profile_mark(p, 2000000, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)n1, 1, gil), 0);
+    CHECK_EQ(pyu_profile_mark(p, 3000000, 1), 0);
+    pyu_profile_info_of(p)->samples = 3;
+    pyu_profile_info_of(p)->failed = 1;
+    pyu_profile_info_of(p)->duration_ns = 4000000;
+    pyu_profile *q;
+    pyu_profile_timeline tl;
+    /* a thread, by its native id: its counts and its part of the
+     * timeline, every tick kept */
+    pyu_profile_filter f = {.thread = 22, .mode = -1};
+    CHECK_EQ(pyu_profile_select(p, &f, &q), 0);
+    CHECK(pyu_profile_get(q)->nthreads == 1 && pyu_profile_get(q)->total == 2);
+    CHECK_EQ(pyu_profile_get(q)->threads[0].native_thread_id, 22);
+    pyu_profile_timeline_get(q, &tl);
+    CHECK(tl.nticks == 3 && tl.nevents == 2 && tl.ticks[0].end == 1 &&
+          tl.ticks[1].end == 2 && tl.ticks[2].end == 2 && tl.ticks[2].failed);
+    pyu_profile_free(q);
+    /* gil, from a wall profile: the stacks holding it; cpu: refused */
+    f = (pyu_profile_filter){.mode = PYU_MODE_GIL};
+    CHECK_EQ(pyu_profile_select(p, &f, &q), 0);
+    CHECK_EQ(pyu_profile_get(q)->total, 3);
+    CHECK_EQ(pyu_profile_info_of(q)->mode, PYU_MODE_GIL);
+    pyu_profile_free(q);
+    f = (pyu_profile_filter){.mode = PYU_MODE_CPU};
+    CHECK_EQ(pyu_profile_select(p, &f, &q), -PYU_E_INVAL);
+    CHECK(!q);
+    /* a window: its samples, from its start */
+    f = (pyu_profile_filter){.mode = -1, .from_ns = 1500000,
+                             .to_ns = 3500000};
+    CHECK_EQ(pyu_profile_select(p, &f, &q), 0);
+    CHECK_EQ(pyu_profile_get(q)->total, 3);
+    CHECK(pyu_profile_info_of(q)->samples == 2 &&
+          pyu_profile_info_of(q)->failed == 1 &&
+          pyu_profile_info_of(q)->duration_ns == 2000000);
+    pyu_profile_timeline_get(q, &tl);
+    CHECK(tl.nticks == 2 && tl.ticks[0].t_ns == 500000 &&
+          tl.ticks[1].t_ns == 1500000 && tl.nevents == 3);
+    /* ... as a capture of the whole profile read with that window */
+    char *buf = NULL, msg[256];
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    CHECK_EQ(pyu_profile_write_raw(p, out), 0);
+    fclose(out);
+    pyu_profile *r = pyu_profile_new();
+    FILE *in = fmemopen(buf, len, "r");
+    CHECK_EQ(pyu_capture_read(in, &f, r, msg, sizeof msg), 0);
+    fclose(in);
+    CHECK(pyu_profile_get(r)->total == 3 &&
+          pyu_profile_info_of(r)->samples == 2 &&
+          pyu_profile_info_of(r)->failed == 1);
+    pyu_profile_free(r);
+    free(buf);
+    pyu_profile_free(q);
+    /* by line: the two instructions of line 2 are one frame */
+    f = (pyu_profile_filter){.mode = -1, .by_line = 1};
+    CHECK_EQ(pyu_profile_select(p, &f, &q), 0);
+    CHECK(!pyu_profile_has_instrs(q) && pyu_profile_get(q)->nframes == 1 &&
+          pyu_profile_get(q)->nnodes == 2 && pyu_profile_get(q)->total == 5);
+    pyu_profile_free(q);
+    CHECK(pyu_profile_has_instrs(p));
+    pyu_profile_free(p);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "lines") == 0)
@@ -1633,6 +1719,7 @@ int main(int argc, char **argv)
     test_sampler_torn_thread();
     test_sampler_code_checked();
     test_profile_timeline();
+    test_profile_select();
     test_profile_instrs();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

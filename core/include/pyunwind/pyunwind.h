@@ -737,9 +737,28 @@ PYU_API long pyu_profile_add_instr_frame(pyu_profile *p, uint32_t func,
                                          const char *base);
 /* Whether any frame of p names its instruction. */
 PYU_API int pyu_profile_has_instrs(pyu_profile *p);
-/* A copy of p whose frames name no instruction (frames of one function at
- * one line merged, and the stacks through them): what the formats that do
- * not show instructions are written from.  NULL when out of memory. */
+/* What pyu_profile_select keeps of a profile, and pyu_capture_read of a
+ * capture: a thread (its native id or Python ident; 0: every thread), a
+ * mode (PYU_MODE_*: a wall profile narrows to gil or exception by each
+ * stack's status; -1 or the profile's own: every stack), the
+ * samples taken in [from_ns, to_ns) after the start (both 0: all; to_ns
+ * 0: to the end; a profile needs its whole timeline for it), and
+ * by_line: frames that name no instruction (frames of one function at
+ * one line merged, and the stacks through them; select only). */
+typedef struct pyu_profile_filter {
+    uint64_t thread;
+    int mode;
+    uint64_t from_ns, to_ns;
+    int by_line;
+} pyu_profile_filter;
+/* A new profile of what f keeps of p (NULL: all of it), its timeline
+ * with it (from the window's start, with a window), into *out.  Returns
+ * 0, -PYU_E_INVAL (a window of a profile whose timeline is cut or
+ * missing, or a mode it cannot give) or -PYU_E_NOMEM. */
+PYU_API int pyu_profile_select(pyu_profile *p, const pyu_profile_filter *f,
+                               pyu_profile **out);
+/* pyu_profile_select by line: what the formats that do not show
+ * instructions are written from.  NULL when out of memory. */
 PYU_API pyu_profile *pyu_profile_by_line(pyu_profile *p);
 /* The node for stack `parent` with `frame` added innermost. */
 PYU_API long pyu_profile_push(pyu_profile *p, uint32_t parent,
@@ -889,15 +908,9 @@ PYU_API int pyu_capture_sample(pyu_capture *c, uint64_t t_ns, int failed,
                                uint64_t missed);
 PYU_API int pyu_capture_end(pyu_capture *c);
 
-/* What a report keeps of a capture: one thread (native id or ident; 0:
- * all), a mode (PYU_MODE_*, -1: the capture's; wall mode captures narrow
- * to gil or exception by the status of each stack), samples taken in
- * [from_ns, to_ns) after the start (to_ns 0: to the end). */
-typedef struct pyu_capture_filter {
-    uint64_t thread;
-    int mode;
-    uint64_t from_ns, to_ns;
-} pyu_capture_filter;
+/* What a report keeps of a capture: pyu_profile_select's filter, read as
+ * the capture streams in (by_line aside: select the profile read). */
+typedef pyu_profile_filter pyu_capture_filter;
 /* Reads a capture into p (a new profile), keeping what f selects (NULL:
  * everything); p's info becomes the capture's, for the window kept.
  * Returns 0, with a note in msg when the capture ends early (a killed

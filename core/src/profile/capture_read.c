@@ -98,17 +98,6 @@ static bool map_add(map *m, long v)
     return true;
 }
 
-static bool keep_status(int capture_mode, int mode, unsigned status)
-{
-    if (mode == capture_mode || mode == PYU_MODE_WALL)
-        return true;
-    if (mode == PYU_MODE_GIL)
-        return status & PYU_STATUS_HAS_GIL;
-    /* exception: and running, as the sampler selects it */
-    return (status & PYU_STATUS_EXCEPTION) &&
-           (status & (PYU_STATUS_HAS_GIL | PYU_STATUS_ON_CPU));
-}
-
 int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                      char *msg, size_t msglen)
 {
@@ -163,9 +152,7 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 rc = bad(&r, "unknown mode %" PRIu64, v[1]);
                 break;
             }
-            if (mode >= 0 && mode != capture_mode &&
-                !(capture_mode == PYU_MODE_WALL &&
-                  (mode == PYU_MODE_GIL || mode == PYU_MODE_EXCEPTION))) {
+            if (!pyu_profile_can_narrow(capture_mode, mode)) {
                 snprintf(msg, msglen, "the capture was sampled in %s mode: "
                          "a report can keep that mode, or narrow wall mode "
                          "to gil or exception",
@@ -263,10 +250,8 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 }
                 const pyu_profile_thread *th =
                     &pyu_profile_get(p)->threads[threads.v[e[0]]];
-                if (!in_window || !keep_status(capture_mode, pi->mode,
-                                               (unsigned)e[2]) ||
-                    (f && f->thread && f->thread != th->native_thread_id &&
-                     f->thread != th->thread_id))
+                if (!in_window ||
+                    !pyu_profile_keeps(f, capture_mode, th, (unsigned)e[2]))
                     continue;
                 if (pyu_profile_count(p, threads.v[e[0]], nodes.v[e[1]],
                                       e[3], (unsigned)e[2]) < 0)

@@ -207,27 +207,54 @@ int pyu_profile_has_instrs(pyu_profile *p)
     return p->instrs;
 }
 
-pyu_profile *pyu_profile_by_line(pyu_profile *p)
+bool pyu_profile_keeps(const pyu_profile_filter *f, int profile_mode,
+                       const pyu_profile_thread *t, unsigned status)
 {
-    pyu_profile *q = pyu_profile_new();
-    uint32_t *fmap = malloc((p->nframes + 1) * sizeof *fmap);
-    uint32_t *nmap = malloc(p->nnodes * sizeof *nmap);
-    bool ok = q && fmap && nmap;
-    if (ok)
-        q->info = p->info;
+    if (!f)
+        return true;
+    if (f->thread && f->thread != t->native_thread_id &&
+        f->thread != t->thread_id)
+        return false;
+    if (f->mode < 0 || f->mode == profile_mode || f->mode == PYU_MODE_WALL)
+        return true;
+    if (f->mode == PYU_MODE_GIL)
+        return status & PYU_STATUS_HAS_GIL;
+    /* exception: and running, as the sampler selects it */
+    return (status & PYU_STATUS_EXCEPTION) &&
+           (status & (PYU_STATUS_HAS_GIL | PYU_STATUS_ON_CPU));
+}
+
+bool pyu_profile_can_narrow(int profile_mode, int mode)
+{
+    return mode < 0 || mode == profile_mode ||
+           (profile_mode == PYU_MODE_WALL &&
+            (mode == PYU_MODE_GIL || mode == PYU_MODE_EXCEPTION));
+}
+
+/* q's copy of p's functions, frames (by line: without instructions, those
+ * of one function at one line merged), stack tree and the threads f
+ * keeps (tmap: p's thread -> q's, or -1). */
+static bool select_tables(pyu_profile *q, const pyu_profile *p,
+                          const pyu_profile_filter *f, uint32_t *fmap,
+                          uint32_t *nmap, long *tmap)
+{
+    bool ok = true;
     for (size_t i = 0; ok && i < p->nfuncs; i++) {
-        const pyu_profile_func *f = &p->funcs[i];
-        ok = pyu_profile_add_func(q, f->name, f->file, f->first_line,
-                                  f->kind) == (long)i;
+        const pyu_profile_func *fn = &p->funcs[i];
+        ok = pyu_profile_add_func(q, fn->name, fn->file, fn->first_line,
+                                  fn->kind) == (long)i;
     }
     for (size_t i = 0; ok && i < p->nframes; i++) {
-        long e = pyu_profile_add_frame(q, p->frames[i].func,
-                                       p->frames[i].line);
+        const pyu_profile_frame *fr = &p->frames[i];
+        long e = f->by_line
+                     ? pyu_profile_add_frame(q, fr->func, fr->line)
+                     : pyu_profile_add_instr_frame(q, fr->func, fr->line,
+                                                   fr->instr, fr->op,
+                                                   fr->base);
         fmap[i] = (uint32_t)e;
         ok = e >= 0;
     }
-    if (ok)
-        nmap[0] = 0;
+    nmap[0] = 0;
     for (size_t i = 1; ok && i < p->nnodes; i++) {
         /* (a parent comes before its children) */
         long e = pyu_profile_push(q, nmap[p->nodes[i].parent],
@@ -237,41 +264,148 @@ pyu_profile *pyu_profile_by_line(pyu_profile *p)
     }
     for (size_t i = 0; ok && i < p->nthreads; i++) {
         const pyu_profile_thread *t = &p->threads[i];
-        ok = pyu_profile_add_thread(q, t->thread_id, t->native_thread_id,
-                                    t->interpreter_id, t->main) == (long)i &&
-             pyu_profile_name_thread(q, (uint32_t)i, t->name) == 0;
+        tmap[i] = -1;
+        if (f->thread && f->thread != t->native_thread_id &&
+            f->thread != t->thread_id)
+            continue;
+        tmap[i] = pyu_profile_add_thread(q, t->thread_id, t->native_thread_id,
+                                         t->interpreter_id, t->main);
+        ok = tmap[i] >= 0 &&
+             pyu_profile_name_thread(q, (uint32_t)tmap[i], t->name) == 0;
     }
-    /* the counts without the timeline, then the timeline as it was */
-    q->cut = true;
+    return ok;
+}
+
+/* Whether f keeps event e of p (its thread kept, its status selected). */
+static bool keeps_event(const pyu_profile *p, const pyu_profile_filter *f,
+                        const long *tmap, const pyu_profile_event *e)
+{
+    return tmap[e->thread] >= 0 &&
+           pyu_profile_keeps(f, p->info.mode, &p->threads[e->thread],
+                             e->status);
+}
+
+/* The counts f keeps, then p's timeline with the events f keeps. */
+static bool select_all(pyu_profile *q, const pyu_profile *p,
+                       const pyu_profile_filter *f, const uint32_t *nmap,
+                       const long *tmap)
+{
+    bool ok = true;
+    q->cut = true; /* (counts without the timeline) */
     for (size_t i = 0; ok && i < p->nstacks; i++) {
         const pyu_profile_stack *st = &p->stacks[i];
-        ok = pyu_profile_count(q, st->thread, nmap[st->node], st->count,
-                               st->status) == 0;
+        if (tmap[st->thread] >= 0 &&
+            pyu_profile_keeps(f, p->info.mode, &p->threads[st->thread],
+                              st->status))
+            ok = pyu_profile_count(q, (uint32_t)tmap[st->thread],
+                                   nmap[st->node], st->count,
+                                   st->status) == 0;
     }
     q->cut = p->cut;
-    if (ok && p->nticks) {
-        q->ticks = malloc(p->nticks * sizeof *q->ticks);
-        q->events = malloc((p->nevents + 1) * sizeof *q->events);
-        ok = q->ticks && q->events;
+    if (!ok || !p->nticks)
+        return ok;
+    q->ticks = malloc(p->nticks * sizeof *q->ticks);
+    q->events = malloc((p->nevents + 1) * sizeof *q->events);
+    if (!q->ticks || !q->events)
+        return false;
+    size_t n = 0, k = 0;
+    for (size_t i = 0; i < p->nevents; i++) {
+        while (k < p->nticks && p->ticks[k].end <= i) /* (ticks it ends) */
+            q->ticks[k++].end = (uint32_t)n;
+        if (!keeps_event(p, f, tmap, &p->events[i]))
+            continue;
+        q->events[n] = p->events[i];
+        q->events[n].thread = (uint32_t)tmap[p->events[i].thread];
+        q->events[n++].node = nmap[p->events[i].node];
     }
-    if (ok && p->nticks) {
-        memcpy(q->ticks, p->ticks, p->nticks * sizeof *q->ticks);
-        q->nticks = q->capticks = p->nticks;
-        for (size_t i = 0; i < p->nevents; i++) {
-            q->events[i] = p->events[i];
-            q->events[i].node = nmap[p->events[i].node];
+    for (size_t j = 0; j < p->nticks; j++) {
+        q->ticks[j].t_ns = p->ticks[j].t_ns;
+        q->ticks[j].failed = p->ticks[j].failed;
+        if (j >= k)
+            q->ticks[j].end = (uint32_t)n;
+    }
+    q->nticks = q->capticks = p->nticks;
+    q->nevents = n;
+    q->capevents = p->nevents + 1;
+    return true;
+}
+
+/* The samples of p's timeline in f's window, as samples of q's from the
+ * window's start. */
+static bool select_window(pyu_profile *q, const pyu_profile *p,
+                          const pyu_profile_filter *f, const uint32_t *nmap,
+                          const long *tmap)
+{
+    uint64_t from = f->from_ns, to = f->to_ns ? f->to_ns : UINT64_MAX;
+    uint64_t samples = 0, failed = 0;
+    for (size_t k = 0; k < p->nticks; k++) {
+        const pyu_profile_tick *t = &p->ticks[k];
+        if (t->t_ns < from || t->t_ns >= to)
+            continue;
+        for (size_t i = k ? p->ticks[k - 1].end : 0; i < t->end; i++) {
+            const pyu_profile_event *e = &p->events[i];
+            if (keeps_event(p, f, tmap, e) &&
+                pyu_profile_count(q, (uint32_t)tmap[e->thread],
+                                  nmap[e->node], e->n, e->status) < 0)
+                return false;
         }
-        q->nevents = p->nevents;
-        q->capevents = p->nevents + 1;
+        if (pyu_profile_mark(q, t->t_ns - from, t->failed) < 0)
+            return false;
+        samples++;
+        failed += t->failed != 0;
     }
-    q->origin = ok ? p->origin : 0;
+    uint64_t end = p->info.duration_ns;
+    q->info.duration_ns = (to < end ? to : end) - (from < end ? from : end);
+    q->info.samples = samples;
+    q->info.failed = failed;
+    q->info.missed = 0; /* (not known by sample) */
+    return true;
+}
+
+int pyu_profile_select(pyu_profile *p, const pyu_profile_filter *f,
+                       pyu_profile **out)
+{
+    static const pyu_profile_filter all = {0, -1, 0, 0, 0};
+    *out = NULL;
+    if (!f)
+        f = &all;
+    bool window = f->from_ns || f->to_ns;
+    /* (a window needs every sample's time; a mode, a wall profile's
+     * statuses or the profile's own) */
+    if ((window && (!p->nticks || p->cut ||
+                    (f->to_ns && f->to_ns <= f->from_ns))) ||
+        !pyu_profile_can_narrow(p->info.mode, f->mode))
+        return -PYU_E_INVAL;
+    pyu_profile *q = pyu_profile_new();
+    uint32_t *fmap = malloc((p->nframes + 1) * sizeof *fmap);
+    uint32_t *nmap = malloc(p->nnodes * sizeof *nmap);
+    long *tmap = malloc((p->nthreads + 1) * sizeof *tmap);
+    bool ok = q && fmap && nmap && tmap;
+    if (ok) {
+        q->info = p->info;
+        if (f->mode >= 0)
+            q->info.mode = f->mode;
+        q->origin = p->origin;
+    }
+    ok = ok && select_tables(q, p, f, fmap, nmap, tmap) &&
+         (window ? select_window(q, p, f, nmap, tmap)
+                 : select_all(q, p, f, nmap, tmap));
     free(fmap);
     free(nmap);
+    free(tmap);
     if (!ok) {
         pyu_profile_free(q);
-        return NULL;
+        return -PYU_E_NOMEM;
     }
-    return q;
+    *out = q;
+    return 0;
+}
+
+pyu_profile *pyu_profile_by_line(pyu_profile *p)
+{
+    static const pyu_profile_filter by_line = {0, -1, 0, 0, 1};
+    pyu_profile *q;
+    return pyu_profile_select(p, &by_line, &q) == 0 ? q : NULL;
 }
 
 long pyu_profile_push(pyu_profile *p, uint32_t parent, uint32_t frame)
