@@ -18,6 +18,7 @@ NAME`), and every method is one `py-profile` command.  Reading the target,
 sampling and writing every format are the plugin's (pyunwind's C core).
 """
 
+import importlib.util
 import json
 import os
 import uuid
@@ -44,6 +45,32 @@ def _plugin_paths():
              os.path.join(here, "..", "..", "lib", "pyunwind", PLUGIN)]
     forced = os.environ.get("PYUNWIND_LLDB_PLUGIN")
     return [forced] if forced else [os.path.normpath(p) for p in paths]
+
+
+_SHARED = None
+
+
+def _shared():
+    """What this module has in common with gdb's (frontend/
+    pyunwind_shared.py), installed beside it or beside the plugin."""
+    global _SHARED
+    if _SHARED is None:
+        dirs = [os.path.dirname(os.path.realpath(__file__))]
+        dirs += [os.path.dirname(os.path.realpath(p))
+                 for p in _plugin_paths() if os.path.exists(p)]
+        for d in dirs:
+            path = os.path.join(d, "pyunwind_shared.py")
+            if os.path.exists(path):
+                spec = importlib.util.spec_from_file_location(
+                    "pyunwind_shared", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                _SHARED = mod
+                break
+        else:
+            raise Error("cannot find pyunwind_shared.py (looked in %s)"
+                        % ", ".join(dirs))
+    return _SHARED
 
 
 def _quote(arg):
@@ -112,12 +139,11 @@ def formats(debugger=None):
     """The profile formats, {name: {"summary", "binary",
     "keeps_instructions"}} in the order py-sample --help lists them: what
     py-sample --format and Profile.write() take (`py-profile formats`)."""
-    out = {}
+    rows = []
     for line in _run(_debugger(debugger), ["formats"])[0].splitlines():
         name, binary, keeps, summary = line.split("\t", 3)
-        out[name] = {"summary": summary, "binary": binary == "1",
-                     "keeps_instructions": keeps == "1"}
-    return out
+        rows.append((name, summary, binary == "1", keeps == "1"))
+    return _shared().formats(rows)
 
 
 _ENDED = "py-sample: the window ended early: "
@@ -176,18 +202,7 @@ class Profile:
         """[(native thread id, [(function, file, line), ...] outermost
         first, count)]: one entry per thread and stack, as collapsed has
         them (the statuses and, with opcodes, the instructions summed)."""
-        d = self.data()
-        counts = {}  # a stack's statuses and instructions are merged
-        for st in d["stacks"]:
-            frames = []
-            for k in st["frames"]:
-                fr = d["frames"][k]
-                fn = d["functions"][fr["function"]]
-                frames.append((fn["name"], fn["file"], fr["line"]))
-            key = (d["threads"][st["thread"]]["native_thread_id"],
-                   tuple(frames))
-            counts[key] = counts.get(key, 0) + st["count"]
-        return [(tid, list(frames), n) for (tid, frames), n in counts.items()]
+        return _shared().stacks(self.data())
 
     def close(self):
         """Lets go of the target add_sample reads (also done when the
@@ -210,21 +225,9 @@ def sample(debugger=None, duration=None, rate=None, mode=None, thread=None,
     again at the end, with the selected thread and frame as they were.
     .diagnostics holds the summary py-sample prints, .ended why the window
     ended early (a breakpoint, a signal, the exit) or None."""
-    argv = []
-    if duration is not None:
-        argv += ["-d", duration]
-    if rate is not None:
-        argv += ["-r", rate]
-    if mode is not None:
-        argv += ["--mode", mode]
-    if thread is not None:
-        argv += ["--thread", thread]
-    for flag, name in ((gc, "--gc"), (native, "--native"),
-                       (async_stacks, "--async"), (read_only, "--read-only"),
-                       (no_cache, "--no-cache"), (blocking, "--blocking"),
-                       (opcodes, "--opcodes")):
-        if flag:
-            argv.append(name)
+    argv = _shared().sample_argv(
+        duration, rate, mode, thread, gc, native, async_stacks, read_only,
+        no_cache, blocking, opcodes)
     prof = Profile(debugger)
     try:
         out = prof._run("sample", *argv)

@@ -40,6 +40,7 @@ import time
 import gdb
 
 from . import _pyunwind
+from . import pyunwind_shared
 
 __all__ = ["dump", "tasks", "sample", "Profile", "Error", "memory_source",
            "formats"]
@@ -61,9 +62,7 @@ def formats():
     """The profile formats, {name: {"summary", "binary",
     "keeps_instructions"}} in the order py-sample --help lists them: what
     py-sample --format and Profile.write() take."""
-    return {name: {"summary": summary, "binary": binary,
-                   "keeps_instructions": keeps}
-            for name, summary, binary, keeps in _pyunwind.formats()}
+    return pyunwind_shared.formats(_pyunwind.formats())
 
 
 def memory_source():
@@ -406,18 +405,7 @@ class Profile:
         """[(native thread id, [(function, file, line), ...] outermost
         first, count)]: one entry per thread and stack, as collapsed has
         them (the statuses and, with opcodes, the instructions summed)."""
-        d = self.data()
-        counts = {}  # a stack's statuses and instructions are merged
-        for st in d["stacks"]:
-            frames = []
-            for k in st["frames"]:
-                fr = d["frames"][k]
-                fn = d["functions"][fr["function"]]
-                frames.append((fn["name"], fn["file"], fr["line"]))
-            key = (d["threads"][st["thread"]]["native_thread_id"],
-                   tuple(frames))
-            counts[key] = counts.get(key, 0) + st["count"]
-        return [(tid, list(frames), n) for (tid, frames), n in counts.items()]
+        return pyunwind_shared.stacks(self.data())
 
 
 def _signal_handling(name):
@@ -739,21 +727,9 @@ def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
     seconds; None: until it stops or Ctrl-C) and returns the Profile:
     py-sample's options as keywords.  The inferior is stopped again at the
     end, with the selected thread and frame as they were."""
-    argv = []
-    if duration is not None:
-        argv += ["-d", str(duration)]
-    if rate is not None:
-        argv += ["-r", str(rate)]
-    if mode is not None:
-        argv += ["--mode", str(mode)]
-    if thread is not None:
-        argv += ["--thread", str(thread)]
-    for flag, name in ((gc, "--gc"), (native, "--native"),
-                       (async_stacks, "--async"), (read_only, "--read-only"),
-                       (no_cache, "--no-cache"), (blocking, "--blocking"),
-                       (opcodes, "--opcodes")):
-        if flag:
-            argv.append(name)
+    argv = pyunwind_shared.sample_argv(
+        duration, rate, mode, thread, gc, native, async_stacks, read_only,
+        no_cache, blocking, opcodes)
     return _window(argv)[0]
 
 
