@@ -25,7 +25,7 @@ import uuid
 
 import lldb
 
-__all__ = ["Profile", "sample", "Error", "formats"]
+__all__ = ["dump", "tasks", "Profile", "sample", "Error", "formats"]
 
 PLUGIN = "libpyunwind-lldb.so"
 
@@ -133,6 +133,44 @@ def _run(debugger, argv):
     if not result.Succeeded():
         raise Error(_message(result) or "py-profile failed")
     return result.GetOutput() or "", result
+
+
+def _json_of(debugger, argv):
+    """Runs a command that prints JSON (py-dump --json, py-tasks --json)
+    and returns it as objects; a partial result (some thread or task not
+    read whole: exit status 5) is returned all the same, with its errors
+    inside.  Raises Error when nothing was printed."""
+    d = _debugger(debugger)
+    _load_plugin(d)
+    result = lldb.SBCommandReturnObject()
+    d.GetCommandInterpreter().HandleCommand(
+        " ".join([argv[0]] + [_quote(a) for a in argv[1:]]), result)
+    text = (result.GetOutput() or "").strip()
+    if text.startswith("{"):
+        return json.loads(text)
+    raise Error(_message(result) or "%s failed" % argv[0])
+
+
+def dump(debugger=None, thread=None, async_stacks=False, locals=False):
+    """The dump of the selected process as Python objects: what `py-dump
+    --json` prints (docs/json.md), as gdb's pyunwind_gdb.dump() gives it.
+    thread: a native thread id or Python ident, to get that one thread;
+    async_stacks, locals: as py-dump --async, --locals.  Raises Error when
+    the process cannot be read."""
+    argv = ["py-dump", "--json"]
+    if thread is not None:
+        argv += ["--thread", thread]
+    if async_stacks:
+        argv.append("--async")
+    if locals:
+        argv.append("--locals")
+    return _json_of(debugger, argv)
+
+
+def tasks(debugger=None):
+    """The asyncio tasks of the selected process as Python objects: what
+    `py-tasks --json` prints (docs/json.md).  Raises Error."""
+    return _json_of(debugger, ["py-tasks", "--json"])
 
 
 def formats(debugger=None):

@@ -20,7 +20,7 @@ from conftest import (RUNNING, ROOT, TARGETS, TIMEOUT, Target,
                       assert_prefix_of_truth, has_guard_regions, interpreters,
                       kernel_cores_land_here)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
-                       Server, cli_command, process_state)
+                       PLUGINS, Server, cli_command, process_state)
 
 pytestmark = pytest.mark.debugger
 PYTHONS = interpreters()
@@ -103,11 +103,24 @@ def api_dump(path, args=""):
             "%s), open('%s', 'w'))" % (args, path))
 
 
+LLDB_MODULE = os.path.join(PLUGINS, "pyunwind_lldb.py")
+
+
+def lldb_api(path, call):
+    """An lldb command saving pyunwind_lldb's call (dump(...), tasks())
+    as JSON to path."""
+    return ("script import json, pyunwind_lldb; json.dump(pyunwind_lldb.%s, "
+            "open('%s', 'w'))" % (call, path))
+
+
 def test_attach(dbg, target, tmp_path):
     api, via_gdb = tmp_path / "api.json", tmp_path / "via-gdb.json"
     extra = []
     if dbg.name == "gdb":  # the scripting API returns the same data
         extra = [api_dump(api), api_dump(via_gdb, "through_gdb=True")]
+    else:  # lldb's too
+        extra = ["command script import " + LLDB_MODULE,
+                 lldb_api(api, "dump(lldb.debugger)")]
     main_native = target.truth["threads"]["0:%d" % target.truth["main_ident"]]
     extra.append("py-dump --thread %d" % main_native["native_id"])
     dump, tr = session(dbg, dbg.attach(target.pid), str(target.pid),
@@ -117,8 +130,8 @@ def test_attach(dbg, target, tmp_path):
     one = tr["py-dump --thread"]
     assert "CPython %s" % target.truth["version"] in one and " 1 thread\n" in one
     assert "(native %d, main thread)" % main_native["native_id"] in one
+    assert json.loads(api.read_text()) == dump
     if dbg.name == "gdb":
-        assert json.loads(api.read_text()) == dump
         assert_matches_truth(json.loads(via_gdb.read_text()), target.truth)
     # detached, running again: not left stopped
     assert process_state(target.pid) in RUNNING, process_state(target.pid)

@@ -11,7 +11,7 @@ import tempfile
 import pytest
 
 from conftest import Target, interpreters, kernel_cores_land_here, sleeping
-from debuggers import DEBUGGERS, Server, cli_command
+from debuggers import DEBUGGERS, PLUGINS, Server, cli_command
 from test_debuggers import assert_no_python_error, available
 from test_tasks import ASYNC, assert_rows, peer_rows
 
@@ -67,14 +67,18 @@ def test_attach(dbg, target, tmp_path):
     peer = peer_rows(target.python, target.pid)
     setup = dbg.attach(target.pid)
     api = tmp_path / "api.json"
-    if dbg.name == "gdb":  # the scripting API: the same as --json
-        setup = (setup[0], setup[1],
-                 ["python import json, pyunwind_gdb; json.dump("
-                  "pyunwind_gdb.tasks(), open('%s', 'w'))" % api, *setup[2]])
+    # the scripting API (gdb's and lldb's): the same as --json
+    calls = (["python import json, pyunwind_gdb; json.dump("
+              "pyunwind_gdb.tasks(), open('%s', 'w'))" % api]
+             if dbg.name == "gdb" else
+             ["command script import "
+              + os.path.join(PLUGINS, "pyunwind_lldb.py"),
+              "script import json, pyunwind_lldb; json.dump("
+              "pyunwind_lldb.tasks(lldb.debugger), open('%s', 'w'))" % api])
+    setup = (setup[0], setup[1], [*calls, *setup[2]])
     tr = tasks_session(dbg, setup, str(target.pid), tmp_path)
-    if dbg.name == "gdb":
-        assert json.loads(api.read_text()) == \
-            json.loads((tmp_path / "dbg--json").read_text())
+    assert json.loads(api.read_text()) == \
+        json.loads((tmp_path / "dbg--json").read_text())
     assert "pyunwind: reading live process %d directly" % target.pid in tr.text
     check_rows(target, tmp_path, peer)
 
