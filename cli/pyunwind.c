@@ -333,11 +333,11 @@ static int run_sample(pyu_cmd_opts o)
         }
     }
     if (o.verbose) {
-        pyu_python_info py;
-        if (pyu_python(s, &py) == 0)
+        pyu_process pr;
+        if (pyu_target(s, &pr) == 0)
             fprintf(stderr, "pyunwind: sampling process %d, CPython %s%s\n",
-                    o.launch ? (int)c.pid : o.pid, py.version,
-                    py.free_threaded ? " free-threaded" : "");
+                    o.launch ? (int)c.pid : o.pid, pr.python,
+                    pr.free_threaded ? " free-threaded" : "");
     }
     pyu_profile *p = pyu_profile_new();
     if (!p) {

@@ -722,10 +722,11 @@ int pyu_cmd_take_tasks(pyu_session *s, bool retry, pyu_tasks **out)
 static void describe(pyu_session *s, const char *source, FILE *diag)
 {
     pyu_python_info py;
+    pyu_process pr;
     fprintf(diag, "pyunwind: reading %s\n", source);
-    if (pyu_python(s, &py) == 0)
+    if (pyu_python(s, &py) == 0 && pyu_target(s, &pr) == 0)
         fprintf(diag, "pyunwind: CPython %s%s, _PyRuntime at 0x%" PRIx64
-                "%s%s\n", py.version, py.free_threaded ? " free-threaded" : "",
+                "%s%s\n", pr.python, pr.free_threaded ? " free-threaded" : "",
                 py.runtime_addr, *py.found_in ? " in " : "", py.found_in);
 }
 

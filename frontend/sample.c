@@ -209,7 +209,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
     uint64_t seed = start | 1;
     const char *ended = NULL;
     int ex = PYU_EXIT_OK;
-    pyu_target_info ti = {0};
+    pyu_process ti = {0};
     struct stat exe0, exe1;
     bool have_exe = pyu_target(s, &ti) == 0 && exe_of(ti.pid, &exe0);
     for (;;) {

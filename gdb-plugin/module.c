@@ -525,14 +525,12 @@ static int var_dict(void *arg, const pyu_var *v)
 /* The head of a result: pid and python. */
 static PyObject *result_head(pyu_session *s)
 {
-    pyu_python_info py;
-    pyu_target_info tg;
-    pyu_python(s, &py);
+    pyu_process tg;
     pyu_target(s, &tg);
     PyObject *d = PyDict_New(), *p = PyDict_New();
     if (d && p && put(d, "pid", PyLong_FromLong(tg.pid)) &&
-        put(p, "version", text(py.version)) &&
-        put(p, "free_threaded", PyBool_FromLong(py.free_threaded)) &&
+        put(p, "version", text(tg.python)) &&
+        put(p, "free_threaded", PyBool_FromLong(tg.free_threaded)) &&
         put(d, "python", Py_NewRef(p))) {
         Py_DECREF(p);
         return d;
@@ -544,7 +542,7 @@ static PyObject *result_head(pyu_session *s)
 
 static bool put_signal(PyObject *d, pyu_session *s)
 {
-    pyu_target_info tg;
+    pyu_process tg;
     pyu_target(s, &tg);
     if (!tg.signal)
         return put(d, "signal", Py_NewRef(Py_None));
@@ -580,7 +578,7 @@ static int b_interp(void *arg, const pyu_walk_interp *in)
 /* Whether thread t received the signal that killed the process. */
 static bool crashed(pyu_session *s, const pyu_walk_thread *t)
 {
-    pyu_target_info tg;
+    pyu_process tg;
     pyu_target(s, &tg);
     return tg.signal && tg.signal_thread == t->native_thread_id;
 }

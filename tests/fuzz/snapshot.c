@@ -171,9 +171,10 @@ int main(int argc, char **argv)
     c.pages = calloc(MAX_PAGES, sizeof *c.pages);
     pyu_session *s0 = pyu_session_new(), *s = pyu_session_new();
     pyu_python_info py;
+    pyu_process pr;
     if (!c.pages || load_maps(&c) < 0 ||
         pyu_open_pid(s0, c.pid, PYU_OPEN_NONBLOCKING) < 0 ||
-        pyu_python(s0, &py) < 0) {
+        pyu_python(s0, &py) < 0 || pyu_target(s0, &pr) < 0) {
         fprintf(stderr, "pyu_snapshot: %s\n", pyu_errmsg(s0));
         return 1;
     }
@@ -232,7 +233,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("%s: %zu pages in %u ranges, %zu mappings, CPython %s\n",
-           argv[2], c.n, nranges, c.nmaps, py.version);
+           argv[2], c.n, nranges, c.nmaps, pr.python);
     pyu_session_free(s);
     pyu_session_free(s0);
     return 0;

@@ -383,8 +383,10 @@ static void test_py311(void)
     put11(T11 + 0x200 + 16, I11);
     CHECK_EQ(open11(0x030B02F0, &s), 0);
     pyu_python_info info;
+    pyu_process pr;
     CHECK_EQ(pyu_python(s, &info), 0);
-    CHECK(strcmp(info.version, "3.11.2") == 0 && info.runtime_addr == R11);
+    CHECK_EQ(pyu_target(s, &pr), 0);
+    CHECK(strcmp(pr.python, "3.11.2") == 0 && info.runtime_addr == R11);
     pyu_session_free(s);
     /* without a version there is nothing to go by (no cookie) */
     CHECK(open11(0, &s) < 0);
@@ -603,8 +605,8 @@ static void test_fake_runtime(void)
     d = fake_dump(&m, &s);
     if (d) {
         CHECK_EQ(d->nthreads, 1);
-        CHECK_EQ(d->pid, 99);
-        CHECK(strcmp(d->version, "3.15.2") == 0);
+        CHECK_EQ(d->process.pid, 99);
+        CHECK(strcmp(d->process.python, "3.15.2") == 0);
         const pyu_thread *t = &d->threads[0];
         CHECK_EQ(t->native_thread_id, 4321);
         CHECK(t->main);

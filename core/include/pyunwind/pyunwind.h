@@ -227,8 +227,6 @@ PYU_API void pyu_set_version_hint(pyu_session *s, uint64_t version_hex);
 typedef struct pyu_python_info {
     uint64_t runtime_addr; /* address of _PyRuntime */
     uint64_t version_hex;  /* PY_VERSION_HEX */
-    char version[32];      /* "3.14.7", "3.15.0b4" */
-    int free_threaded;
     const char *found_in;  /* file that holds _PyRuntime, or "" (owned by
                               the session) */
 } pyu_python_info;
@@ -236,16 +234,20 @@ typedef struct pyu_python_info {
 /* Fills *info; returns 0, or -PYU_E_STATE before a successful open. */
 PYU_API int pyu_python(const pyu_session *s, pyu_python_info *info);
 
-/* The target itself, once opened. */
-typedef struct pyu_target_info {
+/* Which process and which Python: what a dump, a task list and a profile
+ * say of their target, and what pyu_target() says of an opened one. */
+typedef struct pyu_process {
     int pid;                /* its process id (0 when unknown) */
     int signal;             /* the signal that killed it (a core the kernel
                                wrote), or 0 */
     uint64_t signal_thread; /* the kernel thread that received it */
-} pyu_target_info;
+    char python[32];        /* its CPython's version ("3.14.7",
+                               "3.15.0b4"), or "" */
+    int free_threaded;      /* a free-threaded build */
+} pyu_process;
 
-/* Fills *info; returns 0, or -PYU_E_STATE before a successful open. */
-PYU_API int pyu_target(const pyu_session *s, pyu_target_info *info);
+/* Fills *out; returns 0, or -PYU_E_STATE before a successful open. */
+PYU_API int pyu_target(const pyu_session *s, pyu_process *out);
 
 /* ----------------------------------------------------------------- walking */
 
@@ -509,11 +511,7 @@ typedef struct pyu_thread {
 } pyu_thread;
 
 typedef struct pyu_dump {
-    int pid;
-    int signal;             /* the signal that killed it (cores), or 0 */
-    uint64_t signal_thread; /* the kernel thread that received it */
-    char version[32];
-    int free_threaded;
+    pyu_process process;
     pyu_thread *threads;
     size_t nthreads;
     int threads_truncated; /* more threads than the limit */
@@ -574,11 +572,7 @@ typedef struct pyu_task {
 #define PYU_TASK_TRUNC_AWAITERS 2u /* more than 65536 tasks await it */
 
 typedef struct pyu_tasks {
-    int pid;
-    int signal;                /* as in pyu_dump */
-    uint64_t signal_thread;
-    char version[32];
-    int free_threaded;
+    pyu_process process;
     pyu_task *tasks;           /* by interpreter, thread list order */
     size_t ntasks;
     int truncated;             /* more tasks than the limit, or a list
@@ -680,8 +674,8 @@ typedef struct pyu_profile_stack {
 
 /* About the run, set by the sampler and its caller. */
 typedef struct pyu_profile_info {
-    int pid;
-    char python[32];       /* the target's CPython version */
+    pyu_process process;   /* its pid and CPython version (a capture
+                              keeps those two) */
     int mode;              /* PYU_MODE_* */
     unsigned flags;        /* the sampler's PYU_SAMPLE_* flags */
     uint64_t interval_ns;  /* the schedule's period; 0: as fast as possible */

@@ -160,8 +160,8 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 rc = -PYU_E_INVAL;
                 break;
             }
-            pi->pid = (int)(v[0] & 0x7fffffff);
-            snprintf(pi->python, sizeof pi->python, "%s", s1);
+            pi->process.pid = (int)(v[0] & 0x7fffffff);
+            snprintf(pi->process.python, sizeof pi->process.python, "%s", s1);
             pi->mode = mode >= 0 ? mode : capture_mode;
             pi->flags = (unsigned)v[2];
             pi->interval_ns = v[3];

@@ -610,8 +610,7 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     pyu_profile_info *pi = pyu_profile_info_of(p);
-    pi->pid = s->pid;
-    snprintf(pi->python, sizeof pi->python, "%s", s->version);
+    pyu_target(s, &pi->process);
     pi->mode = o->mode;
     pi->flags = o->flags;
     pyu_profile_clock_start(p);

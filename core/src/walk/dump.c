@@ -70,7 +70,8 @@ static int on_thread(void *arg, const pyu_walk_thread *wt)
     t->native_thread_id = wt->native_thread_id;
     t->main = wt->main;
     t->status = wt->status;
-    t->crashed = d->pub.signal && wt->native_thread_id == d->pub.signal_thread;
+    t->crashed = d->pub.process.signal &&
+                 wt->native_thread_id == d->pub.process.signal_thread;
     d->cap_frames = d->cap_tasks = d->cap_native = 0;
     d->pending = 0;
     return PYU_WALK_NEXT;
@@ -293,13 +294,7 @@ int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     d->s = s;
-    pyu_target_info target;
-    pyu_target(s, &target);
-    d->pub.pid = target.pid;
-    d->pub.signal = target.signal;
-    d->pub.signal_thread = target.signal_thread;
-    snprintf(d->pub.version, sizeof d->pub.version, "%s", s->version);
-    d->pub.free_threaded = s->off.free_threaded;
+    pyu_target(s, &d->pub.process);
     d->pub.has_async = (flags & PYU_WALK_ASYNC) != 0;
     /* the root the session sees the target's files through ("/" as it
      * translates it, less the slash) */

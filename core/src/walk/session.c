@@ -52,21 +52,21 @@ int pyu_python(const pyu_session *s, pyu_python_info *info)
     memset(info, 0, sizeof *info);
     info->runtime_addr = s->runtime;
     info->version_hex = s->off.version_hex;
-    snprintf(info->version, sizeof info->version, "%s", s->version);
-    info->free_threaded = s->off.free_threaded;
     info->found_in = s->found_in ? s->found_in : "";
     return 0;
 }
 
-int pyu_target(const pyu_session *s, pyu_target_info *info)
+int pyu_target(const pyu_session *s, pyu_process *out)
 {
     if (!s || !s->opened)
         return -PYU_E_STATE;
-    memset(info, 0, sizeof *info);
-    info->pid = s->pid;
+    memset(out, 0, sizeof *out);
+    out->pid = s->pid;
     if (s->ops->fatal_signal &&
-        s->ops->fatal_signal(s->ctx, &info->signal, &info->signal_thread) < 0)
-        info->signal = 0;
+        s->ops->fatal_signal(s->ctx, &out->signal, &out->signal_thread) < 0)
+        out->signal = 0;
+    snprintf(out->python, sizeof out->python, "%s", s->version);
+    out->free_threaded = s->off.free_threaded;
     return 0;
 }
 

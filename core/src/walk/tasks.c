@@ -198,13 +198,7 @@ int pyu_tasks_take(pyu_session *s, pyu_tasks **out)
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     t->s = s;
-    pyu_target_info target;
-    pyu_target(s, &target);
-    t->pub.pid = target.pid;
-    t->pub.signal = target.signal;
-    t->pub.signal_thread = target.signal_thread;
-    snprintf(t->pub.version, sizeof t->pub.version, "%s", s->version);
-    t->pub.free_threaded = s->off.free_threaded;
+    pyu_target(s, &t->pub.process);
     if (!found) { /* asyncio never loaded: no tasks */
         *out = &t->pub;
         return 0;

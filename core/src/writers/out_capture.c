@@ -82,8 +82,8 @@ static void put_header(FILE *out, const pyu_profile_info *pi)
     fputs(PYU_CAPTURE_MAGIC, out);
     put_u(out, PYU_CAPTURE_VERSION);
     putc('P', out);
-    put_u(out, (uint64_t)(pi->pid > 0 ? pi->pid : 0));
-    put_s(out, pi->python);
+    put_u(out, (uint64_t)(pi->process.pid > 0 ? pi->process.pid : 0));
+    put_s(out, pi->process.python);
     put_u(out, (uint64_t)(pi->mode >= 0 ? pi->mode : 0));
     put_u(out, pi->flags);
     put_u(out, pi->interval_ns);

@@ -307,11 +307,11 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
     fputs(")", out);
     const char *sep = ": ";
     if (t->crashed) {
-        const char *name = sigabbrev_np(d->signal);
+        const char *name = sigabbrev_np(d->process.signal);
         if (name)
             fprintf(out, ": received SIG%s", name);
         else
-            fprintf(out, ": received signal %d", d->signal);
+            fprintf(out, ": received signal %d", d->process.signal);
         sep = ", ";
     }
     for (size_t i = 0; i < NSTATUS; i++)
@@ -385,18 +385,19 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
 int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
 {
     src_cache src = {.root = d->source_root};
-    if (d->pid > 0)
-        fprintf(out, "Process %d: ", d->pid);
-    fprintf(out, "CPython %s%s, %zu thread%s", d->version,
-            d->free_threaded ? " (free-threaded)" : "", d->nthreads,
+    if (d->process.pid > 0)
+        fprintf(out, "Process %d: ", d->process.pid);
+    fprintf(out, "CPython %s%s, %zu thread%s", d->process.python,
+            d->process.free_threaded ? " (free-threaded)" : "", d->nthreads,
             d->nthreads == 1 ? "" : "s");
-    if (d->signal) {
-        const char *name = sigabbrev_np(d->signal);
+    if (d->process.signal) {
+        const char *name = sigabbrev_np(d->process.signal);
         if (name)
-            fprintf(out, "; killed by SIG%s (signal %d)", name, d->signal);
+            fprintf(out, "; killed by SIG%s (signal %d)", name,
+                    d->process.signal);
         else
-            fprintf(out, "; killed by signal %d", d->signal);
-        fprintf(out, " in native thread %" PRIu64, d->signal_thread);
+            fprintf(out, "; killed by signal %d", d->process.signal);
+        fprintf(out, " in native thread %" PRIu64, d->process.signal_thread);
     }
     fputs("\n", out);
     /* the thread that received the fatal signal first */
@@ -417,10 +418,10 @@ int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
 
 int pyu_dump_write_json(const pyu_dump *d, FILE *out)
 {
-    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", d->pid);
-    pyu_json_str(out, d->version);
+    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", d->process.pid);
+    pyu_json_str(out, d->process.python);
     fprintf(out, ", \"free_threaded\": %s}, \"threads\": [",
-            d->free_threaded ? "true" : "false");
+            d->process.free_threaded ? "true" : "false");
     for (size_t i = 0; i < d->nthreads; i++) {
         const pyu_thread *t = &d->threads[i];
         fprintf(out,
@@ -487,6 +488,6 @@ int pyu_dump_write_json(const pyu_dump *d, FILE *out)
     }
     fprintf(out, "\n], \"threads_truncated\": %s",
             d->threads_truncated ? "true" : "false");
-    pyu_json_signal_end(out, d->signal, d->signal_thread);
+    pyu_json_signal_end(out, d->process.signal, d->process.signal_thread);
     return ferror(out) ? -PYU_E_IO : 0;
 }

@@ -43,8 +43,8 @@ static void put_data(FILE *out, const pyu_profile_data *d)
 {
     const pyu_profile_info *pi = d->info;
     fprintf(out,
-            "{\"info\": {\"pid\": %d, \"python\": ", pi->pid);
-    pyu_json_str(out, pi->python);
+            "{\"info\": {\"pid\": %d, \"python\": ", pi->process.pid);
+    pyu_json_str(out, pi->process.python);
     fprintf(out,
             ", \"mode\": %d, \"interval_ns\": %" PRIu64
             ", \"duration_ns\": %" PRIu64 ", \"samples\": %" PRIu64

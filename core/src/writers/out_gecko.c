@@ -222,8 +222,8 @@ static void put_meta(gecko *g)
     fprintf(out, "{\"label\": \"Process\", \"format\": \"pid\", "
                  "\"value\": \"%d\"}, {\"label\": \"CPython\", \"format\": "
                  "\"string\", \"value\": ",
-            pi->pid);
-    pyu_json_str(out, pi->python);
+            pi->process.pid);
+    pyu_json_str(out, pi->process.python);
     fprintf(out, "}, {\"label\": \"Mode\", \"format\": \"string\", "
                  "\"value\": \"%s\"}",
             pyu_profile_mode_name(pi->mode));
@@ -438,7 +438,8 @@ static void put_thread(gecko *g, size_t th, bool first_thread)
                  "\"unregisterTime\": null, \"pausedRanges\": [],\n"
                  "   \"samples\": {\"weightType\": \"samples\", "
                  "\"length\": %zu,\n    ",
-            t->main ? "true" : "false", d->info->pid, d->info->pid,
+            t->main ? "true" : "false", d->info->process.pid,
+            d->info->process.pid,
             t->native_thread_id, n);
     /* (stack k is node k + 1; the empty stack is null) */
     COLUMN(out, "stack", n, {

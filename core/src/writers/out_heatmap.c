@@ -323,8 +323,8 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
             if (all[i]->n) /* (v is NULL when there is none) */
                 qsort(all[i]->v, all[i]->n, sizeof *all[i]->v, cmp_count);
         const pyu_profile_info *pi = d->info;
-        fprintf(m, "{\"info\": {\"pid\": %d, \"python\": ", pi->pid);
-        pyu_json_str(m, pi->python);
+        fprintf(m, "{\"info\": {\"pid\": %d, \"python\": ", pi->process.pid);
+        pyu_json_str(m, pi->process.python);
         fprintf(m,
                 ", \"mode\": %d, \"duration_ns\": %" PRIu64
                 ", \"samples\": %" PRIu64 ", \"failed\": %" PRIu64

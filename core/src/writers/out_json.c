@@ -15,8 +15,8 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
 {
     const pyu_profile_data *d = pyu_profile_get(p);
     const pyu_profile_info *in = d->info;
-    fprintf(out, "{\"pid\": %d, \"python\": ", in->pid);
-    pyu_json_str(out, in->python);
+    fprintf(out, "{\"pid\": %d, \"python\": ", in->process.pid);
+    pyu_json_str(out, in->process.python);
     fprintf(out,
             ", \"mode\": \"%s\", \"interval_ns\": %" PRIu64
             ", \"start_ns\": %" PRIu64 ", \"duration_ns\": %" PRIu64

@@ -458,10 +458,10 @@ int pyu_tasks_write_json(const pyu_tasks *t, FILE *out)
     index_entry *ix = make_index(t);
     if (!ix)
         return -PYU_E_NOMEM;
-    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", t->pid);
-    pyu_json_str(out, t->version);
+    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", t->process.pid);
+    pyu_json_str(out, t->process.python);
     fprintf(out, ", \"free_threaded\": %s}, \"tasks\": [",
-            t->free_threaded ? "true" : "false");
+            t->process.free_threaded ? "true" : "false");
     for (size_t i = 0; i < t->ntasks; i++) {
         const pyu_task *task = &t->tasks[i];
         fprintf(out, "%s\n  {\"id\": %" PRIu64 ", \"name\": ", i ? "," : "",
@@ -487,7 +487,7 @@ int pyu_tasks_write_json(const pyu_tasks *t, FILE *out)
         fputc('}', out);
     }
     fprintf(out, "\n], \"truncated\": %s", t->truncated ? "true" : "false");
-    pyu_json_signal_end(out, t->signal, t->signal_thread);
+    pyu_json_signal_end(out, t->process.signal, t->process.signal_thread);
     free(ix);
     return ferror(out) ? -PYU_E_IO : 0;
 }

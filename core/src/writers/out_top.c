@@ -38,8 +38,8 @@ static int cmp_rows(const void *a, const void *b)
 
 void pyu_profile_title(char *buf, size_t len, const pyu_profile_info *pi)
 {
-    snprintf(buf, len, "pyunwind: PID %d, CPython %s, %s mode", pi->pid,
-             pi->python, pyu_profile_mode_name(pi->mode));
+    snprintf(buf, len, "pyunwind: PID %d, CPython %s, %s mode", pi->process.pid,
+             pi->process.python, pyu_profile_mode_name(pi->mode));
 }
 
 void pyu_profile_thread_label(char *buf, size_t len,
@@ -91,7 +91,7 @@ void pyu_profile_summary(FILE *out, const pyu_profile_data *d)
     double secs = (double)in->duration_ns / 1e9;
     fprintf(out, "Process %d: CPython %s, %s mode, %" PRIu64
                  " samples in %.2f s",
-            in->pid, in->python[0] ? in->python : "?",
+            in->process.pid, in->process.python[0] ? in->process.python : "?",
             pyu_profile_mode_name(in->mode),
             in->samples, secs);
     if (secs > 0)
