@@ -91,7 +91,7 @@ def test_library_through_pkg_config(root, target, tmp_path):
         "        fprintf(stderr, \"%s\\n\", pyu_errmsg(s));\n"
         "        return 1;\n"
         "    }\n"
-        "    printf(\"%zu %s\\n\", d->nthreads, d->version);\n"
+        "    printf(\"%zu %s\\n\", d->nthreads, d->process.python);\n"
         "    pyu_dump_free(d);\n    pyu_session_free(s);\n    return 0;\n}\n")
     libdir = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
     env = dict(os.environ, PKG_CONFIG_SYSROOT_DIR=root,
