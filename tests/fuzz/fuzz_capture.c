@@ -27,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
     if (len < 2)
         return 0;
     unsigned sel = in[0];
-    pyu_capture_filter w = {0, -1, 0, 0};
+    pyu_capture_filter w = {.mode = -1};
     if (sel & 1)
         w.thread = sel >> 4; /* (small ids: threads of the seeds rarely) */
     if (sel & 2)
@@ -52,6 +52,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
             pyu_profile_write_flamegraph_diff(q, q, out);
         }
         pyu_profile_free(q);
+        /* the same filter again, on the profile read (its timeline, by
+         * line when the selector's top bit says so) */
+        w.by_line = (sel & 128) != 0;
+        if (pyu_profile_select(p, &w, &q) == 0) {
+            write_all(q, out);
+            pyu_profile_free(q);
+        }
     }
     if (cap)
         fclose(cap);
