@@ -423,10 +423,14 @@ static int live_pause(void *ctx)
     if (c->flags & PYU_OPEN_NONBLOCKING)
         return 0; /* scheduler states are then read per thread, on demand */
     /* Threads may start while we stop the others: list again until a pass
-     * finds none new (bounded). Every thread of a pass is asked to stop
-     * before any is waited for: a thread that is not on a CPU stops only
-     * when it is next scheduled, and waiting for each in turn would add
-     * those waits up (seven spinning threads on two CPUs: milliseconds). */
+     * finds none new (bounded).  Each thread is waited for before the next
+     * is asked to stop: a process killed meanwhile reports its leader's
+     * end only once every other thread's end has been collected (by us,
+     * their tracer), so a wait for the leader while other threads are
+     * seized can last for ever.  (Asking them all first, then waiting,
+     * stops seven threads sharing a CPU in well under a millisecond
+     * instead of 55, but needs waits that cannot hang on a dying process:
+     * bench/README.md.) */
     for (int pass = 0; pass < 8; pass++) {
         size_t from = c->ntasks;
         int added = list_tasks(c, &cap);
@@ -439,7 +443,9 @@ static int live_pause(void *ctx)
              * it and letting go would wake it for a moment */
             if (c->tasks[i].state == 'T')
                 continue;
-            c->tasks[i].attached = seize(c->tasks[i].tid);
+            c->tasks[i].attached =
+                seize(c->tasks[i].tid) &&
+                wait_stopped(c->tasks[i].tid, &c->tasks[i].sig);
             if (!c->tasks[i].attached && pass == 0 && i == 0 &&
                 kill(c->tasks[i].tid, 0) == 0) {
                 /* cannot trace (a debugger holds it): read it running */
@@ -447,10 +453,6 @@ static int live_pause(void *ctx)
                 return 0;
             }
         }
-        for (size_t i = from; i < c->ntasks; i++)
-            if (c->tasks[i].attached &&
-                !wait_stopped(c->tasks[i].tid, &c->tasks[i].sig))
-                c->tasks[i].attached = false;
     }
     c->paused = true;
     return 0;
