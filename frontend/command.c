@@ -661,13 +661,31 @@ int pyu_cmd_retry(bool retry, int (*attempt)(void *arg), void *arg)
     return rc == PYU_CMD_TORN ? 0 : rc;
 }
 
-int pyu_cmd_no_thread(char *msg, size_t msglen, uint64_t tid,
-                      size_t nthreads)
+static int no_thread(char *msg, size_t msglen, uint64_t tid,
+                     size_t nthreads)
 {
     snprintf(msg, msglen, "no Python thread has native id or ident %" PRIu64
              " (%zu Python thread%s; see the dump without --thread)",
              tid, nthreads, nthreads == 1 ? "" : "s");
     return PYU_EXIT_USAGE;
+}
+
+int pyu_cmd_dump_thread(const pyu_dump *d, uint64_t tid, pyu_dump *view,
+                        char *msg, size_t msglen)
+{
+    *view = *d;
+    if (!tid)
+        return PYU_EXIT_OK;
+    view->threads_truncated = 0;
+    for (size_t i = 0; i < d->nthreads; i++) {
+        const pyu_thread *t = &d->threads[i];
+        if (t->native_thread_id == tid || t->thread_id == tid) {
+            view->threads = &d->threads[i];
+            view->nthreads = 1;
+            return PYU_EXIT_OK;
+        }
+    }
+    return no_thread(msg, msglen, tid, d->nthreads);
 }
 
 /* One attempt at a dump or a task list (pyu_cmd_retry). */
@@ -834,24 +852,11 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
         return pyu_cmd_exit_for(rc);
     }
 
-    /* --thread: a view of the dump with that one thread */
-    pyu_dump view = *d;
-    if (o->thread) {
-        view.nthreads = 0;
-        view.threads_truncated = 0;
-        for (size_t i = 0; i < d->nthreads; i++) {
-            const pyu_thread *t = &d->threads[i];
-            if (t->native_thread_id == o->thread || t->thread_id == o->thread) {
-                view.threads = &d->threads[i];
-                view.nthreads = 1;
-                break;
-            }
-        }
-        if (!view.nthreads) {
-            int ex = pyu_cmd_no_thread(msg, msglen, o->thread, d->nthreads);
-            pyu_dump_free(d);
-            return ex;
-        }
+    pyu_dump view;
+    int ex = pyu_cmd_dump_thread(d, o->thread, &view, msg, msglen);
+    if (ex != PYU_EXIT_OK) {
+        pyu_dump_free(d);
+        return ex;
     }
 
     FILE *f = open_output(o, out, msg, msglen);
@@ -861,7 +866,7 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     }
     rc = o->json ? pyu_dump_write_json(&view, f)
                  : pyu_dump_write_text(&view, f, o->text_flags);
-    int ex = close_output(o, f, out, rc, msg, msglen);
+    ex = close_output(o, f, out, rc, msg, msglen);
     size_t bad = 0, first = 0;
     for (size_t i = 0; ex == PYU_EXIT_OK && i < view.nthreads; i++)
         if (view.threads[i].error && !bad++)

@@ -110,10 +110,11 @@ int pyu_cmd_take_dump(pyu_session *s, unsigned flags, bool retry,
                       pyu_dump **out);
 int pyu_cmd_take_tasks(pyu_session *s, bool retry, pyu_tasks **out);
 
-/* The --thread error: no Python thread has that id (nthreads threads
- * were read).  Returns PYU_EXIT_USAGE. */
-int pyu_cmd_no_thread(char *msg, size_t msglen, uint64_t tid,
-                      size_t nthreads);
+/* --thread: view is d with only the thread whose native id or ident is
+ * tid (d itself when tid is 0).  PYU_EXIT_OK, or PYU_EXIT_USAGE with a
+ * one-line message when d has no such thread.  view points into d. */
+int pyu_cmd_dump_thread(const pyu_dump *d, uint64_t tid, pyu_dump *view,
+                        char *msg, size_t msglen);
 
 /* Runs the command on an opened session: takes the dump or the task list
  * and writes it to o->output, or to out when there is none.  `source` says in a few words how the session reads

@@ -467,8 +467,18 @@ static PyObject *Session_run(Session *self, PyObject *args)
 
 /* ------------------------------------------ results as Python objects */
 
-/* What `--json` prints, built as Python objects (docs/json.md): the same
- * keys and values, without the round trip through text. */
+/* What `--json` prints, as Python objects: a sink of the core's one
+ * description of that JSON (pyu_json_sink) that builds dicts and lists,
+ * so that the keys and values are the JSON's (docs/json.md). */
+
+#define PY_DEPTH 16
+typedef struct {
+    PyObject *root;            /* the outermost value */
+    PyObject *open[PY_DEPTH];  /* the containers open, outermost first
+                                  (borrowed: root holds them) */
+    unsigned depth;
+    PyObject *key;             /* the next value's key, or NULL */
+} py_sink;
 
 static PyObject *text(const char *s)
 {
@@ -477,220 +487,120 @@ static PyObject *text(const char *s)
     return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "surrogateescape");
 }
 
-/* d[key] = value, taking the reference; false on failure. */
-static bool put(PyObject *d, const char *key, PyObject *value)
+/* Puts v (a new reference, NULL when making it failed) in the innermost
+ * container, or makes it the root. */
+static int py_put(py_sink *b, PyObject *v)
 {
-    if (!value)
-        return false;
-    int rc = PyDict_SetItemString(d, key, value);
-    Py_DECREF(value);
-    return rc == 0;
-}
-
-static bool append(PyObject *l, PyObject *value)
-{
-    if (!value)
-        return false;
-    int rc = PyList_Append(l, value);
-    Py_DECREF(value);
-    return rc == 0;
-}
-
-static PyObject *frame_dict(const pyu_frame *f)
-{
-    PyObject *d = PyDict_New();
-    if (d && put(d, "function", text(f->function)) &&
-        put(d, "name", text(f->name)) && put(d, "file", text(f->file)) &&
-        put(d, "line", f->line > 0 ? PyLong_FromLong(f->line)
-                                   : Py_NewRef(Py_None)))
-        return d;
-    Py_XDECREF(d);
-    return NULL;
-}
-
-/* A frame's variables as the "locals" list of its dict (pyu_var). */
-static int var_dict(void *arg, const pyu_var *v)
-{
-    PyObject *l = arg, *d = PyDict_New();
-    bool ok = d && append(l, Py_NewRef(d)) && put(d, "name", text(v->name)) &&
-              put(d, "kind", text(pyu_var_kind_name(v->kind))) &&
-              put(d, "type", text(v->type)) &&
-              put(d, "value", text(v->value)) &&
-              put(d, "address", v->addr ? PyLong_FromUnsignedLongLong(v->addr)
-                                        : Py_NewRef(Py_None));
-    Py_XDECREF(d);
-    return ok ? PYU_WALK_NEXT : -PYU_E_NOMEM;
-}
-
-/* The head of a result: pid and python. */
-static PyObject *result_head(pyu_session *s)
-{
-    pyu_process tg;
-    pyu_target(s, &tg);
-    PyObject *d = PyDict_New(), *p = PyDict_New();
-    if (d && p && put(d, "pid", PyLong_FromLong(tg.pid)) &&
-        put(p, "version", text(tg.python)) &&
-        put(p, "free_threaded", PyBool_FromLong(tg.free_threaded)) &&
-        put(d, "python", Py_NewRef(p))) {
-        Py_DECREF(p);
-        return d;
+    if (!v)
+        return -PYU_E_NOMEM;
+    int rc;
+    if (b->depth == 0) {
+        rc = b->root ? -1 : 0;
+        if (!b->root)
+            b->root = Py_NewRef(v);
+    } else if (b->key) {
+        rc = PyDict_SetItem(b->open[b->depth - 1], b->key, v);
+        Py_CLEAR(b->key);
+    } else {
+        rc = PyList_Append(b->open[b->depth - 1], v);
     }
-    Py_XDECREF(d);
-    Py_XDECREF(p);
+    Py_DECREF(v);
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "malformed JSON description");
+    return rc < 0 ? -PYU_E_NOMEM : 0;
+}
+
+static int py_open(void *arg, char kind, unsigned layout)
+{
+    py_sink *b = arg;
+    (void)layout;
+    if (b->depth == PY_DEPTH) {
+        PyErr_SetString(PyExc_ValueError, "JSON description too deep");
+        return -PYU_E_NOMEM;
+    }
+    PyObject *c = kind == '{' ? PyDict_New() : PyList_New(0);
+    if (!c || py_put(b, Py_NewRef(c)) < 0) {
+        Py_XDECREF(c);
+        return -PYU_E_NOMEM;
+    }
+    b->open[b->depth++] = c; /* (its container holds it) */
+    Py_DECREF(c);
+    return 0;
+}
+
+static int py_close(void *arg, char kind)
+{
+    py_sink *b = arg;
+    (void)kind;
+    if (b->depth)
+        b->depth--;
+    return 0;
+}
+
+static int py_key(void *arg, const char *key)
+{
+    py_sink *b = arg;
+    Py_XSETREF(b->key, text(key));
+    return b->key ? 0 : -PYU_E_NOMEM;
+}
+
+static int py_string(void *arg, const char *s)
+{
+    return py_put(arg, text(s));
+}
+
+static int py_integer(void *arg, int64_t v)
+{
+    return py_put(arg, PyLong_FromLongLong(v));
+}
+
+static int py_unsigned(void *arg, uint64_t v)
+{
+    return py_put(arg, PyLong_FromUnsignedLongLong(v));
+}
+
+static int py_boolean(void *arg, int v)
+{
+    return py_put(arg, PyBool_FromLong(v));
+}
+
+static int py_null(void *arg)
+{
+    return py_put(arg, Py_NewRef(Py_None));
+}
+
+static pyu_json_sink py_sink_of(py_sink *b)
+{
+    *b = (py_sink){0};
+    return (pyu_json_sink){.arg = b,
+                           .open = py_open,
+                           .close = py_close,
+                           .key = py_key,
+                           .string = py_string,
+                           .integer = py_integer,
+                           .unsigned_integer = py_unsigned,
+                           .boolean = py_boolean,
+                           .null = py_null};
+}
+
+/* What the sink built, given the _emit function's result; NULL with a
+ * Python exception when that failed. */
+static PyObject *py_sink_result(py_sink *b, int rc)
+{
+    Py_CLEAR(b->key);
+    if (rc == 0 && b->root)
+        return b->root;
+    Py_CLEAR(b->root);
+    if (!PyErr_Occurred())
+        PyErr_NoMemory();
     return NULL;
 }
 
-static bool put_signal(PyObject *d, pyu_session *s)
+static PyObject *frame_object(const pyu_frame *f)
 {
-    pyu_process tg;
-    pyu_target(s, &tg);
-    if (!tg.signal)
-        return put(d, "signal", Py_NewRef(Py_None));
-    return put(d, "signal", Py_BuildValue("{s:i,s:K}", "number", tg.signal,
-                                          "native_thread_id",
-                                          (unsigned long long)tg.signal_thread));
-}
-
-/* A dump, built by a walker whose callbacks make the objects. */
-typedef struct {
-    pyu_session *s;
-    unsigned flags;
-    uint64_t only;       /* --thread, or 0 */
-    const pymem *mem;    /* gdb's memory, when the session reads it */
-    size_t seen;         /* threads walked */
-    PyObject *threads;   /* list of the threads' dicts */
-    PyObject *thread;    /* the current thread's dict (borrowed) */
-    PyObject *frames, *tasks; /* its lists (borrowed) */
-    bool threads_truncated, torn, python_error;
-    bool locals; /* each frame's variables too */
-} dump_build;
-
-#define PY_FAILED(b) ((b)->python_error = true, -PYU_E_NOMEM)
-
-static int b_interp(void *arg, const pyu_walk_interp *in)
-{
-    dump_build *b = arg;
-    if (in->threads_truncated || in->interpreters_truncated)
-        b->threads_truncated = true;
-    return PYU_WALK_NEXT;
-}
-
-/* Whether thread t received the signal that killed the process. */
-static bool crashed(pyu_session *s, const pyu_walk_thread *t)
-{
-    pyu_process tg;
-    pyu_target(s, &tg);
-    return tg.signal && tg.signal_thread == t->native_thread_id;
-}
-
-static int b_thread(void *arg, const pyu_walk_thread *t)
-{
-    dump_build *b = arg;
-    if (b->mem && b->mem->interrupted)
-        return -PYU_E_IO; /* KeyboardInterrupt is set: no more Python */
-    b->seen++;
-    if (b->only && t->native_thread_id != b->only && t->thread_id != b->only)
-        return PYU_WALK_SKIP;
-    PyObject *d = PyDict_New();
-    if (!d)
-        return PY_FAILED(b);
-    bool ok =
-        append(b->threads, Py_NewRef(d)) &&
-        put(d, "interpreter_id", PyLong_FromLongLong(t->interpreter_id)) &&
-        put(d, "thread_id", PyLong_FromUnsignedLongLong(t->thread_id)) &&
-        put(d, "native_thread_id",
-            PyLong_FromUnsignedLongLong(t->native_thread_id)) &&
-        put(d, "main", PyBool_FromLong(t->main)) &&
-        put(d, "status", PyList_New(0)) && put(d, "frames", PyList_New(0)) &&
-        put(d, "crashed", PyBool_FromLong(crashed(b->s, t))) &&
-        (!(b->flags & PYU_WALK_ASYNC) || put(d, "tasks", PyList_New(0)));
-    b->thread = d; /* the list holds it */
-    b->frames = PyDict_GetItemString(d, "frames");
-    b->tasks = PyDict_GetItemString(d, "tasks");
-    Py_DECREF(d);
-    return ok ? PYU_WALK_NEXT : PY_FAILED(b);
-}
-
-static int b_frame(void *arg, const pyu_walk_frame *wf)
-{
-    dump_build *b = arg;
-    pyu_frame f;
-    if (b->mem && b->mem->interrupted)
-        return -PYU_E_IO;
-    int rc = pyu_frame_describe(b->s, wf, &f);
-    if (rc < 0)
-        return rc;
-    PyObject *d = frame_dict(&f);
-    if (!append(b->frames, d))
-        return PY_FAILED(b);
-    if (!b->locals)
-        return PYU_WALK_NEXT;
-    /* (d is alive: the list holds it) */
-    PyObject *vars = PyList_New(0);
-    if (!put(d, "locals", vars))
-        return PY_FAILED(b);
-    rc = pyu_frame_locals(b->s, wf, var_dict, vars);
-    if (rc == -PYU_E_NOMEM || PyErr_Occurred())
-        return PY_FAILED(b);
-    return put(d, "locals_error", rc < 0 ? text(pyu_errmsg(b->s))
-                                         : Py_NewRef(Py_None))
-               ? PYU_WALK_NEXT
-               : PY_FAILED(b);
-}
-
-static int b_task(void *arg, const pyu_walk_task *t)
-{
-    dump_build *b = arg;
-    if (b->mem && b->mem->interrupted)
-        return -PYU_E_IO;
-    return append(b->tasks, Py_BuildValue("{s:K,s:N,s:n}", "id",
-                                          (unsigned long long)t->id, "name",
-                                          text(t->name), "first_frame",
-                                          (Py_ssize_t)t->first_frame))
-               ? PYU_WALK_NEXT
-               : PY_FAILED(b);
-}
-
-static int b_thread_end(void *arg, const pyu_walk_thread *t,
-                        const pyu_walk_end *end)
-{
-    dump_build *b = arg;
-    PyObject *status = PyDict_GetItemString(b->thread, "status");
-    (void)t;
-    if (b->mem && b->mem->interrupted)
-        return -PYU_E_IO;
-    for (unsigned bit = 1; bit <= PYU_STATUS_EXCEPTION; bit <<= 1)
-        if ((end->status & bit) &&
-            !append(status, text(pyu_status_name(bit, 0))))
-            return PY_FAILED(b);
-    const char *cut = pyu_trunc_name(end->truncated);
-    if (end->error)
-        b->torn = true;
-    if (!put(b->thread, "truncated", cut ? text(cut) : Py_NewRef(Py_False)) ||
-        !put(b->thread, "error", end->error ? text(pyu_errmsg(b->s))
-                                            : Py_NewRef(Py_None)))
-        return PY_FAILED(b);
-    return PYU_WALK_NEXT;
-}
-
-static int dump_attempt(void *arg)
-{
-    dump_build *b = arg;
-    pyu_walker w = {
-        .flags = b->flags,
-        .interpreter = b_interp,
-        .thread = b_thread,
-        .frame = b_frame,
-        .task = b_task,
-        .thread_end = b_thread_end,
-    };
-    Py_XDECREF(b->threads);
-    b->seen = 0;
-    b->threads_truncated = b->torn = false;
-    if (!(b->threads = PyList_New(0)))
-        return PY_FAILED(b);
-    int rc = pyu_walk(b->s, &w, b);
-    return rc == 0 && b->torn ? PYU_CMD_TORN : rc;
+    py_sink b;
+    pyu_json_sink k = py_sink_of(&b);
+    return py_sink_result(&b, pyu_frame_emit(f, 0, &k));
 }
 
 /* Session.entries(tid): the Python frames of one thread grouped by the
@@ -702,6 +612,15 @@ typedef struct entries_build {
     PyObject *pending; /* frames since the last entry frame */
     bool found, python_error;
 } entries_build;
+
+static bool append(PyObject *l, PyObject *value)
+{
+    if (!value)
+        return false;
+    int rc = PyList_Append(l, value);
+    Py_DECREF(value);
+    return rc == 0;
+}
 
 static int e_thread(void *arg, const pyu_walk_thread *t)
 {
@@ -732,7 +651,7 @@ static int e_frame(void *arg, const pyu_walk_frame *wf)
     int rc = pyu_frame_describe(b->s, wf, &f);
     if (rc < 0)
         return rc;
-    if (append(b->pending, frame_dict(&f)))
+    if (append(b->pending, frame_object(&f)))
         return PYU_WALK_NEXT;
 fail:
     b->python_error = true;
@@ -774,74 +693,29 @@ static PyObject *Session_dump(Session *self, PyObject *args)
         return NULL;
     if (!self->s || !self->opened)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
-    dump_build b = {.s = self->s,
-                    .flags = async_stacks ? PYU_WALK_ASYNC : 0,
-                    .only = thread,
-                    .locals = locals != 0,
-                    .mem = self->mem};
-    int rc = pyu_cmd_retry(retry, dump_attempt, &b);
-    PyObject *d = NULL;
+    pyu_dump *d, view;
+    int rc = pyu_cmd_take_dump(self->s, (async_stacks ? PYU_WALK_ASYNC : 0) |
+                                            (locals ? PYU_WALK_LOCALS : 0),
+                               retry, &d);
+    PyObject *res = NULL;
     char msg[1024];
-    if (b.python_error || (self->mem && self->mem->interrupted))
-        goto out; /* the Python exception is set */
+    if (self->mem && self->mem->interrupted)
+        goto out; /* KeyboardInterrupt is set */
     if (rc < 0) {
         raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
         goto out;
     }
-    if (thread && PyList_GET_SIZE(b.threads) == 0) {
-        raise_error(pyu_cmd_no_thread(msg, sizeof msg, thread, b.seen), msg);
+    int ex = pyu_cmd_dump_thread(d, thread, &view, msg, sizeof msg);
+    if (ex != PYU_EXIT_OK) {
+        raise_error(ex, msg);
         goto out;
     }
-    d = result_head(self->s);
-    if (d && (!put(d, "threads", Py_NewRef(b.threads)) ||
-              !put(d, "threads_truncated",
-                   PyBool_FromLong(b.threads_truncated && !thread)) ||
-              !put_signal(d, self->s)))
-        Py_CLEAR(d);
+    py_sink b;
+    pyu_json_sink k = py_sink_of(&b);
+    res = py_sink_result(&b, pyu_dump_emit(&view, &k));
 out:
-    Py_XDECREF(b.threads);
-    return d;
-}
-
-static PyObject *stack_list(const pyu_task *task)
-{
-    PyObject *l = PyList_New(0);
-    for (size_t k = 0; l && task && k < task->nstack; k++)
-        if (!append(l, frame_dict(&task->stack[k])))
-            Py_CLEAR(l);
-    return l;
-}
-
-static PyObject *task_dict(const pyu_tasks *t, const pyu_task *task)
-{
-    PyObject *d = PyDict_New(), *by = PyList_New(0);
-    if (!d || !by)
-        goto fail;
-    for (size_t k = 0; k < task->nawaited_by; k++)
-        if (!append(by, Py_BuildValue(
-                            "{s:K,s:N}", "id",
-                            (unsigned long long)task->awaited_by[k], "stack",
-                            stack_list(pyu_tasks_find(t, task->awaited_by[k])))))
-            goto fail;
-    if (put(d, "id", PyLong_FromUnsignedLongLong(task->id)) &&
-        put(d, "name", text(task->name)) &&
-        put(d, "interpreter_id", PyLong_FromLongLong(task->interpreter_id)) &&
-        put(d, "thread_id", PyLong_FromUnsignedLongLong(task->thread_id)) &&
-        put(d, "native_thread_id",
-            PyLong_FromUnsignedLongLong(task->native_thread_id)) &&
-        put(d, "running", PyBool_FromLong(task->running)) &&
-        put(d, "stack", stack_list(task)) && put(d, "awaited_by", by) &&
-        put(d, "stack_truncated",
-            PyBool_FromLong(task->truncated & PYU_TASK_TRUNC_STACK)) &&
-        put(d, "awaiters_truncated",
-            PyBool_FromLong(task->truncated & PYU_TASK_TRUNC_AWAITERS)) &&
-        put(d, "error", task->error ? text(task->error) : Py_NewRef(Py_None)))
-        return d;
-    by = NULL;
-fail:
-    Py_XDECREF(d);
-    Py_XDECREF(by);
-    return NULL;
+    pyu_dump_free(d);
+    return res;
 }
 
 static PyObject *Session_tasks(Session *self, PyObject *args)
@@ -853,25 +727,19 @@ static PyObject *Session_tasks(Session *self, PyObject *args)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
     pyu_tasks *t;
     int rc = pyu_cmd_take_tasks(self->s, retry, &t);
-    if (self->mem && self->mem->interrupted) {
-        pyu_tasks_free(t);
-        return NULL;
-    }
+    PyObject *res = NULL;
+    if (self->mem && self->mem->interrupted)
+        goto out; /* KeyboardInterrupt is set */
     if (rc < 0) {
-        pyu_tasks_free(t);
-        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+        raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+        goto out;
     }
-    PyObject *d = result_head(self->s), *l = PyList_New(0);
-    for (size_t i = 0; d && l && i < t->ntasks; i++)
-        if (!append(l, task_dict(t, &t->tasks[i])))
-            Py_CLEAR(l);
-    if (d && (!l || !put(d, "tasks", Py_NewRef(l)) ||
-              !put(d, "truncated", PyBool_FromLong(t->truncated)) ||
-              !put_signal(d, self->s)))
-        Py_CLEAR(d);
-    Py_XDECREF(l);
+    py_sink b;
+    pyu_json_sink k = py_sink_of(&b);
+    res = py_sink_result(&b, pyu_tasks_emit(t, &k));
+out:
     pyu_tasks_free(t);
-    return d;
+    return res;
 }
 
 /* The native stack of thread tid from gdb's unwinder (Session.native):

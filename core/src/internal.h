@@ -1111,18 +1111,46 @@ PYU_HIDDEN void pyu_profile_title(char *buf, size_t len,
 
 /* ================================================= JSON (json.c) */
 
-/* JSON pieces shared by the writers: a string (always valid UTF-8; other
- * bytes as \udcXX), a string or null, the "signal" member and the end of
- * the top object. */
+/* A JSON string (always valid UTF-8; bytes that are not as \udcXX). */
 PYU_HIDDEN void pyu_json_str(FILE *out, const char *s);
-PYU_HIDDEN void pyu_json_opt_str(FILE *out, const char *s);
-PYU_HIDDEN void pyu_json_signal_end(FILE *out, int signo, uint64_t tid);
+
+/* The sink that prints JSON text (pyu_json_sink): ", " between values,
+ * ": " after keys, PYU_JSON_ROWS arrays one element a line indented by
+ * two spaces a level, a newline after the outermost value. */
+#define PYU_JSON_DEPTH 16 /* containers open at once (the dump needs 7) */
+typedef struct pyu_json_text {
+    FILE *out;
+    unsigned depth, rows; /* containers open; PYU_JSON_ROWS ones */
+    bool keyed;           /* a key was written: its value comes next */
+    struct {
+        unsigned n, layout; /* values written in it; its layout */
+    } level[PYU_JSON_DEPTH];
+} pyu_json_text;
+PYU_HIDDEN pyu_json_sink pyu_json_text_sink(pyu_json_text *t, FILE *out);
+
+/* Describing to a sink: each call does nothing once one has failed (rc
+ * holds the sink's error); key names the value in the object around it,
+ * NULL in an array.  A NULL string is null. */
+typedef struct pyu_json_out {
+    const pyu_json_sink *sink;
+    int rc;
+} pyu_json_out;
+PYU_HIDDEN void pyu_jo_open(pyu_json_out *o, const char *key, char kind,
+                            unsigned layout);
+PYU_HIDDEN void pyu_jo_close(pyu_json_out *o, char kind);
+PYU_HIDDEN void pyu_jo_str(pyu_json_out *o, const char *key, const char *s);
+PYU_HIDDEN void pyu_jo_int(pyu_json_out *o, const char *key, int64_t v);
+PYU_HIDDEN void pyu_jo_uint(pyu_json_out *o, const char *key, uint64_t v);
+PYU_HIDDEN void pyu_jo_bool(pyu_json_out *o, const char *key, int v);
+PYU_HIDDEN void pyu_jo_null(pyu_json_out *o, const char *key);
+/* The "pid" and "python" members that begin a dump's and a task list's
+ * object, and the "signal" one that ends them. */
+PYU_HIDDEN void pyu_jo_process_head(pyu_json_out *o, const pyu_process *p);
+PYU_HIDDEN void pyu_jo_process_signal(pyu_json_out *o, const pyu_process *p);
 
 /* ============================================ dumps written (out_dump.c) */
 
-/* A frame object of the dump's and the tasks' JSON; _locals with its
- * "locals" and "locals_error" (a PYU_WALK_LOCALS dump). */
-PYU_HIDDEN void pyu_json_frame(FILE *out, const pyu_frame *f);
-PYU_HIDDEN void pyu_json_frame_locals(FILE *out, const pyu_frame *f);
+/* A frame object of the dump's and the tasks' JSON. */
+PYU_HIDDEN void pyu_jo_frame(pyu_json_out *o, const pyu_frame *f);
 
 #endif

@@ -600,6 +600,42 @@ PYU_API int pyu_tasks_write_table(const pyu_tasks *t, FILE *out);
 PYU_API int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *cycle);
 PYU_API int pyu_tasks_write_json(const pyu_tasks *t, FILE *out);
 
+/* ------------------------------------------------ JSON to any consumer */
+
+/* The JSON of dumps and task lists (docs/json.md) is described once, as
+ * calls to a sink: the _write_json functions above give it a sink that
+ * prints JSON text; a caller can give one that builds its own objects
+ * (the gdb plugin's Python dicts and lists), so both hold the same keys
+ * and values.  Every call returns 0 to go on, or a negated error that
+ * stops the description and is returned by the _emit function. */
+typedef struct pyu_json_sink {
+    void *arg;
+    /* A container begins ('{' or '['), as the next value.  layout is a
+     * hint for text only (PYU_JSON_ROWS*). */
+    int (*open)(void *arg, char kind, unsigned layout);
+    int (*close)(void *arg, char kind);
+    /* The key of the next value, in the innermost object. */
+    int (*key)(void *arg, const char *key);
+    /* Values.  Strings are the target's bytes: UTF-8, or other bytes that
+     * the text sink writes as \udcXX (Python's surrogateescape). */
+    int (*string)(void *arg, const char *s);
+    int (*integer)(void *arg, int64_t v);
+    int (*unsigned_integer)(void *arg, uint64_t v);
+    int (*boolean)(void *arg, int v);
+    int (*null)(void *arg);
+} pyu_json_sink;
+
+#define PYU_JSON_ROWS 1u     /* each element of this array on a line */
+#define PYU_JSON_ROWS_END 2u /* and its closing bracket on one too */
+
+/* Describe a dump, a task list, or one frame (with its "locals" and
+ * "locals_error" when with_locals) to sink.  Return 0 or the first
+ * negated error a call of the sink returned. */
+PYU_API int pyu_dump_emit(const pyu_dump *d, const pyu_json_sink *sink);
+PYU_API int pyu_tasks_emit(const pyu_tasks *t, const pyu_json_sink *sink);
+PYU_API int pyu_frame_emit(const pyu_frame *f, int with_locals,
+                           const pyu_json_sink *sink);
+
 /* ---------------------------------------------------------------- profiles */
 
 /* A profile: what a sampler (or a caller feeding stacks one at a time)

@@ -14,48 +14,48 @@
 /* ------------------------------------------------------------ a frame */
 
 /* (the dump's and the task JSON's frame objects) */
-static void json_frame(FILE *out, const pyu_frame *f, bool locals)
+static void jo_frame(pyu_json_out *o, const pyu_frame *f, bool locals)
 {
-    fputs("{\"function\": ", out);
-    pyu_json_str(out, f->function);
-    fputs(", \"name\": ", out);
-    pyu_json_str(out, f->name);
-    fputs(", \"file\": ", out);
-    pyu_json_str(out, f->file);
+    pyu_jo_open(o, NULL, '{', 0);
+    pyu_jo_str(o, "function", f->function);
+    pyu_jo_str(o, "name", f->name);
+    pyu_jo_str(o, "file", f->file);
     if (f->line > 0)
-        fprintf(out, ", \"line\": %d", f->line);
+        pyu_jo_int(o, "line", f->line);
     else
-        fputs(", \"line\": null", out);
+        pyu_jo_null(o, "line");
     if (locals) {
-        fputs(", \"locals\": [", out);
-        for (size_t i = 0; i < f->nlocals; i++) {
+        pyu_jo_open(o, "locals", '[', 0);
+        for (size_t i = 0; i < f->nlocals && o->rc == 0; i++) {
             const pyu_var *v = &f->locals[i];
-            fputs(i ? ", {\"name\": " : "{\"name\": ", out);
-            pyu_json_str(out, v->name);
-            fprintf(out, ", \"kind\": \"%s\", \"type\": ",
-                    pyu_var_kind_name(v->kind));
-            pyu_json_str(out, v->type);
-            fputs(", \"value\": ", out);
-            pyu_json_str(out, v->value);
+            pyu_jo_open(o, NULL, '{', 0);
+            pyu_jo_str(o, "name", v->name);
+            pyu_jo_str(o, "kind", pyu_var_kind_name(v->kind));
+            pyu_jo_str(o, "type", v->type);
+            pyu_jo_str(o, "value", v->value);
             if (v->addr)
-                fprintf(out, ", \"address\": %" PRIu64 "}", v->addr);
+                pyu_jo_uint(o, "address", v->addr);
             else
-                fputs(", \"address\": null}", out);
+                pyu_jo_null(o, "address");
+            pyu_jo_close(o, '{');
         }
-        fputs("], \"locals_error\": ", out);
-        pyu_json_opt_str(out, f->locals_error);
+        pyu_jo_close(o, '[');
+        pyu_jo_str(o, "locals_error", f->locals_error);
     }
-    fputs("}", out);
+    pyu_jo_close(o, '{');
 }
 
-void pyu_json_frame(FILE *out, const pyu_frame *f)
+void pyu_jo_frame(pyu_json_out *o, const pyu_frame *f)
 {
-    json_frame(out, f, false);
+    jo_frame(o, f, false);
 }
 
-void pyu_json_frame_locals(FILE *out, const pyu_frame *f)
+int pyu_frame_emit(const pyu_frame *f, int with_locals,
+                   const pyu_json_sink *sink)
 {
-    json_frame(out, f, true);
+    pyu_json_out o = {sink, 0};
+    jo_frame(&o, f, with_locals != 0);
+    return o.rc;
 }
 
 /* ------------------------------------------------------------ source lines */
@@ -416,78 +416,90 @@ int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
 
 /* ------------------------------------------------------------------- JSON */
 
+static void jo_native(pyu_json_out *o, const pyu_thread *t)
+{
+    pyu_jo_open(o, "native", '[', PYU_JSON_ROWS);
+    for (size_t k = 0; k < t->nnative && o->rc == 0; k++) {
+        const pyu_native_entry *e = &t->native[k];
+        pyu_jo_open(o, NULL, '{', 0);
+        pyu_jo_uint(o, "pc", e->frame.pc);
+        pyu_jo_uint(o, "sp", e->frame.sp);
+        pyu_jo_str(o, "symbol", e->frame.symbol);
+        pyu_jo_uint(o, "offset", e->frame.offset);
+        pyu_jo_str(o, "module", e->frame.module);
+        if (e->python_count) {
+            pyu_jo_open(o, "python_frames", '[', 0);
+            pyu_jo_uint(o, NULL, e->python_first);
+            pyu_jo_uint(o, NULL, e->python_count);
+            pyu_jo_close(o, '[');
+        } else {
+            pyu_jo_null(o, "python_frames");
+        }
+        pyu_jo_close(o, '{');
+    }
+    pyu_jo_close(o, '[');
+    pyu_jo_uint(o, "python_unplaced", t->python_unplaced);
+    pyu_jo_str(o, "native_error", t->native_error);
+}
+
+static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t)
+{
+    pyu_jo_open(o, NULL, '{', 0);
+    pyu_jo_int(o, "interpreter_id", t->interpreter_id);
+    pyu_jo_uint(o, "thread_id", t->thread_id);
+    pyu_jo_uint(o, "native_thread_id", t->native_thread_id);
+    pyu_jo_bool(o, "main", t->main);
+    pyu_jo_open(o, "status", '[', 0);
+    for (size_t k = 0; k < NSTATUS; k++)
+        if (t->status & status_names[k].bit)
+            pyu_jo_str(o, NULL, status_names[k].json);
+    pyu_jo_close(o, '[');
+    pyu_jo_open(o, "frames", '[', PYU_JSON_ROWS);
+    for (size_t k = 0; k < t->nframes && o->rc == 0; k++)
+        jo_frame(o, &t->frames[k], d->has_locals);
+    pyu_jo_close(o, '[');
+    if (d->has_async) {
+        pyu_jo_open(o, "tasks", '[', 0);
+        for (size_t k = 0; k < t->ntasks; k++) {
+            pyu_jo_open(o, NULL, '{', 0);
+            pyu_jo_uint(o, "id", t->tasks[k].task_id);
+            pyu_jo_str(o, "name", t->tasks[k].task_name);
+            pyu_jo_uint(o, "first_frame", t->tasks[k].first_frame);
+            pyu_jo_close(o, '{');
+        }
+        pyu_jo_close(o, '[');
+    }
+    if (d->has_native)
+        jo_native(o, t);
+    pyu_jo_bool(o, "crashed", t->crashed);
+    const char *cut = pyu_trunc_name(t->truncated);
+    if (cut)
+        pyu_jo_str(o, "truncated", cut);
+    else
+        pyu_jo_bool(o, "truncated", 0);
+    pyu_jo_str(o, "error", t->error);
+    pyu_jo_close(o, '{');
+}
+
+int pyu_dump_emit(const pyu_dump *d, const pyu_json_sink *sink)
+{
+    pyu_json_out o = {sink, 0};
+    pyu_jo_open(&o, NULL, '{', 0);
+    pyu_jo_process_head(&o, &d->process);
+    pyu_jo_open(&o, "threads", '[', PYU_JSON_ROWS | PYU_JSON_ROWS_END);
+    for (size_t i = 0; i < d->nthreads && o.rc == 0; i++)
+        jo_thread(&o, d, &d->threads[i]);
+    pyu_jo_close(&o, '[');
+    pyu_jo_bool(&o, "threads_truncated", d->threads_truncated);
+    pyu_jo_process_signal(&o, &d->process);
+    pyu_jo_close(&o, '{');
+    return o.rc;
+}
+
 int pyu_dump_write_json(const pyu_dump *d, FILE *out)
 {
-    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", d->process.pid);
-    pyu_json_str(out, d->process.python);
-    fprintf(out, ", \"free_threaded\": %s}, \"threads\": [",
-            d->process.free_threaded ? "true" : "false");
-    for (size_t i = 0; i < d->nthreads; i++) {
-        const pyu_thread *t = &d->threads[i];
-        fprintf(out,
-                "%s\n  {\"interpreter_id\": %" PRId64 ", \"thread_id\": %" PRIu64
-                ", \"native_thread_id\": %" PRIu64 ", \"main\": %s, "
-                "\"status\": [",
-                i ? "," : "", t->interpreter_id, t->thread_id,
-                t->native_thread_id, t->main ? "true" : "false");
-        const char *sep = "";
-        for (size_t k = 0; k < NSTATUS; k++)
-            if (t->status & status_names[k].bit) {
-                fprintf(out, "%s\"%s\"", sep, status_names[k].json);
-                sep = ", ";
-            }
-        fputs("], \"frames\": [", out);
-        for (size_t k = 0; k < t->nframes; k++) {
-            fputs(k ? ",\n    " : "\n    ", out);
-            if (d->has_locals)
-                pyu_json_frame_locals(out, &t->frames[k]);
-            else
-                pyu_json_frame(out, &t->frames[k]);
-        }
-        if (d->has_async) {
-            fputs("], \"tasks\": [", out);
-            for (size_t k = 0; k < t->ntasks; k++) {
-                fprintf(out, "%s{\"id\": %" PRIu64 ", \"name\": ", k ? ", " : "",
-                        t->tasks[k].task_id);
-                pyu_json_str(out, t->tasks[k].task_name);
-                fprintf(out, ", \"first_frame\": %zu}", t->tasks[k].first_frame);
-            }
-        }
-        if (d->has_native) {
-            fputs("], \"native\": [", out);
-            for (size_t k = 0; k < t->nnative; k++) {
-                const pyu_native_entry *e = &t->native[k];
-                fprintf(out, "%s{\"pc\": %" PRIu64 ", \"sp\": %" PRIu64
-                        ", \"symbol\": ", k ? ",\n    " : "\n    ",
-                        e->frame.pc, e->frame.sp);
-                pyu_json_opt_str(out, e->frame.symbol);
-                fprintf(out, ", \"offset\": %" PRIu64 ", \"module\": ",
-                        e->frame.offset);
-                pyu_json_opt_str(out, e->frame.module);
-                if (e->python_count)
-                    fprintf(out, ", \"python_frames\": [%zu, %zu]}",
-                            e->python_first, e->python_count);
-                else
-                    fputs(", \"python_frames\": null}", out);
-            }
-            fprintf(out, "], \"python_unplaced\": %zu, \"native_error\": ",
-                    t->python_unplaced);
-            pyu_json_opt_str(out, t->native_error);
-            fputs(", \"crashed\": ", out);
-        } else {
-            fputs("], \"crashed\": ", out);
-        }
-        fputs(t->crashed ? "true" : "false", out);
-        const char *cut = pyu_trunc_name(t->truncated);
-        if (cut)
-            fprintf(out, ", \"truncated\": \"%s\", \"error\": ", cut);
-        else
-            fputs(", \"truncated\": false, \"error\": ", out);
-        pyu_json_opt_str(out, t->error);
-        fputs("}", out);
-    }
-    fprintf(out, "\n], \"threads_truncated\": %s",
-            d->threads_truncated ? "true" : "false");
-    pyu_json_signal_end(out, d->process.signal, d->process.signal_thread);
-    return ferror(out) ? -PYU_E_IO : 0;
+    pyu_json_text t;
+    pyu_json_sink sink = pyu_json_text_sink(&t, out);
+    int rc = pyu_dump_emit(d, &sink);
+    return rc < 0 ? rc : ferror(out) ? -PYU_E_IO : 0;
 }

@@ -442,52 +442,63 @@ out:
 
 /* ------------------------------------------------------------------ JSON */
 
-static void json_stack(FILE *out, const pyu_task *task)
+static void jo_stack(pyu_json_out *o, const char *key, const pyu_task *task)
 {
-    fputc('[', out);
-    for (size_t k = 0; task && k < task->nstack; k++) {
-        if (k)
-            fputs(", ", out);
-        pyu_json_frame(out, &task->stack[k]);
-    }
-    fputc(']', out);
+    pyu_jo_open(o, key, '[', 0);
+    for (size_t k = 0; task && k < task->nstack && o->rc == 0; k++)
+        pyu_jo_frame(o, &task->stack[k]);
+    pyu_jo_close(o, '[');
 }
 
-int pyu_tasks_write_json(const pyu_tasks *t, FILE *out)
+static void jo_task(pyu_json_out *o, const pyu_tasks *t,
+                    const index_entry *ix, const pyu_task *task)
+{
+    pyu_jo_open(o, NULL, '{', 0);
+    pyu_jo_uint(o, "id", task->id);
+    pyu_jo_str(o, "name", task->name);
+    pyu_jo_int(o, "interpreter_id", task->interpreter_id);
+    pyu_jo_uint(o, "thread_id", task->thread_id);
+    pyu_jo_uint(o, "native_thread_id", task->native_thread_id);
+    pyu_jo_bool(o, "running", task->running);
+    jo_stack(o, "stack", task);
+    pyu_jo_open(o, "awaited_by", '[', 0);
+    for (size_t k = 0; k < task->nawaited_by && o->rc == 0; k++) {
+        pyu_jo_open(o, NULL, '{', 0);
+        pyu_jo_uint(o, "id", task->awaited_by[k]);
+        jo_stack(o, "stack", lookup(t, ix, task->awaited_by[k]));
+        pyu_jo_close(o, '{');
+    }
+    pyu_jo_close(o, '[');
+    pyu_jo_bool(o, "stack_truncated", task->truncated & PYU_TASK_TRUNC_STACK);
+    pyu_jo_bool(o, "awaiters_truncated",
+                task->truncated & PYU_TASK_TRUNC_AWAITERS);
+    pyu_jo_str(o, "error", task->error);
+    pyu_jo_close(o, '{');
+}
+
+int pyu_tasks_emit(const pyu_tasks *t, const pyu_json_sink *sink)
 {
     index_entry *ix = make_index(t);
     if (!ix)
         return -PYU_E_NOMEM;
-    fprintf(out, "{\"pid\": %d, \"python\": {\"version\": ", t->process.pid);
-    pyu_json_str(out, t->process.python);
-    fprintf(out, ", \"free_threaded\": %s}, \"tasks\": [",
-            t->process.free_threaded ? "true" : "false");
-    for (size_t i = 0; i < t->ntasks; i++) {
-        const pyu_task *task = &t->tasks[i];
-        fprintf(out, "%s\n  {\"id\": %" PRIu64 ", \"name\": ", i ? "," : "",
-                task->id);
-        pyu_json_str(out, task->name);
-        fprintf(out, ", \"interpreter_id\": %" PRId64 ", \"thread_id\": %"
-                PRIu64 ", \"native_thread_id\": %" PRIu64 ", \"running\": %s"
-                ", \"stack\": ", task->interpreter_id, task->thread_id,
-                task->native_thread_id, task->running ? "true" : "false");
-        json_stack(out, task);
-        fputs(", \"awaited_by\": [", out);
-        for (size_t k = 0; k < task->nawaited_by; k++) {
-            fprintf(out, "%s{\"id\": %" PRIu64 ", \"stack\": ", k ? ", " : "",
-                    task->awaited_by[k]);
-            json_stack(out, lookup(t, ix, task->awaited_by[k]));
-            fputc('}', out);
-        }
-        fprintf(out, "], \"stack_truncated\": %s, \"awaiters_truncated\": %s"
-                ", \"error\": ",
-                task->truncated & PYU_TASK_TRUNC_STACK ? "true" : "false",
-                task->truncated & PYU_TASK_TRUNC_AWAITERS ? "true" : "false");
-        pyu_json_opt_str(out, task->error);
-        fputc('}', out);
-    }
-    fprintf(out, "\n], \"truncated\": %s", t->truncated ? "true" : "false");
-    pyu_json_signal_end(out, t->process.signal, t->process.signal_thread);
+    pyu_json_out o = {sink, 0};
+    pyu_jo_open(&o, NULL, '{', 0);
+    pyu_jo_process_head(&o, &t->process);
+    pyu_jo_open(&o, "tasks", '[', PYU_JSON_ROWS | PYU_JSON_ROWS_END);
+    for (size_t i = 0; i < t->ntasks && o.rc == 0; i++)
+        jo_task(&o, t, ix, &t->tasks[i]);
+    pyu_jo_close(&o, '[');
+    pyu_jo_bool(&o, "truncated", t->truncated);
+    pyu_jo_process_signal(&o, &t->process);
+    pyu_jo_close(&o, '{');
     free(ix);
-    return ferror(out) ? -PYU_E_IO : 0;
+    return o.rc;
+}
+
+int pyu_tasks_write_json(const pyu_tasks *t, FILE *out)
+{
+    pyu_json_text jt;
+    pyu_json_sink sink = pyu_json_text_sink(&jt, out);
+    int rc = pyu_tasks_emit(t, &sink);
+    return rc < 0 ? rc : ferror(out) ? -PYU_E_IO : 0;
 }
