@@ -20,17 +20,13 @@
 #include "command.h"
 #include "pyunwind/pyunwind.h"
 #include "target.h"
+#include "ticks.h"
 #include "window.h"
 
 #include <lldb/API/LLDB.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cinttypes>
-#include <condition_variable>
-#include <mutex>
-#include <random>
-#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -405,13 +401,41 @@ std::string early_stop(lldb::SBProcess &process, bool timed_out)
     }
 }
 
+// lldb's part of the ticks (ticks.h).
+struct LLDBTicks {
+    lldb::SBProcess process;
+    std::string why;
+};
+
+void ticks_stop(void *arg)
+{
+    static_cast<LLDBTicks *>(arg)->process.SendAsyncInterrupt();
+}
+
+const char *ticks_run(void *arg)
+{
+    static_cast<LLDBTicks *>(arg)->process.Continue();
+    return nullptr;
+}
+
+const char *ticks_why(void *arg, bool fired)
+{
+    auto *k = static_cast<LLDBTicks *>(arg);
+    if (k->process.GetState() == lldb::eStateStopped && fired)
+        return nullptr;
+    k->why = early_stop(k->process, false);
+    return k->why.c_str();
+}
+
 // Over a process this lldb does not debug here (gdb-remote to an
 // lldb-server): pyunwind cannot read it directly, so the window is a
-// series of stops.  At each tick the process is stopped, one sample is
-// taken through lldb's memory, and the process runs until the next tick,
-// when a helper thread interrupts it.  As fast as the round trips allow.
+// series of stops (frontend/ticks.c).  At each tick the process is
+// stopped, one sample is taken through lldb's memory, and the process
+// runs until the next tick, when the ticks' thread interrupts it.  As
+// fast as the round trips allow.  *early: why the ticks ended early.
 int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
-                 std::string *notes, pyu_profile *p, std::string *msg)
+                 std::string *notes, std::string *early, pyu_profile *p,
+                 std::string *msg)
 {
     pyu_session *s = nullptr;
     bool retry = false;
@@ -419,95 +443,33 @@ int sample_ticks(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
     int ex = PYU_EXIT_OK;
     if (open_target(debugger, &s, &retry, &source, msg, &ex) < 0)
         return ex;
-    lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
-    pyu_sampler_opts so = {o.mode, o.sample_flags & ~PYU_SAMPLE_BLOCKING,
-                           o.thread};
-    pyu_sampler *sm = nullptr;
-    int rc = pyu_sampler_new(s, &so, p, &sm);
-    if (rc < 0) {
-        *msg = pyu_errmsg(s);
-        pyu_session_free(s);
-        return pyu_cmd_exit_for(rc);
-    }
-    using clock = std::chrono::steady_clock;
-    auto start = clock::now();
-    auto window = std::chrono::duration<double>(o.duration > 0 ? o.duration
-                                                               : 5.0);
-    auto deadline = start + std::chrono::duration_cast<clock::duration>(window);
-    auto period = std::chrono::duration<double>(o.rate > 0 ? 1.0 / o.rate
-                                                           : 0.0);
-    pyu_profile_info *in = pyu_profile_info_of(p);
-    in->interval_ns = o.rate > 0 ? static_cast<uint64_t>(1e9 / o.rate) : 0;
-    std::string early;
-    bool was_async = debugger.GetAsync();
-    debugger.SetAsync(false);
-    std::mt19937_64 rng(std::random_device{}());
-    std::uniform_real_distribution<double> jitter(0.0, 1.0);
-    for (uint64_t tick = 1;; tick++) {
-        rc = pyu_sampler_take(sm);
-        if (rc == -PYU_E_NOPROC)
-            break;
-        // (at a random point of its interval, as the CLI's schedule:
-        // docs/sample.md, "The schedule")
-        auto due = start + std::chrono::duration_cast<clock::duration>(
-                               period * (static_cast<double>(tick) +
-                                         jitter(rng)));
-        if (due > deadline)
-            due = deadline;
-        if (clock::now() >= deadline)
-            break;
-        std::mutex mu;
-        std::condition_variable cv;
-        bool done = false, fired = false;
-        std::thread timer([&] {
-            // at the tick, and again until Continue() has returned (an
-            // interrupt sent before the process runs again is lost)
-            std::unique_lock<std::mutex> lock(mu);
-            auto at = due;
-            for (int tries = 0; tries < 100000; tries++) {
-                if (cv.wait_until(lock, at, [&] { return done; }))
-                    return;
-                fired = true;
-                process.SendAsyncInterrupt();
-                at = clock::now() + std::chrono::milliseconds(2);
-            }
-        });
-        process.Continue();
-        {
-            std::lock_guard<std::mutex> lock(mu);
-            done = true;
-        }
-        cv.notify_all();
-        timer.join();
-        if (process.GetState() != lldb::eStateStopped || !fired) {
-            early = early_stop(process, false);
-            break;
-        }
-    }
-    debugger.SetAsync(was_async);
-    in->duration_ns = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now() -
-                                                             start)
-            .count());
-    if (in->interval_ns) { /* ticks the round trips could not serve */
-        uint64_t due = in->duration_ns / in->interval_ns;
-        in->missed = due > in->samples ? due - in->samples : 0;
-    }
-    pyu_sampler_free(sm);
-    pyu_session_free(s);
-    char *buf = nullptr;
+    LLDBTicks k{debugger.GetSelectedTarget().GetProcess(), ""};
+    pyu_cmd_ticks t{};
+    t.debugger = "lldb";
+    t.duration = o.duration > 0 ? o.duration : 5.0;
+    t.again = 0.002; // (an interrupt sent before the process runs is lost)
+    t.stop = ticks_stop;
+    t.run = ticks_run;
+    t.why = ticks_why;
+    t.arg = &k;
+    char *buf = nullptr, why[1024];
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    if (f) {
-        if (!early.empty())
-            fprintf(f, "py-sample: the window ended early: %s\n",
-                    early.c_str());
-        pyu_cmd_sample_summary(f, in, "stopped by lldb at each tick");
-        fclose(f);
-        *notes = std::string(buf, len);
-        free(buf);
+    if (!f) {
+        pyu_session_free(s);
+        *msg = "out of memory";
+        return PYU_EXIT_INTERNAL;
     }
-    return PYU_EXIT_OK;
+    bool was_async = debugger.GetAsync();
+    debugger.SetAsync(false); // Continue() returns once it stopped again
+    ex = pyu_cmd_ticks_run(s, &o, &t, p, f, why, sizeof why);
+    debugger.SetAsync(was_async);
+    pyu_session_free(s);
+    *notes = take(f, buf, len);
+    *early = t.early;
+    if (ex != PYU_EXIT_OK)
+        *msg = why;
+    return ex;
 }
 
 // Runs the inferior for a sampling window, sampling it into p; the summary
@@ -549,9 +511,10 @@ int run_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
                                       : 0;
     char why[1024];
     int ex;
+    std::string early;
     if (!debugged_here(pid) || (o.sample_flags & PYU_SAMPLE_BLOCKING)) {
         /* (--blocking: lldb stops the process for each sample) */
-        ex = sample_ticks(debugger, o, notes, p, msg);
+        ex = sample_ticks(debugger, o, notes, &early, p, msg);
         if (ex != PYU_EXIT_OK)
             return ex;
     } else {
@@ -569,18 +532,17 @@ int run_window(lldb::SBDebugger &debugger, const pyu_cmd_opts &o,
         debugger.SetAsync(was_async);
         bool timed_out = false;
         ex = pyu_cmd_window_end(w, &timed_out, why, sizeof why);
-        std::string early = early_stop(process, timed_out);
+        early = early_stop(process, timed_out);
         *notes = pyu_cmd_window_diag(w);
         *streamed = pyu_cmd_window_streamed(w);
-        if (!early.empty())
-            *notes = "py-sample: the window ended early: " + early + "\n" +
-                     *notes;
         pyu_cmd_window_free(w);
         if (ex != PYU_EXIT_OK) {
             *msg = why;
             return ex;
         }
     }
+    if (!early.empty())
+        *notes = "py-sample: the window ended early: " + early + "\n" + *notes;
     if (process.GetState() == lldb::eStateStopped && tid) {
         process.SetSelectedThreadByID(tid);
         process.GetSelectedThread().SetSelectedFrame(frame);

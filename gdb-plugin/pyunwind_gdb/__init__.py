@@ -32,10 +32,8 @@ asks for gdb's memory always.
 
 import json
 import os
-import random
 import re
 import socket
-import time
 
 import gdb
 
@@ -484,28 +482,34 @@ def _run_window(prof, inf, argv, events):
                                         timed_out)
 
 
-def _run_ticks(prof, inf, argv, opts, events, stopper=None):
+def _run_ticks(prof, inf, argv, events, stopper=None):
     """--blocking, and any remote target: gdb stops the inferior at each
-    tick (a thread of the extension sends SIGINT at the time armed, or
+    tick (a thread of the extension sends SIGINT at the tick's time, or
     the remote target's interrupt: see _remote_stopper), one sample of
-    the stopped process is read, and it runs on until the next.  Returns
-    what _run_window does."""
+    the stopped process is read, and it runs on until the next
+    (frontend/ticks.c).  Returns what _run_window does."""
     pid, fd = stopper if stopper is not None else (inf.pid, -1)
+
+    def run():
+        del events[:]
+        try:
+            gdb.execute("continue")
+        except gdb.error:
+            pass  # (the inferior exited: why() says so)
+
+    def why(fired):
+        last = events[-1] if events else None
+        if last is None:
+            return "the inferior stopped"
+        return _ended(last, fired)
+
     session, _, _ = _open()
-    start = time.monotonic()
     try:
-        try:
-            prof._p.ticks_start(session, argv, pid, fd, stopper is not None)
-        except _pyunwind.Error as e:
-            raise Error(str(e), getattr(e, "code", 1)) from None
-        period = 1.0 / opts["rate"] if opts["rate"] > 0 else 0.0
-        deadline = start + opts["duration"] if opts["duration"] > 0 else None
-        try:
-            with _Quiet():
-                ended = _tick_loop(prof, start, period, deadline, events)
-        except KeyboardInterrupt:
-            ended = "interrupted"
-        out, diag = prof._p.ticks_end(time.monotonic() - start)
+        with _Quiet():
+            out, diag, ended = prof._p.ticks(session, argv, pid, fd,
+                                             stopper is not None, run, why)
+    except _pyunwind.Error as e:
+        raise Error(str(e), getattr(e, "code", 1)) from None
     finally:
         session.close()
     return 0, out, diag, "", ended
@@ -620,35 +624,6 @@ def _connection_fd(conn):
     return found[0]
 
 
-def _tick_loop(prof, start, period, deadline, events):
-    """The ticks of _run_ticks; returns why they ended early, or None."""
-    tick = 0
-    while True:
-        if prof._p.tick() is None:
-            return "the inferior exited"
-        tick += 1
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            return None
-        # (at a random point of its interval, as the CLI's schedule:
-        # docs/sample.md, "The schedule")
-        due = start + period * (tick + random.random()) if period else now
-        if deadline is not None and due > deadline:
-            due = deadline
-        del events[:]
-        prof._p.ticks_arm(due)
-        try:
-            gdb.execute("continue")
-        except gdb.error:
-            pass  # (the inferior exited: below)
-        finally:
-            fired = prof._p.ticks_disarm()
-        last = events[-1] if events else None
-        ended = _ended(last, fired)
-        if ended is not None or last is None:
-            return ended or "the inferior stopped"
-
-
 def _window(argv):
     """Runs the selected live inferior for a sampling window with the
     options of py-sample: (Profile, profile bytes, diagnostics, reason the
@@ -697,8 +672,8 @@ def _window(argv):
             code, out, diag, msg, ended = _run_window(prof, inf, argv,
                                                       events)
         else:
-            code, out, diag, msg, ended = _run_ticks(prof, inf, argv, opts,
-                                                     events, stopper)
+            code, out, diag, msg, ended = _run_ticks(prof, inf, argv, events,
+                                                     stopper)
     finally:
         gdb.events.stop.disconnect(on_event)
         gdb.events.exited.disconnect(on_event)

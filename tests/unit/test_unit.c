@@ -1,5 +1,6 @@
 /* Unit tests of the core's decoders, the core-file reader, the walk (over a
- * synthetic runtime) and the error record.
+ * synthetic runtime) and the error record, and of the front end's tick
+ * schedule (frontend/ticks.c).
  *
  *   test_unit                          run every unit test
  *   test_unit lines FIRST HEX NUNITS   print the line of each code unit of
@@ -8,11 +9,13 @@
  *                                      with CPython's own co_lines())
  */
 #include "internal.h"
+#include "ticks.h"
 
 #include <elf.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -1703,6 +1706,27 @@ static void test_profile_select(void)
     pyu_profile_free(p);
 }
 
+/* ------------------------------------------------- the debuggers' ticks */
+
+static void test_ticks(void)
+{
+    /* tick n at its point of the interval after start + n * period */
+    CHECK(fabs(pyu_cmd_tick_due(100.0, 0.01, 1, 0.0, INFINITY) - 100.01) <
+          1e-9);
+    CHECK(fabs(pyu_cmd_tick_due(100.0, 0.01, 3, 0.5, INFINITY) - 100.035) <
+          1e-9);
+    CHECK(pyu_cmd_tick_due(100.0, 0.01, 3, 0.999, 200.0) < 100.04);
+    /* never past the deadline; no rate: at once */
+    CHECK(pyu_cmd_tick_due(100.0, 0.5, 4, 0.5, 102.0) == 102.0);
+    CHECK(pyu_cmd_tick_due(100.0, 0.0, 7, 0.3, 102.0) == 100.0);
+    /* missed: the ticks of the duration beyond the samples */
+    CHECK_EQ(pyu_cmd_ticks_missed(2000000000, 1000000, 1991), 9);
+    CHECK_EQ(pyu_cmd_ticks_missed(2000000000, 1000000, 2000), 0);
+    CHECK_EQ(pyu_cmd_ticks_missed(2000000000, 1000000, 2001), 0);
+    CHECK_EQ(pyu_cmd_ticks_missed(1999999, 1000000, 0), 1);
+    CHECK_EQ(pyu_cmd_ticks_missed(2000000000, 0, 5), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "lines") == 0)
@@ -1723,6 +1747,7 @@ int main(int argc, char **argv)
     test_profile_timeline();
     test_profile_select();
     test_profile_instrs();
+    test_ticks();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
