@@ -14,12 +14,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LIVE_IOV_MAX 1024
@@ -28,7 +30,8 @@
 typedef struct live_task {
     int tid;
     char state;    /* scheduler state before the pause */
-    bool attached; /* seized by us */
+    bool seized;   /* traced by us */
+    bool attached; /* and stopped by us: detached at resume */
     int sig;       /* a signal caught on its way in: handed back at detach */
 } live_task;
 
@@ -358,7 +361,7 @@ static int list_tasks(live_ctx *c, size_t *cap)
         }
         c->tasks[c->ntasks].tid = (int)tid;
         c->tasks[c->ntasks].state = task_state(c->pid, (int)tid);
-        c->tasks[c->ntasks].attached = false;
+        c->tasks[c->ntasks].seized = c->tasks[c->ntasks].attached = false;
         c->tasks[c->ntasks].sig = 0;
         c->ntasks++;
         added++;
@@ -373,16 +376,17 @@ static int live_resume(void *ctx)
     pyu_dwfl_free(c->dwfl); /* (before the threads run: it reads them) */
     c->dwfl = NULL;
     for (size_t i = 0; i < c->ntasks; i++)
-        if (c->tasks[i].attached) {
+        if (c->tasks[i].seized) {
+            /* (one never seen stopped, of a dying process, refuses) */
             ptrace(PTRACE_DETACH, c->tasks[i].tid, NULL,
                    (void *)(intptr_t)c->tasks[i].sig);
-            c->tasks[i].attached = false;
+            c->tasks[i].seized = c->tasks[i].attached = false;
         }
     c->paused = false;
     return 0;
 }
 
-/* Asks a thread to stop; wait_stopped() then waits for it. */
+/* Asks a thread to stop; stop_reported() then collects its stop. */
 static bool seize(int tid)
 {
     if (ptrace(PTRACE_SEIZE, tid, NULL, NULL) < 0)
@@ -394,24 +398,53 @@ static bool seize(int tid)
     return true;
 }
 
-/* A stop other than our interrupt is a signal on its way to the thread:
- * *sig gets it, for the detach to deliver (detaching with 0 would drop
- * it). */
-static bool wait_stopped(int tid, int *sig)
+/* Collects the thread's report of its stop or its end, waiting for it
+ * when wait is set; false when there is none yet.  A stop other than our
+ * interrupt is a signal on its way to the thread: t->sig gets it, for
+ * the detach to deliver (detaching with 0 would drop it). */
+static bool stop_reported(live_task *t, bool wait)
 {
-    *sig = 0;
     for (;;) {
         int st;
-        pid_t w = waitpid(tid, &st, __WALL);
+        pid_t w = waitpid(t->tid, &st, __WALL | (wait ? 0 : WNOHANG));
         if (w < 0 && errno == EINTR)
             continue;
-        if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st))
-            return false; /* the thread is gone */
-        if (WIFSTOPPED(st)) {
-            if ((st >> 16) != PTRACE_EVENT_STOP)
-                *sig = WSTOPSIG(st);
+        if (w == 0)
+            return false;
+        if (w < 0 || WIFEXITED(st) || WIFSIGNALED(st)) {
+            t->seized = t->attached = false; /* the thread is gone */
             return true;
         }
+        if (WIFSTOPPED(st)) {
+            if ((st >> 16) != PTRACE_EVENT_STOP)
+                t->sig = WSTOPSIG(st);
+            t->attached = true;
+            return true;
+        }
+    }
+}
+
+/* Waits for the leader's stop, tasks[0..n) having stopped or ended.  A
+ * process killed meanwhile reports its leader's end only after every
+ * other thread's end was collected by its tracer, us, so the wait polls,
+ * collecting the ends of the threads that had stopped; it gives up once
+ * the leader has been a zombie (the process ending) for 20 ms. */
+static void wait_leader(live_ctx *c, live_task *leader, size_t n)
+{
+    for (unsigned idle = 0; !stop_reported(leader, false); idle++) {
+        if (idle < 16) {
+            sched_yield();
+            continue;
+        }
+        for (size_t i = 0; i < n; i++)
+            if (c->tasks[i].attached && &c->tasks[i] != leader)
+                stop_reported(&c->tasks[i], false);
+        if (idle % 400 == 0) { /* (every 20 ms of 50 us naps) */
+            char st = task_state(c->pid, c->pid);
+            if (st == 0 || st == 'Z' || st == 'X')
+                return; /* ending: resume detaches what it can */
+        }
+        nanosleep(&(struct timespec){0, 50000}, NULL);
     }
 }
 
@@ -423,14 +456,12 @@ static int live_pause(void *ctx)
     if (c->flags & PYU_OPEN_NONBLOCKING)
         return 0; /* scheduler states are then read per thread, on demand */
     /* Threads may start while we stop the others: list again until a pass
-     * finds none new (bounded).  Each thread is waited for before the next
-     * is asked to stop: a process killed meanwhile reports its leader's
-     * end only once every other thread's end has been collected (by us,
-     * their tracer), so a wait for the leader while other threads are
-     * seized can last for ever.  (Asking them all first, then waiting,
-     * stops seven threads sharing a CPU in well under a millisecond
-     * instead of 55, but needs waits that cannot hang on a dying process:
-     * bench/README.md.) */
+     * finds none new (bounded).  The threads of a pass are all asked to
+     * stop before any is waited for: seven threads sharing a CPU then stop
+     * in well under a millisecond (each stops as soon as it runs, and
+     * gives the CPU to the next), not 55.  Every thread but the leader
+     * reports its stop or its end whatever happens, so it is waited for;
+     * the leader last (wait_leader). */
     for (int pass = 0; pass < 8; pass++) {
         size_t from = c->ntasks;
         int added = list_tasks(c, &cap);
@@ -438,21 +469,28 @@ static int live_pause(void *ctx)
             return added;
         if (added == 0)
             break;
+        live_task *leader = NULL;
         for (size_t i = from; i < c->ntasks; i++) {
+            live_task *t = &c->tasks[i];
             /* a thread someone stopped (SIGSTOP) stays as it is: seizing
              * it and letting go would wake it for a moment */
-            if (c->tasks[i].state == 'T')
+            if (t->state == 'T')
                 continue;
-            c->tasks[i].attached =
-                seize(c->tasks[i].tid) &&
-                wait_stopped(c->tasks[i].tid, &c->tasks[i].sig);
-            if (!c->tasks[i].attached && pass == 0 && i == 0 &&
-                kill(c->tasks[i].tid, 0) == 0) {
+            t->seized = seize(t->tid);
+            if (!t->seized && pass == 0 && i == 0 && kill(t->tid, 0) == 0) {
                 /* cannot trace (a debugger holds it): read it running */
+                live_resume(c);
                 c->paused = true;
                 return 0;
             }
+            if (t->seized && t->tid == c->pid)
+                leader = t;
         }
+        for (size_t i = from; i < c->ntasks; i++)
+            if (c->tasks[i].seized && &c->tasks[i] != leader)
+                stop_reported(&c->tasks[i], true);
+        if (leader)
+            wait_leader(c, leader, c->ntasks);
     }
     c->paused = true;
     return 0;
