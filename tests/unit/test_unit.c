@@ -1,6 +1,6 @@
 /* Unit tests of the core's decoders, the core-file reader, the walk (over a
  * synthetic runtime) and the error record, and of the front end's tick
- * schedule (frontend/ticks.c).
+ * schedule (frontend/ticks.c), and the JSON described to a sink.
  *
  *   test_unit                          run every unit test
  *   test_unit lines FIRST HEX NUNITS   print the line of each code unit of
@@ -1706,6 +1706,104 @@ static void test_profile_select(void)
     pyu_profile_free(p);
 }
 
+/* ------------------------------------------------ JSON described to a sink */
+
+/* A sink that counts calls, tracks nesting, and fails at call fail_at. */
+typedef struct count_sink {
+    int calls, fail_at, depth, max_depth, after_failure;
+    bool failed;
+} count_sink;
+
+static int cs_call(count_sink *c)
+{
+    if (c->failed)
+        c->after_failure++;
+    if (++c->calls == c->fail_at) {
+        c->failed = true;
+        return -PYU_E_IO;
+    }
+    return 0;
+}
+
+static int cs_open(void *arg, char kind, unsigned layout)
+{
+    count_sink *c = arg;
+    (void)kind, (void)layout;
+    if (++c->depth > c->max_depth)
+        c->max_depth = c->depth;
+    return cs_call(c);
+}
+
+static int cs_close(void *arg, char kind)
+{
+    count_sink *c = arg;
+    (void)kind;
+    c->depth--;
+    return cs_call(c);
+}
+
+static int cs_key(void *arg, const char *k) { (void)k; return cs_call(arg); }
+static int cs_str(void *arg, const char *v) { (void)v; return cs_call(arg); }
+static int cs_int(void *arg, int64_t v) { (void)v; return cs_call(arg); }
+static int cs_uint(void *arg, uint64_t v) { (void)v; return cs_call(arg); }
+static int cs_bool(void *arg, int v) { (void)v; return cs_call(arg); }
+static int cs_null(void *arg) { return cs_call(arg); }
+
+static void test_json_sink(void)
+{
+    pyu_var vars[2] = {{.name = "x", .type = "int", .value = "1", .addr = 8},
+                       {.name = "y", .type = "str", .value = "'a'"}};
+    pyu_frame frames[3] = {
+        {"f", "f", "a.py", 3, 0, vars, 2, NULL},
+        {"g", "g", "a.py", 0, 0, NULL, 0, "unreadable"},
+        {"<module>", "<module>", "a.py", 9, 0, NULL, 0, NULL}};
+    pyu_thread threads[2] = {
+        {.thread_id = 1, .native_thread_id = 11, .main = 1,
+         .status = PYU_STATUS_HAS_GIL | PYU_STATUS_ON_CPU, .frames = frames,
+         .nframes = 3},
+        {.thread_id = 2, .native_thread_id = 12, .frames = frames + 2,
+         .nframes = 1, .error = "torn", .truncated = PYU_TRUNC_DEPTH}};
+    pyu_dump d = {.process = {.pid = 7, .signal = 11, .signal_thread = 12,
+                              .python = "3.14.7"},
+                  .threads = threads, .nthreads = 2, .has_locals = 1};
+    count_sink c = {0};
+    pyu_json_sink k = {&c, cs_open, cs_close, cs_key, cs_str,
+                       cs_int, cs_uint, cs_bool, cs_null};
+    CHECK_EQ(pyu_dump_emit(&d, &k), 0);
+    CHECK_EQ(c.depth, 0);
+    CHECK_EQ(c.max_depth, 7); /* {threads[{frames[{locals[{ */
+    int total = c.calls;
+    CHECK(total > 50);
+    /* a sink's error stops the description and is what it returns */
+    for (int at = 1; at <= total; at++) {
+        c = (count_sink){.fail_at = at};
+        CHECK_EQ(pyu_dump_emit(&d, &k), -PYU_E_IO);
+        CHECK_EQ(c.after_failure, 0);
+        CHECK_EQ(c.calls, at);
+    }
+    /* the text sink: the same description as --json prints it */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f && pyu_dump_write_json(&d, f) == 0);
+    fclose(f);
+    CHECK(buf && strstr(buf, "\"frames\": [\n    {\"function\": \"f\"") &&
+          strstr(buf, "\"line\": null, \"locals\": [], \"locals_error\": "
+                      "\"unreadable\"}") &&
+          strstr(buf, "\"status\": [\"has_gil\", \"on_cpu\"]") &&
+          strstr(buf, "\"truncated\": \"depth\", \"error\": \"torn\"}\n], "
+                      "\"threads_truncated\": false, \"signal\": "
+                      "{\"number\": 11, \"native_thread_id\": 12}}\n"));
+    free(buf);
+    /* one frame alone, with and without its variables */
+    c = (count_sink){0};
+    CHECK_EQ(pyu_frame_emit(&frames[0], 0, &k), 0);
+    int plain = c.calls;
+    c = (count_sink){0};
+    CHECK_EQ(pyu_frame_emit(&frames[0], 1, &k), 0);
+    CHECK(c.calls > plain && c.depth == 0 && c.max_depth == 3);
+}
+
 /* ------------------------------------------------- the debuggers' ticks */
 
 static void test_ticks(void)
@@ -1747,6 +1845,7 @@ int main(int argc, char **argv)
     test_profile_timeline();
     test_profile_select();
     test_profile_instrs();
+    test_json_sink();
     test_ticks();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
