@@ -497,6 +497,17 @@ def test_a_thousand_threads_that_come_and_go(tmp_path):
         t.close()
 
 
+def assert_dump_of_killed(code, out, err, pid):
+    """A dump of a target killed while it ran: its result, or one line."""
+    assert code in (0, 3, 4, 5), (code, err)
+    assert not any(m in err for m in SANITIZER_MARKS), err
+    if code in (3, 4):
+        assert err.startswith("pyunwind: error: ") and \
+            err.count("\n") == 1, err
+    else:
+        assert out.startswith("Process %d:" % pid), out[:200]
+
+
 def test_target_killed_mid_read(tmp_path):
     """The target SIGKILLed while a dump reads it (stopping it, or not):
     the dump ends with its result or one line, never a crash or a hang."""
@@ -514,13 +525,7 @@ def test_target_killed_mid_read(tmp_path):
         os.kill(t.pid, signal.SIGKILL)
         out, err = p.communicate(timeout=60)
         t.close()
-        assert p.returncode in (0, 3, 4, 5), (p.returncode, err)
-        assert not any(m in err for m in SANITIZER_MARKS), err
-        if p.returncode in (3, 4):
-            assert err.startswith("pyunwind: error: ") and \
-                err.count("\n") == 1, err
-        else:
-            assert out.startswith("Process %d:" % t.pid), out[:200]
+        assert_dump_of_killed(p.returncode, out, err, t.pid)
 
 
 def test_target_killed_while_its_threads_stop(tmp_path):
@@ -563,13 +568,7 @@ def test_target_killed_while_its_threads_stop(tmp_path):
         finally:
             t.wait()
             t.stdout.close()
-        assert p.returncode in (0, 3, 4, 5), (p.returncode, err)
-        assert not any(m in err for m in SANITIZER_MARKS), err
-        if p.returncode in (3, 4):
-            assert err.startswith("pyunwind: error: ") and \
-                err.count("\n") == 1, err
-        else:
-            assert out.startswith("Process %d:" % t.pid), out[:200]
+        assert_dump_of_killed(p.returncode, out, err, t.pid)
 
 
 def test_forking_target(tmp_path):
