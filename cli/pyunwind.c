@@ -47,6 +47,11 @@ static int run(enum pyu_cmd_kind kind, int argc, char **argv)
         return run_sample(o);
     if (kind == PYU_CMD_REPORT)
         return run_report(&o);
+    if (!o.core && (o.ntargets > 1 || o.subprocesses)) {
+        /* (each process's error or warning is a line of its own) */
+        ex = pyu_cmd_run_targets(&o, stdout, stderr, msg, sizeof msg);
+        return *msg ? fail(msg, ex) : ex;
+    }
     pyu_session *s = pyu_session_new();
     if (!s)
         return fail("out of memory", PYU_EXIT_INTERNAL);

@@ -44,6 +44,7 @@ enum {
     OPT_LIVE,
     OPT_LOCALS,
     OPT_NATIVE_LAST,
+    OPT_SUBPROCESSES,
 };
 
 static const struct {
@@ -77,6 +78,8 @@ static const struct {
     {{"diff", required_argument, NULL, OPT_DIFF}, CLI_ONLY | REPORT},
     {{"live", no_argument, NULL, OPT_LIVE}, CLI_ONLY | SAMPLE},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
+    {{"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
+     CLI_ONLY | DUMP | TASKS},
     {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
     {{"sysroot", required_argument, NULL, OPT_SYSROOT}, CLI_ONLY | DUMP | TASKS},
@@ -98,18 +101,21 @@ static const struct {
     "                  each one's innermost Python frame (a crash's view)\n" \
 
 static const char cli_help[] =
-    "usage: pyunwind dump [OPTIONS] PID\n"
+    "usage: pyunwind dump [OPTIONS] PID...\n"
     "       pyunwind dump [OPTIONS] --core CORE [--exe PYTHON] [--sysroot DIR]\n"
     "       pyunwind --version\n"
     "\n"
     "Prints the Python stack of every thread of a CPython 3.11 or 3.13-3.15\n"
-    "process or core file, read from outside the process.\n"
+    "process or core file, read from outside the process; of each process\n"
+    "in turn when several are given.\n"
     "\n"
     "  --json          print JSON (docs/json.md) instead of text\n"
     "  -o, --output FILE  write to FILE instead of standard output\n"
     DUMP_OPTIONS
     "  --verbose       say on standard error how the target was read\n"
     "  --nonblocking   do not stop the process while reading it\n"
+    "  --subprocesses  each process's descendants that run CPython too\n"
+    "                  (--json: an array of one object a process)\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
     "  --exe PYTHON    the executable the core was written from, when it\n"
     "                  is not where the core says\n"
@@ -117,7 +123,7 @@ static const char cli_help[] =
     "  -h, --help      print this help\n";
 
 static const char cli_tasks_help[] =
-    "usage: pyunwind tasks [OPTIONS] PID\n"
+    "usage: pyunwind tasks [OPTIONS] PID...\n"
     "       pyunwind tasks [OPTIONS] --core CORE [--exe PYTHON] [--sysroot DIR]\n"
     "\n"
     "Prints the asyncio tasks of a CPython 3.14+ process or core file: each\n"
@@ -130,6 +136,8 @@ static const char cli_tasks_help[] =
     "  -o, --output FILE  write to FILE instead of standard output\n"
     "  --verbose       say on standard error how the target was read\n"
     "  --nonblocking   do not stop the process while reading it\n"
+    "  --subprocesses  each process's descendants that run CPython too\n"
+    "                  (--json: an array of one object a process)\n"
     "  --core CORE     read an ELF core file instead of a live process\n"
     "  --exe PYTHON    the executable the core was written from\n"
     "  --sysroot DIR   read the files the core names below DIR\n"
@@ -499,6 +507,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_SYSROOT: o->sysroot = optarg; break;
         case OPT_NOSRC: o->text_flags |= PYU_TEXT_NO_SOURCE; break;
         case OPT_NONBLOCK: o->open_flags |= PYU_OPEN_NONBLOCKING; break;
+        case OPT_SUBPROCESSES: o->subprocesses = true; break;
         case 'o': o->output = optarg; break;
         case 'h': o->help = true; return PYU_EXIT_OK;
         case OPT_GC: o->sample_flags |= PYU_SAMPLE_GC; break;
@@ -615,16 +624,25 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     if (o->core) {
         if (optind != argc)
             return usage(msg, msglen, "give either a PID or --core, not both");
+        if (o->subprocesses)
+            return usage(msg, msglen, "--subprocesses reads live processes: "
+                         "not with --core");
         return PYU_EXIT_OK;
     }
-    if (optind + 1 != argc)
-        return usage(msg, msglen, "%s (see %s --help)",
-                     optind == argc ? "give a process id or --core CORE"
-                                    : "give one process id", name);
-    if (take_pid(o, argv[optind], msg, msglen) != PYU_EXIT_OK)
-        return PYU_EXIT_USAGE;
+    if (optind == argc)
+        return usage(msg, msglen, "give a process id or --core CORE (see "
+                     "%s --help)", name);
+    for (int i = optind; i < argc; i++)
+        if (take_pid(o, argv[i], msg, msglen) != PYU_EXIT_OK)
+            return PYU_EXIT_USAGE;
+    take_pid(o, argv[optind], msg, msglen);
+    o->targets = argv + optind;
+    o->ntargets = argc - optind;
     if (o->exe || o->sysroot)
         return usage(msg, msglen, "--exe and --sysroot go with --core");
+    if (o->thread && (o->ntargets > 1 || o->subprocesses))
+        return usage(msg, msglen, "--thread names a thread of one process: "
+                     "give one PID, without --subprocesses");
     return PYU_EXIT_OK;
 }
 
@@ -794,7 +812,8 @@ int pyu_cmd_write_profile(pyu_profile *p, pyu_profile *base,
 }
 
 static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
-                     FILE *out, char *msg, size_t msglen)
+                     FILE *out, const pyu_json_sink *into, char *msg,
+                     size_t msglen)
 {
     pyu_tasks *t;
     int rc = pyu_cmd_take_tasks(s, retry_torn, &t);
@@ -809,7 +828,7 @@ static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
         return PYU_EXIT_INTERNAL;
     }
     int cycle = 0;
-    rc = o->json ? pyu_tasks_write_json(t, f)
+    rc = o->json ? (into ? pyu_tasks_emit(t, into) : pyu_tasks_write_json(t, f))
          : o->tree ? pyu_tasks_write_tree(t, f, &cycle)
                    : pyu_tasks_write_table(t, f);
     int ex = close_output(o, f, out, rc, msg, msglen);
@@ -831,14 +850,15 @@ static int run_tasks(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     return ex;
 }
 
-int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
-                const char *source, FILE *out, FILE *diag, char *msg,
-                size_t msglen)
+/* pyu_cmd_run, its JSON given to into when that is not NULL. */
+static int run_one(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
+                   const char *source, FILE *out, const pyu_json_sink *into,
+                   FILE *diag, char *msg, size_t msglen)
 {
     if (o->verbose && diag)
         describe(s, source, diag);
     if (o->kind == PYU_CMD_TASKS)
-        return run_tasks(s, o, retry_torn, out, msg, msglen);
+        return run_tasks(s, o, retry_torn, out, into, msg, msglen);
     /* A running process (--nonblocking, or one a debugger holds) can
      * change under the reader: a torn read is retried a few times. */
     pyu_dump *d;
@@ -864,7 +884,8 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
         pyu_dump_free(d);
         return PYU_EXIT_INTERNAL;
     }
-    rc = o->json ? pyu_dump_write_json(&view, f)
+    rc = o->json ? (into ? pyu_dump_emit(&view, into)
+                         : pyu_dump_write_json(&view, f))
                  : pyu_dump_write_text(&view, f, o->text_flags);
     ex = close_output(o, f, out, rc, msg, msglen);
     size_t bad = 0, first = 0;
@@ -890,4 +911,151 @@ int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     }
     pyu_dump_free(d);
     return ex;
+}
+
+int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
+                const char *source, FILE *out, FILE *diag, char *msg,
+                size_t msglen)
+{
+    return run_one(s, o, retry_torn, source, out, NULL, diag, msg, msglen);
+}
+
+/* ------------------------------------------------ several processes */
+
+/* How bad an exit code is, to keep the worst of several. */
+static int badness(int ex)
+{
+    static const int order[] = {PYU_EXIT_OK, PYU_EXIT_PARTIAL,
+                                PYU_EXIT_CYCLE, PYU_EXIT_NOTPY,
+                                PYU_EXIT_TARGET, PYU_EXIT_USAGE,
+                                PYU_EXIT_INTERNAL};
+    for (int i = 0; i < (int)(sizeof order / sizeof order[0]); i++)
+        if (order[i] == ex)
+            return i;
+    return 99;
+}
+
+static int worse(int a, int b)
+{
+    return badness(b) > badness(a) ? b : a;
+}
+
+/* The processes to read: each PID given, with its descendants under
+ * --subprocesses, each once.  *named: how many of the first ones were
+ * given (the rest are descendants).  Returns the count, or -1 (no
+ * memory). */
+static int target_list(const pyu_cmd_opts *o, int **out, int *named)
+{
+    size_t cap = PYU_CMD_MAX_PROCESSES, n = 0;
+    int *l = malloc(cap * sizeof *l), *tree = malloc(cap * sizeof *tree);
+    if (!l || !tree) {
+        free(l);
+        free(tree);
+        return -1;
+    }
+    for (int i = 0; i < o->ntargets && n < cap; i++)
+        l[n++] = (int)strtol(o->targets[i], NULL, 10);
+    *named = (int)n;
+    for (int i = 0; o->subprocesses && i < *named; i++) {
+        int m = pyu_process_tree(l[i], tree, cap);
+        for (int k = 1; k < m && n < cap; k++) { /* (tree[0] is l[i]) */
+            bool seen = false;
+            for (size_t j = 0; j < n && !seen; j++)
+                seen = l[j] == tree[k];
+            if (!seen)
+                l[n++] = tree[k];
+        }
+    }
+    free(tree);
+    *out = l;
+    return (int)n;
+}
+
+int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
+                        char *msg, size_t msglen)
+{
+    *msg = '\0';
+    int named, *pids;
+    int n = target_list(o, &pids, &named);
+    if (n < 0) {
+        snprintf(msg, msglen, "out of memory");
+        return PYU_EXIT_INTERNAL;
+    }
+    FILE *f = open_output(o, out, msg, msglen);
+    if (!f) {
+        free(pids);
+        return PYU_EXIT_INTERNAL;
+    }
+    pyu_cmd_opts one = *o;
+    one.output = NULL; /* (f, for every process) */
+    pyu_json_sink *into = o->json ? pyu_json_text_new(f) : NULL;
+    if (o->json && !into) {
+        free(pids);
+        return close_output(o, f, out, -PYU_E_NOMEM, msg, msglen);
+    }
+    if (into)
+        into->open(into->arg, '[', PYU_JSON_ROWS | PYU_JSON_ROWS_END);
+    int ex = PYU_EXIT_OK, written = 0;
+    for (int i = 0; i < n; i++) {
+        char one_msg[1024], source[64];
+        pyu_session *s = pyu_session_new();
+        if (!s) {
+            ex = worse(ex, PYU_EXIT_INTERNAL);
+            fprintf(diag, "pyunwind: error: out of memory\n");
+            break;
+        }
+        int rc = pyu_open_pid(s, pids[i], o->open_flags);
+        if (rc < 0) {
+            /* a descendant that is not Python (a shell between two), or
+             * that ended since it was listed, is no target */
+            bool quiet = i >= named && (rc == -PYU_E_NOTPY ||
+                                        rc == -PYU_E_NOPROC);
+            if (!quiet) {
+                fprintf(diag, "pyunwind: %s: process %d%s: %s\n",
+                        i < named ? "error" : "warning", pids[i],
+                        i < named ? "" : " left out", pyu_errmsg(s));
+                ex = worse(ex, i < named ? pyu_cmd_exit_for(rc)
+                                         : PYU_EXIT_PARTIAL);
+            }
+            pyu_session_free(s);
+            continue;
+        }
+        snprintf(source, sizeof source, "live process %d%s", pids[i],
+                 o->open_flags & PYU_OPEN_NONBLOCKING
+                     ? " without stopping it" : "");
+        /* (the text of each in a buffer first: a blank line goes only
+         * between two that wrote something) */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *mf = o->json ? f : open_memstream(&text, &len);
+        if (!mf) {
+            ex = worse(ex, PYU_EXIT_INTERNAL);
+            fprintf(diag, "pyunwind: error: out of memory\n");
+            pyu_session_free(s);
+            break;
+        }
+        int one_ex = run_one(s, &one, true, source, mf, into, diag, one_msg,
+                             sizeof one_msg);
+        if (mf != f) {
+            fclose(mf);
+            if (len && written++)
+                fputc('\n', f);
+            fwrite(text, 1, len, f);
+            free(text);
+        }
+        if (one_ex != PYU_EXIT_OK)
+            fprintf(diag, "pyunwind: %s: process %d: %s\n",
+                    one_ex == PYU_EXIT_PARTIAL ? "warning" : "error",
+                    pids[i], one_msg);
+        ex = worse(ex, one_ex);
+        pyu_session_free(s);
+    }
+    if (into) {
+        into->close(into->arg, '[');
+        pyu_json_text_free(into);
+    }
+    free(pids);
+    int closed = close_output(o, f, out, ferror(f) ? -PYU_E_IO : 0, msg,
+                              msglen);
+    return closed != PYU_EXIT_OK ? closed : ex;
 }

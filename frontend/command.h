@@ -60,7 +60,10 @@ typedef struct pyu_cmd_opts {
     size_t limit;         /* --limit rows of top (0: all) */
     /* CLI only */
     unsigned open_flags;  /* PYU_OPEN_* (--nonblocking) */
-    int pid;
+    int pid;              /* the first of the PIDs given */
+    char **targets;       /* dump / tasks PID...: each PID given (checked) */
+    int ntargets;
+    bool subprocesses;    /* --subprocesses */
     const char *core, *exe, *sysroot;
     char **launch;        /* sample -- PROGRAM ARGS...: argv to start */
     int nlaunch;
@@ -125,6 +128,22 @@ int pyu_cmd_dump_thread(const pyu_dump *d, uint64_t tid, pyu_dump *view,
 int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                 const char *source, FILE *out, FILE *diag, char *msg,
                 size_t msglen);
+
+/* Most processes one run reads (the PIDs given and their descendants). */
+#define PYU_CMD_MAX_PROCESSES 4096
+
+/* dump / tasks of several live processes: each PID of o->targets, and
+ * under --subprocesses each one's descendants (pyu_process_tree) that run
+ * CPython, read in turn, in that order; the text of each after the other
+ * (a blank line between), or --json one array of their objects.  What
+ * goes wrong with one process is a line on diag, with its pid: a named
+ * one that cannot be read is an error, a descendant a warning ("left
+ * out"), unless it is not Python or has ended since it was listed (then
+ * it is no target).  Returns the worst exit code of them (a descendant
+ * left out counts as PARTIAL); msg holds a message only when the output
+ * could not be written. */
+int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
+                        char *msg, size_t msglen);
 
 /* ------------------------------------------------------------ sampling */
 

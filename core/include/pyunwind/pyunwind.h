@@ -192,6 +192,13 @@ PYU_API int pyu_errcode(const pyu_session *s);
  * offsets.  Returns 0 or a negated error. */
 PYU_API int pyu_open_pid(pyu_session *s, int pid, unsigned flags);
 
+/* The live process pid and its descendants as they are now (its children,
+ * theirs, ...): pids[0] = pid, then depth first, each process before its
+ * children, siblings by pid; at most max of them.  Read from /proc (each
+ * process's parent), without touching any process.  Returns how many were
+ * written, or -PYU_E_NOPROC when pid does not exist. */
+PYU_API int pyu_process_tree(int pid, int *pids, size_t max);
+
 /* Opens an ELF core file.  exe (may be NULL) replaces the executable the
  * core names; sysroot (may be NULL) is prefixed to every file the core
  * names.  Pages the kernel left out of the core are read from those files.
@@ -635,6 +642,13 @@ PYU_API int pyu_dump_emit(const pyu_dump *d, const pyu_json_sink *sink);
 PYU_API int pyu_tasks_emit(const pyu_tasks *t, const pyu_json_sink *sink);
 PYU_API int pyu_frame_emit(const pyu_frame *f, int with_locals,
                            const pyu_json_sink *sink);
+
+/* A sink that prints JSON text to out, laid out as the _write_json
+ * functions print it (they use one); descriptions given to it inside an
+ * array it was told to open make one JSON array.  NULL when out of
+ * memory; free it with pyu_json_text_free (accepts NULL). */
+PYU_API pyu_json_sink *pyu_json_text_new(FILE *out);
+PYU_API void pyu_json_text_free(pyu_json_sink *sink);
 
 /* ---------------------------------------------------------------- profiles */
 

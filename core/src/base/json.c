@@ -2,6 +2,7 @@
 #include "../internal.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 
 /* Length of the valid UTF-8 sequence at p (1-4), or 0 when it is not one. */
 static size_t utf8_len(const unsigned char *p)
@@ -181,6 +182,25 @@ pyu_json_sink pyu_json_text_sink(pyu_json_text *t, FILE *out)
                            .unsigned_integer = text_unsigned,
                            .boolean = text_boolean,
                            .null = text_null};
+}
+
+/* (the sink and its state in one allocation: the sink first) */
+typedef struct text_alloc {
+    pyu_json_sink sink;
+    pyu_json_text t;
+} text_alloc;
+
+pyu_json_sink *pyu_json_text_new(FILE *out)
+{
+    text_alloc *m = malloc(sizeof *m);
+    if (m)
+        m->sink = pyu_json_text_sink(&m->t, out);
+    return m ? &m->sink : NULL;
+}
+
+void pyu_json_text_free(pyu_json_sink *sink)
+{
+    free(sink); /* (the text_alloc it begins) */
 }
 
 /* ------------------------------------------- describing to a sink */
