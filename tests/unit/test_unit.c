@@ -1706,6 +1706,56 @@ static void test_profile_select(void)
     pyu_profile_free(p);
 }
 
+/* ------------------------------------------------ processes of a profile */
+
+static void test_profile_processes(void)
+{
+    pyu_profile *p = pyu_profile_new();
+    CHECK(p != NULL);
+    pyu_profile_info_of(p)->process.pid = 100;
+    /* a hand-built profile: process 0 made from the info */
+    CHECK_EQ(pyu_profile_add_thread(p, 7, 100, 0, 1), 0);
+    CHECK_EQ(pyu_profile_get(p)->nprocesses, 1);
+    CHECK_EQ(pyu_profile_get(p)->processes[0].pid, 100);
+    /* the same pid again: that process, its command filled in */
+    CHECK_EQ(pyu_profile_add_process(p, 100, "python3 app.py", "3.14.7", 0,
+                                     0), 0);
+    CHECK(strcmp(pyu_profile_get(p)->processes[0].command,
+                 "python3 app.py") == 0);
+    /* a child whose thread has the parent's ids (fork copies them): a
+     * thread of its own */
+    long c = pyu_profile_add_process(p, 101, "python3 app.py", "3.14.7", 0,
+                                     5000);
+    CHECK_EQ(c, 1);
+    long t = pyu_profile_add_process_thread(p, (uint32_t)c, 7, 100, 0, 1);
+    CHECK_EQ(t, 1);
+    CHECK_EQ(pyu_profile_get(p)->threads[t].process, 1);
+    CHECK_EQ(pyu_profile_add_process_thread(p, 9, 7, 100, 0, 1),
+             -PYU_E_INVAL);
+    long f1 = pyu_profile_add_func(p, "work", "app.py", 1, PYU_FUNC_PYTHON);
+    long fr = pyu_profile_add_frame(p, (uint32_t)f1, 2);
+    long n = pyu_profile_push(p, 0, (uint32_t)fr);
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)n, 3, 0), 0);
+    CHECK_EQ(pyu_profile_count(p, 1, (uint32_t)n, 2, 0), 0);
+    /* it exits; a later process with its pid is another one */
+    CHECK_EQ(pyu_profile_end_process(p, 1, 9000), 0);
+    CHECK(pyu_profile_get(p)->processes[1].exited &&
+          pyu_profile_get(p)->processes[1].end_ns == 9000);
+    CHECK_EQ(pyu_profile_add_process(p, 101, NULL, NULL, 0, 10000), 2);
+    CHECK_EQ(pyu_profile_end_process(p, 3, 1), -PYU_E_INVAL);
+    /* a process's part */
+    pyu_profile_filter f = {.pid = 101, .mode = -1};
+    pyu_profile *q;
+    CHECK_EQ(pyu_profile_select(p, &f, &q), 0);
+    const pyu_profile_data *d = pyu_profile_get(q);
+    CHECK(d->nprocesses == 2 && d->nthreads == 1 && d->total == 2 &&
+          d->threads[0].process == 0 && d->processes[0].pid == 101 &&
+          d->processes[0].exited && d->processes[0].start_ns == 5000 &&
+          strcmp(d->processes[0].python, "3.14.7") == 0);
+    pyu_profile_free(q);
+    pyu_profile_free(p);
+}
+
 /* ------------------------------------------------ JSON described to a sink */
 
 /* A sink that counts calls, tracks nesting, and fails at call fail_at. */
@@ -1844,6 +1894,7 @@ int main(int argc, char **argv)
     test_sampler_code_checked();
     test_profile_timeline();
     test_profile_select();
+    test_profile_processes();
     test_profile_instrs();
     test_json_sink();
     test_ticks();

@@ -692,6 +692,21 @@ typedef struct pyu_profile_node {
     uint32_t depth;  /* number of frames; the root (node 0) has 0 */
 } pyu_profile_node;
 
+/* A process a profile's samples came from: one, or several when a run
+ * samples several targets (`sample PID PID...`, --subprocesses). */
+typedef struct pyu_profile_process {
+    int pid;             /* its process id (0 when unknown) */
+    const char *command; /* its command line, the arguments joined by
+                            spaces, or "" */
+    const char *python;  /* its CPython's version ("3.14.7"), or "" */
+    int free_threaded;   /* a free-threaded build */
+    uint64_t start_ns;   /* since the run's start, when it was first
+                            sampled (0: from the start) */
+    uint64_t end_ns;     /* since the run's start, when it exited or ran
+                            another program (exited != 0) */
+    int exited;          /* it ended before the run did */
+} pyu_profile_process;
+
 typedef struct pyu_profile_thread {
     uint64_t thread_id;        /* threading.get_ident() */
     uint64_t native_thread_id; /* kernel thread id */
@@ -703,6 +718,7 @@ typedef struct pyu_profile_thread {
     const char *name;          /* the kernel's name of the thread when it
                                   has one of its own (not the process's
                                   name), else "" */
+    uint32_t process;          /* index into processes */
 } pyu_profile_thread;
 
 /* The samples of one stack on one thread with one status: a (thread,
@@ -754,6 +770,9 @@ typedef struct pyu_profile_data {
     const pyu_profile_stack *stacks; /* in order of first appearance */
     size_t nstacks;
     uint64_t total;                  /* sum of all counts */
+    const pyu_profile_process *processes; /* at least one once a thread
+                                             is added */
+    size_t nprocesses;
 } pyu_profile_data;
 
 /* A new, empty profile, or NULL when out of memory. */
@@ -770,6 +789,24 @@ PYU_API pyu_profile_info *pyu_profile_info_of(pyu_profile *p);
 PYU_API long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
                                     uint64_t native_thread_id,
                                     int64_t interpreter_id, int main);
+/* A process (pid; command and python may be NULL): the one of that pid
+ * that has not exited when there is one (an empty command or version of
+ * it filled from these), else a new one, first sampled at start_ns after
+ * the run's start.  pyu_profile_add_thread adds to process 0, made from
+ * the profile's info when there is none. */
+PYU_API long pyu_profile_add_process(pyu_profile *p, int pid,
+                                     const char *command, const char *python,
+                                     int free_threaded, uint64_t start_ns);
+/* Process `process` exited (or ran another program) at t_ns after the
+ * run's start: a later process of its pid is another one.  Returns 0 or
+ * -PYU_E_INVAL. */
+PYU_API int pyu_profile_end_process(pyu_profile *p, uint32_t process,
+                                    uint64_t t_ns);
+/* pyu_profile_add_thread in process `process`. */
+PYU_API long pyu_profile_add_process_thread(pyu_profile *p, uint32_t process,
+                                            uint64_t thread_id,
+                                            uint64_t native_thread_id,
+                                            int64_t interpreter_id, int main);
 PYU_API long pyu_profile_add_func(pyu_profile *p, const char *name,
                                   const char *file, int first_line,
                                   int kind);
@@ -791,6 +828,7 @@ PYU_API int pyu_profile_has_instrs(pyu_profile *p);
  * one line merged, and the stacks through them; select only). */
 typedef struct pyu_profile_filter {
     uint64_t thread;
+    int pid; /* only the threads of this process (0: every process) */
     int mode;
     uint64_t from_ns, to_ns;
     int by_line;

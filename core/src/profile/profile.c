@@ -30,6 +30,8 @@ struct pyu_profile {
     size_t nnodes, capnodes;
     pyu_profile_thread *threads;
     size_t nthreads, capthreads;
+    pyu_profile_process *procs;
+    size_t nprocs, capprocs;
     pyu_profile_stack *stacks;
     size_t nstacks, capstacks;
     pyu_ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
@@ -85,6 +87,7 @@ void pyu_profile_free(pyu_profile *p)
     free(p->frames);
     free(p->nodes);
     free(p->threads);
+    free(p->procs);
     free(p->stacks);
     free(p->journal);
     free(p->ticks);
@@ -101,7 +104,7 @@ const pyu_profile_data *pyu_profile_get(pyu_profile *p)
     p->data = (pyu_profile_data){
         &p->info,  p->funcs,    p->nfuncs,   p->frames,  p->nframes,
         p->nodes,  p->nnodes,   p->threads,  p->nthreads, p->stacks,
-        p->nstacks, p->total};
+        p->nstacks, p->total, p->procs, p->nprocs};
     return &p->data;
 }
 
@@ -137,6 +140,16 @@ static const char *intern_str(pyu_profile *p, const char *s)
     pyu_ix_put(&p->istrs, at, h, p->nstrs);
     p->nstrs++;
     return copy;
+}
+
+/* pr into *to, its strings interned in p. */
+static bool copy_process(pyu_profile *p, pyu_profile_process *to,
+                         const pyu_profile_process *pr)
+{
+    *to = *pr;
+    to->command = intern_str(p, pr->command);
+    to->python = intern_str(p, pr->python);
+    return to->command && to->python;
 }
 
 long pyu_profile_add_func(pyu_profile *p, const char *name, const char *file,
@@ -262,17 +275,34 @@ static bool select_tables(pyu_profile *q, const pyu_profile *p,
         nmap[i] = (uint32_t)e;
         ok = e >= 0;
     }
+    /* (the processes f keeps, in order; pmap: p's -> q's) */
+    long *pmap = calloc(p->nprocs + 1, sizeof *pmap);
+    ok = ok && pmap;
+    for (size_t i = 0; ok && i < p->nprocs; i++) {
+        const pyu_profile_process *pr = &p->procs[i];
+        pmap[i] = -1;
+        if (f->pid && pr->pid != f->pid)
+            continue;
+        pmap[i] = (long)q->nprocs;
+        ok = room((void **)&q->procs, q->nprocs, &q->capprocs,
+                  sizeof *q->procs) &&
+             copy_process(q, &q->procs[q->nprocs], pr);
+        q->nprocs += ok;
+    }
     for (size_t i = 0; ok && i < p->nthreads; i++) {
         const pyu_profile_thread *t = &p->threads[i];
         tmap[i] = -1;
-        if (f->thread && f->thread != t->native_thread_id &&
-            f->thread != t->thread_id)
+        if ((f->thread && f->thread != t->native_thread_id &&
+             f->thread != t->thread_id) ||
+            (t->process < p->nprocs && pmap[t->process] < 0))
             continue;
-        tmap[i] = pyu_profile_add_thread(q, t->thread_id, t->native_thread_id,
-                                         t->interpreter_id, t->main);
+        tmap[i] = pyu_profile_add_process_thread(
+            q, t->process < p->nprocs ? (uint32_t)pmap[t->process] : 0,
+            t->thread_id, t->native_thread_id, t->interpreter_id, t->main);
         ok = tmap[i] >= 0 &&
              pyu_profile_name_thread(q, (uint32_t)tmap[i], t->name) == 0;
     }
+    free(pmap);
     return ok;
 }
 
@@ -365,7 +395,7 @@ static bool select_window(pyu_profile *q, const pyu_profile *p,
 int pyu_profile_select(pyu_profile *p, const pyu_profile_filter *f,
                        pyu_profile **out)
 {
-    static const pyu_profile_filter all = {0, -1, 0, 0, 0};
+    static const pyu_profile_filter all = {.mode = -1};
     *out = NULL;
     if (!f)
         f = &all;
@@ -403,7 +433,7 @@ int pyu_profile_select(pyu_profile *p, const pyu_profile_filter *f,
 
 pyu_profile *pyu_profile_by_line(pyu_profile *p)
 {
-    static const pyu_profile_filter by_line = {0, -1, 0, 0, 1};
+    static const pyu_profile_filter by_line = {.mode = -1, .by_line = 1};
     pyu_profile *q;
     return pyu_profile_select(p, &by_line, &q) == 0 ? q : NULL;
 }
@@ -429,18 +459,79 @@ long pyu_profile_push(pyu_profile *p, uint32_t parent, uint32_t frame)
     return (long)p->nnodes++;
 }
 
+/* ---------------------------------------------------------- processes */
+
+long pyu_profile_add_process(pyu_profile *p, int pid, const char *command,
+                             const char *python, int free_threaded,
+                             uint64_t start_ns)
+{
+    for (size_t i = p->nprocs; i-- > 0;) {
+        pyu_profile_process *pr = &p->procs[i];
+        if (pr->pid != pid || pr->exited)
+            continue;
+        if (command && *command && !*pr->command &&
+            !(pr->command = intern_str(p, command)))
+            return -PYU_E_NOMEM;
+        if (python && *python && !*pr->python) {
+            if (!(pr->python = intern_str(p, python)))
+                return -PYU_E_NOMEM;
+            pr->free_threaded = free_threaded != 0;
+        }
+        return (long)i;
+    }
+    if (!room((void **)&p->procs, p->nprocs, &p->capprocs, sizeof *p->procs))
+        return -PYU_E_NOMEM;
+    pyu_profile_process pr = {.pid = pid,
+                              .command = command,
+                              .python = python,
+                              .free_threaded = free_threaded != 0,
+                              .start_ns = start_ns};
+    if (!copy_process(p, &p->procs[p->nprocs], &pr))
+        return -PYU_E_NOMEM;
+    return (long)p->nprocs++;
+}
+
+int pyu_profile_end_process(pyu_profile *p, uint32_t process, uint64_t t_ns)
+{
+    if (process >= p->nprocs)
+        return -PYU_E_INVAL;
+    p->procs[process].exited = 1;
+    p->procs[process].end_ns = t_ns;
+    return 0;
+}
+
 long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
                             uint64_t native_thread_id, int64_t interpreter_id,
                             int main)
 {
+    if (!p->nprocs) {
+        const pyu_process *t = &p->info.process;
+        long e = pyu_profile_add_process(p, t->pid, "", t->python,
+                                         t->free_threaded, 0);
+        if (e < 0)
+            return e;
+    }
+    return pyu_profile_add_process_thread(p, 0, thread_id, native_thread_id,
+                                          interpreter_id, main);
+}
+
+long pyu_profile_add_process_thread(pyu_profile *p, uint32_t process,
+                                    uint64_t thread_id,
+                                    uint64_t native_thread_id,
+                                    int64_t interpreter_id, int main)
+{
+    if (process >= p->nprocs)
+        return -PYU_E_INVAL;
     uint32_t h = pyu_mix(thread_id * 31 ^ native_thread_id ^
-                         (uint64_t)interpreter_id << 48);
+                         (uint64_t)interpreter_id << 48 ^
+                         (uint64_t)process << 40);
     size_t at;
     long e =
         PYU_IX_FIND(&p->ithreads, h, &at,
                     p->threads[e].thread_id == thread_id &&
                         p->threads[e].native_thread_id == native_thread_id &&
-                        p->threads[e].interpreter_id == interpreter_id);
+                        p->threads[e].interpreter_id == interpreter_id &&
+                        p->threads[e].process == process);
     if (e >= 0) {
         p->threads[e].main |= main != 0;
         return e;
@@ -456,6 +547,7 @@ long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,
         .interpreter_id = interpreter_id,
         .main = main != 0,
         .name = "",
+        .process = process,
     };
     pyu_ix_put(&p->ithreads, at, h, p->nthreads);
     return (long)p->nthreads++;

@@ -259,8 +259,8 @@ static long profile_thread(pyu_sampler *sm, uint64_t thread_id,
                            uint64_t native_id, int64_t interp, int main)
 {
     size_t before = pyu_profile_get(sm->p)->nthreads;
-    long th = pyu_profile_add_thread(sm->p, thread_id, native_id, interp,
-                                     main);
+    long th = pyu_profile_add_process_thread(sm->p, sm->process, thread_id,
+                                             native_id, interp, main);
     char name[64];
     pyu_session *s = sm->s;
     if (th >= 0 && (size_t)th >= before && s->ops->thread_name &&
@@ -610,10 +610,21 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
         return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
     }
     pyu_profile_info *pi = pyu_profile_info_of(p);
-    pyu_target(s, &pi->process);
+    pyu_process ti = {0};
+    pyu_target(s, &ti);
+    if (!pyu_profile_get(p)->nprocesses) /* (the first target's) */
+        pi->process = ti;
     pi->mode = o->mode;
     pi->flags = o->flags;
     pyu_profile_clock_start(p);
+    long proc = pyu_profile_add_process(p, ti.pid, NULL, ti.python,
+                                        ti.free_threaded,
+                                        pyu_profile_clock(p));
+    if (proc < 0) {
+        free(sm);
+        return pyu_err_set(&s->err, PYU_E_NOMEM, "out of memory");
+    }
+    sm->process = (uint32_t)proc;
     if (!s->ops->thread_name || s->pid <= 0 ||
         s->ops->thread_name(s->ctx, (uint64_t)s->pid, sm->proc_name,
                             sizeof sm->proc_name) < 0)

@@ -257,6 +257,7 @@ struct pyu_sampler {
                                                    <native>, <unknown> */
     char proc_name[64]; /* the process's name: a thread with the same name
                            has none of its own */
+    uint32_t process; /* its target in the profile's processes */
     /* the prediction (read_plan.c): interpreters and threads in list
      * order */
     pyu_sinterp *interps;
