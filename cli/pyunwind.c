@@ -354,6 +354,7 @@ static int run_sample(pyu_cmd_opts o)
         .gone = o.launch ? child_gone : NULL,
         .arg = &c,
         .status = isatty(STDERR_FILENO) ? stderr : NULL,
+        .pid = o.launch ? (int)c.pid : o.pid,
     };
     live lv;
     if (o.live) {

@@ -79,7 +79,7 @@ static const struct {
     {{"live", no_argument, NULL, OPT_LIVE}, CLI_ONLY | SAMPLE},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
     {{"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
-     CLI_ONLY | DUMP | TASKS},
+     CLI_ONLY | DUMP | TASKS | SAMPLE},
     {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
     {{"sysroot", required_argument, NULL, OPT_SYSROOT}, CLI_ONLY | DUMP | TASKS},
@@ -203,14 +203,16 @@ static const char debugger_help[] =
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
 
 static const char cli_sample_help[] =
-    "usage: pyunwind sample [OPTIONS] PID\n"
+    "usage: pyunwind sample [OPTIONS] PID...\n"
     "       pyunwind sample [OPTIONS] -- PROGRAM [ARGS...]\n"
     "\n"
     "Samples the Python stacks of a running CPython 3.11 or 3.13-3.15 process\n"
     "(or of PROGRAM, started here and profiled to its exit) and writes a\n"
-    "profile.\n"
+    "profile; of every process given, into one profile.\n"
     "Ctrl-C ends the run and keeps the profile.\n"
     SAMPLE_OPTIONS
+    "  --subprocesses  each process's descendants that run CPython too, found\n"
+    "                  as they start (the run ends when the last one exits)\n"
     "  -o, --output FILE  write the profile to FILE instead of standard output\n"
     "  --live          a top-like view, redrawn 4 times a second while it\n"
     "                  samples: keys s/t/n sort by self, total or name, T\n"
@@ -423,6 +425,23 @@ static int take_pid(pyu_cmd_opts *o, const char *arg, char *msg,
     return PYU_EXIT_OK;
 }
 
+/* The PIDs that end a command line (argv[optind...]) into o->targets, the
+ * first also into o->pid. */
+static int take_pids(pyu_cmd_opts *o, int argc, char **argv, char *msg,
+                     size_t msglen)
+{
+    for (int i = optind; i < argc; i++)
+        if (take_pid(o, argv[i], msg, msglen) != PYU_EXIT_OK)
+            return PYU_EXIT_USAGE;
+    take_pid(o, argv[optind], msg, msglen);
+    o->targets = argv + optind;
+    o->ntargets = argc - optind;
+    if (o->thread && (o->ntargets > 1 || o->subprocesses))
+        return usage(msg, msglen, "--thread names a thread of one process: "
+                     "give one PID, without --subprocesses");
+    return PYU_EXIT_OK;
+}
+
 /* A binary format with no -o: refused on a terminal, and in a debugger
  * (whose output is text). */
 static bool binary_to_terminal(const pyu_cmd_opts *o,
@@ -459,14 +478,15 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
     if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
         o->launch = argv + optind;
         o->nlaunch = argc - optind;
+        if (o->thread && o->subprocesses)
+            return usage(msg, msglen, "--thread names a thread of one "
+                         "process: not with --subprocesses");
         return PYU_EXIT_OK;
     }
-    if (optind + 1 != argc)
-        return usage(msg, msglen, "%s (see %s --help)",
-                     optind == argc ? "give a process id, or -- PROGRAM "
-                                      "[ARGS...]"
-                                    : "give one process id", name);
-    return take_pid(o, argv[optind], msg, msglen);
+    if (optind == argc)
+        return usage(msg, msglen, "give a process id, or -- PROGRAM "
+                     "[ARGS...] (see %s --help)", name);
+    return take_pids(o, argc, argv, msg, msglen);
 }
 
 int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
@@ -632,18 +652,9 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     if (optind == argc)
         return usage(msg, msglen, "give a process id or --core CORE (see "
                      "%s --help)", name);
-    for (int i = optind; i < argc; i++)
-        if (take_pid(o, argv[i], msg, msglen) != PYU_EXIT_OK)
-            return PYU_EXIT_USAGE;
-    take_pid(o, argv[optind], msg, msglen);
-    o->targets = argv + optind;
-    o->ntargets = argc - optind;
     if (o->exe || o->sysroot)
         return usage(msg, msglen, "--exe and --sysroot go with --core");
-    if (o->thread && (o->ntargets > 1 || o->subprocesses))
-        return usage(msg, msglen, "--thread names a thread of one process: "
-                     "give one PID, without --subprocesses");
-    return PYU_EXIT_OK;
+    return take_pids(o, argc, argv, msg, msglen);
 }
 
 int pyu_cmd_exit_for(int rc)
@@ -935,7 +946,7 @@ static int badness(int ex)
     return 99;
 }
 
-static int worse(int a, int b)
+int pyu_cmd_worse_exit(int a, int b)
 {
     return badness(b) > badness(a) ? b : a;
 }
@@ -1000,7 +1011,7 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
         char one_msg[1024], source[64];
         pyu_session *s = pyu_session_new();
         if (!s) {
-            ex = worse(ex, PYU_EXIT_INTERNAL);
+            ex = pyu_cmd_worse_exit(ex, PYU_EXIT_INTERNAL);
             fprintf(diag, "pyunwind: error: out of memory\n");
             break;
         }
@@ -1014,7 +1025,7 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
                 fprintf(diag, "pyunwind: %s: process %d%s: %s\n",
                         i < named ? "error" : "warning", pids[i],
                         i < named ? "" : " left out", pyu_errmsg(s));
-                ex = worse(ex, i < named ? pyu_cmd_exit_for(rc)
+                ex = pyu_cmd_worse_exit(ex, i < named ? pyu_cmd_exit_for(rc)
                                          : PYU_EXIT_PARTIAL);
             }
             pyu_session_free(s);
@@ -1029,7 +1040,7 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
         size_t len = 0;
         FILE *mf = o->json ? f : open_memstream(&text, &len);
         if (!mf) {
-            ex = worse(ex, PYU_EXIT_INTERNAL);
+            ex = pyu_cmd_worse_exit(ex, PYU_EXIT_INTERNAL);
             fprintf(diag, "pyunwind: error: out of memory\n");
             pyu_session_free(s);
             break;
@@ -1047,7 +1058,7 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
             fprintf(diag, "pyunwind: %s: process %d: %s\n",
                     one_ex == PYU_EXIT_PARTIAL ? "warning" : "error",
                     pids[i], one_msg);
-        ex = worse(ex, one_ex);
+        ex = pyu_cmd_worse_exit(ex, one_ex);
         pyu_session_free(s);
     }
     if (into) {

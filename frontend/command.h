@@ -93,6 +93,8 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
 
 /* The exit code for a negated pyu error code (from an open or a dump). */
 int pyu_cmd_exit_for(int rc);
+/* The worse of two exit codes (several processes: the worst of theirs). */
+int pyu_cmd_worse_exit(int a, int b);
 
 /* A result whose reading a running target tore (some thread or task could
  * not be read to its end); see pyu_cmd_retry. */
@@ -159,6 +161,10 @@ typedef struct pyu_cmd_sample_hooks {
     FILE *status; /* a terminal for the live status line, or NULL */
     FILE *raw;    /* --format raw: the capture is streamed here as it
                      samples (pyu_capture), or NULL */
+    int pid;      /* the session's target is this live process (its
+                     command line is read; with several targets or
+                     --subprocesses, the first of them and a root of the
+                     tree), or 0 */
     /* called at every status refresh (4 a second) with the profile so
        far and the time sampled (--live draws it); may be NULL */
     void (*tick)(void *arg, pyu_profile *p, uint64_t elapsed_ns);
@@ -167,7 +173,15 @@ typedef struct pyu_cmd_sample_hooks {
 
 /* Samples the session's target into p with the options of `sample`: on an
  * absolute schedule at o->rate (ticks that could not be served are counted
- * as missed), until o->duration, the target's end or *stop.  Then writes
+ * as missed), until o->duration, the target's end or *stop.  With
+ * o->targets (CLI: sample PID PID...) the others too, opened here, and with
+ * o->subprocesses every descendant of those (h->pid's included) that runs
+ * CPython, found as it appears (a scan of /proc every 5 ms) and let go when
+ * it exits or runs another program: each tick samples every target, each
+ * one its process in the profile; the run then ends when none is left (or
+ * at o->duration, *stop).  A process that cannot be read is a line on diag
+ * ("pyunwind: warning: process N left out: ...", or an error for a named
+ * one) and makes the exit code PARTIAL (or the named one's).  Then writes
  * the summary (and with --verbose the sampler's statistics) to diag.
  * Returns a PYU_EXIT_* code (a message in msg when not OK); the profile is
  * kept in every case. */

@@ -169,6 +169,11 @@ static bool exe_of(int pid, struct stat *st)
     return pid > 0 && stat(path, st) == 0;
 }
 
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+    return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
+}
+
 /* Errors after which sampling cannot go on. */
 static bool fatal(int rc)
 {
@@ -176,42 +181,377 @@ static bool fatal(int rc)
            rc == -PYU_E_PERM;
 }
 
+/* The command line of live process pid, its arguments joined by spaces,
+ * into buf ("" when it cannot be read). */
+static void command_of(int pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    *buf = '\0';
+    FILE *f = pid > 0 ? fopen(path, "re") : NULL;
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    while (n > 0 && buf[n - 1] == '\0')
+        n--;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] == '\0')
+            buf[i] = ' ';
+}
+
+/* ------------------------------------------------------------ targets */
+
+#define SCAN_EVERY_NS 5000000ull /* --subprocesses: /proc listed this often
+                                    (a new process is found within twice
+                                    that) */
+#define NOTPY_TRIES 8 /* a young process that is not Python yet (a Python
+                         that has not mapped its library; a fork about to
+                         exec one) is tried again at 5, 10, 20 ... ms */
+#define SCAN_BATCH 256 /* new processes taken from one scan at most */
+
+/* A process sampled in the run. */
+typedef struct target {
+    pyu_session *s; /* owned when own */
+    pyu_sampler *sm;
+    int pid;
+    uint32_t proc;  /* its process in the profile */
+    bool own;       /* its session was opened here */
+    bool named;     /* given by the caller (else a descendant found) */
+    bool done;      /* let go */
+    bool have_exe;
+    struct stat exe;
+    uint64_t failing_since;
+} target;
+
+/* A descendant that was not Python when it was found. */
+typedef struct notpy {
+    int pid;
+    struct stat exe;
+    bool have_exe;
+    unsigned tries;
+    uint64_t next; /* when it is tried again while young */
+} notpy;
+
+typedef struct run {
+    const pyu_cmd_opts *o;
+    pyu_profile *p;
+    pyu_capture *cap;
+    FILE *diag;
+    target *t;
+    size_t n, cap_t, live;
+    pyu_proc_watch *watch;
+    notpy *np;
+    size_t nnp, capnp;
+    uint64_t start;
+    uint64_t missed_before; /* the schedule's missed ticks at the last
+                               sample the capture recorded */
+    bool many;   /* several processes: each one's end is not the run's */
+    int ex;      /* the worst of what went wrong with a single process */
+} run;
+
+/* Adds session s (of live process pid, or 0) to the run: its sampler, its process in
+ * the profile.  Returns 0, or a negated error (s is then not taken). */
+static int add_target(run *r, pyu_session *s, int pid, bool own, bool named)
+{
+    if (r->n == r->cap_t) {
+        size_t ncap = r->cap_t ? r->cap_t * 2 : 8;
+        target *nt = realloc(r->t, ncap * sizeof *nt);
+        if (!nt)
+            return -PYU_E_NOMEM;
+        r->t = nt;
+        r->cap_t = ncap;
+    }
+    const pyu_cmd_opts *o = r->o;
+    pyu_sampler_opts so = {o->mode, o->sample_flags, o->thread};
+    pyu_sampler *sm;
+    int rc = pyu_sampler_new(s, &so, r->p, &sm);
+    if (rc < 0)
+        return rc;
+    pyu_process ti = {0};
+    pyu_target(s, &ti);
+    char cmd[1024];
+    command_of(pid, cmd, sizeof cmd); /* (pid 0: not a live process) */
+    /* (the sampler added its process: this names it) */
+    long proc = pyu_profile_add_process(r->p, ti.pid, cmd, ti.python,
+                                        ti.free_threaded, 0);
+    if (proc < 0) {
+        pyu_sampler_free(sm);
+        return (int)proc;
+    }
+    target *t = &r->t[r->n++];
+    *t = (target){.s = s, .sm = sm, .pid = pid ? pid : ti.pid,
+                  .proc = (uint32_t)proc, .own = own, .named = named};
+    t->have_exe = exe_of(t->pid, &t->exe);
+    r->live++;
+    return 0;
+}
+
+/* Lets target t go: it ended at elapsed (when it exited: `exited`). */
+static void let_go(run *r, target *t, bool exited, uint64_t elapsed)
+{
+    if (t->done)
+        return;
+    t->done = true;
+    r->live--;
+    if (exited)
+        pyu_profile_end_process(r->p, t->proc, elapsed);
+    pyu_sampler_free(t->sm);
+    t->sm = NULL;
+    if (t->own) {
+        pyu_session_free(t->s);
+        t->s = NULL;
+    }
+}
+
+static void note_notpy(run *r, int pid, uint64_t now)
+{
+    for (size_t i = 0; i < r->nnp; i++)
+        if (r->np[i].pid == pid) {
+            r->np[i].have_exe = exe_of(pid, &r->np[i].exe);
+            return;
+        }
+    if (r->nnp == r->capnp) {
+        size_t ncap = r->capnp ? r->capnp * 2 : 16;
+        notpy *n = realloc(r->np, ncap * sizeof *n);
+        if (!n)
+            return; /* (not tried again) */
+        r->np = n;
+        r->capnp = ncap;
+    }
+    notpy *e = &r->np[r->nnp++];
+    *e = (notpy){.pid = pid, .next = now + SCAN_EVERY_NS};
+    e->have_exe = exe_of(pid, &e->exe);
+}
+
+/* Opens descendant pid and samples it from now on; one that is not Python
+ * (yet) is remembered, one that cannot be read is left out with a line. */
+static void open_descendant(run *r, int pid, uint64_t now)
+{
+    pyu_session *s = pyu_session_new();
+    if (!s)
+        return;
+    unsigned flags = r->o->sample_flags & PYU_SAMPLE_BLOCKING
+                         ? 0
+                         : PYU_OPEN_NONBLOCKING;
+    int rc = pyu_open_pid(s, pid, flags);
+    if (rc == 0 && (rc = add_target(r, s, pid, true, false)) == 0)
+        return;
+    if (rc == -PYU_E_NOTPY || rc == -PYU_E_VERSION)
+        note_notpy(r, pid, now);
+    else if (rc != -PYU_E_NOPROC && r->diag) {
+        fprintf(r->diag, "pyunwind: warning: process %d left out: %s\n", pid,
+                rc == -PYU_E_NOMEM ? "out of memory" : pyu_errmsg(s));
+        r->ex = pyu_cmd_worse_exit(r->ex, PYU_EXIT_PARTIAL);
+    }
+    pyu_session_free(s);
+}
+
+/* --subprocesses: the processes new in the tree, and the ones that were
+ * not Python and may be now (young, or since an exec). */
+static void discover(run *r, uint64_t now)
+{
+    int pids[SCAN_BATCH];
+    int n = pyu_proc_watch_scan(r->watch, pids, SCAN_BATCH);
+    for (int i = 0; i < n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < r->n && !known; k++)
+            known = !r->t[k].done && r->t[k].pid == pids[i];
+        if (!known)
+            open_descendant(r, pids[i], now);
+    }
+    for (size_t i = 0; i < r->nnp;) {
+        notpy *e = &r->np[i];
+        struct stat st;
+        bool alive = exe_of(e->pid, &st) || kill(e->pid, 0) == 0;
+        bool exec = alive && e->have_exe && !same_file(&st, &e->exe);
+        bool young = e->tries < NOTPY_TRIES && now >= e->next;
+        if (!alive) {
+            r->np[i] = r->np[--r->nnp];
+            continue;
+        }
+        if (exec || young) {
+            int pid = e->pid;
+            e->tries += young;
+            e->next = now + (SCAN_EVERY_NS << e->tries);
+            size_t before = r->n;
+            open_descendant(r, pid, now); /* (may move r->np) */
+            if (r->n != before) {
+                for (size_t k = 0; k < r->nnp; k++)
+                    if (r->np[k].pid == pid) {
+                        r->np[k] = r->np[--r->nnp];
+                        break;
+                    }
+                continue;
+            }
+        }
+        i++;
+    }
+}
+
+/* One sample of target t at t_ns.  Returns PYU_EXIT_OK, or for a run of
+ * one process the code that ends it (msg, *ended). */
+static int sample_one(run *r, target *t, uint64_t t_ns,
+                      const pyu_cmd_sample_hooks *h, const char **ended,
+                      char *msg, size_t msglen)
+{
+    pyu_profile_info *in = pyu_profile_info_of(r->p);
+    uint64_t failed_before = in->failed;
+    int rc = pyu_sampler_take(t->sm);
+    if (r->cap && pyu_capture_sample(r->cap, t_ns - r->start,
+                                     in->failed != failed_before,
+                                     in->missed - r->missed_before) < 0) {
+        snprintf(msg, msglen, "writing the capture failed: %s",
+                 strerror(errno));
+        return PYU_EXIT_INTERNAL;
+    }
+    r->missed_before = in->missed;
+    const char *why = NULL;
+    bool exec = false;
+    struct stat exe1;
+    if (rc == -PYU_E_NOPROC || (!r->many && h->gone && h->gone(h->arg)))
+        why = "the target exited";
+    else if (rc < 0 && t->have_exe && t->pid > 0) {
+        /* (a process that exits loses its /proc/PID/exe first: a zombie
+         * has none) */
+        if (!exe_of(t->pid, &exe1))
+            why = "the target exited";
+        else if ((exec = !same_file(&exe1, &t->exe)))
+            why = "the target ran exec (another program)";
+    }
+    if (why) {
+        if (!r->many) {
+            *ended = why;
+            return -1;
+        }
+        int pid = t->pid;
+        let_go(r, t, true, t_ns - r->start);
+        if (exec && r->watch) /* (the program it runs now may be Python) */
+            note_notpy(r, pid, t_ns);
+        return PYU_EXIT_OK;
+    }
+    if (rc < 0 && (fatal(rc) || (t->failing_since &&
+                                 t_ns - t->failing_since > GIVE_UP_NS))) {
+        int ex = pyu_cmd_exit_for(rc);
+        if (!r->many) {
+            snprintf(msg, msglen, "sampling stopped: %s", pyu_errmsg(t->s));
+            return ex;
+        }
+        if (r->diag)
+            fprintf(r->diag, "pyunwind: warning: process %d: sampling "
+                             "stopped: %s\n", t->pid, pyu_errmsg(t->s));
+        r->ex = pyu_cmd_worse_exit(r->ex, PYU_EXIT_PARTIAL);
+        let_go(r, t, false, t_ns - r->start);
+        return PYU_EXIT_OK;
+    }
+    t->failing_since = rc < 0 ? (t->failing_since ? t->failing_since : t_ns)
+                              : 0;
+    return PYU_EXIT_OK;
+}
+
+/* The end-of-run line of several processes: each tick samples every
+ * process sampled then. */
+static void many_summary(FILE *diag, const pyu_profile_data *d,
+                         uint64_t ticks, const char *ended)
+{
+    const pyu_profile_info *in = d->info;
+    double secs = (double)in->duration_ns / 1e9;
+    uint64_t expected = ticks + in->missed;
+    fprintf(diag,
+            "pyunwind: %zu process%s, %" PRIu64 " samples in %.2f s (%"
+            PRIu64 " ticks, %.1f/s), %" PRIu64 " failed (%.2f%%), %" PRIu64
+            " missed of %" PRIu64 " ticks (%.2f%%)%s%s\n",
+            d->nprocesses, d->nprocesses == 1 ? "" : "es", in->samples, secs,
+            ticks, secs > 0 ? (double)ticks / secs : 0.0, in->failed,
+            in->samples ? 100.0 * (double)in->failed / (double)in->samples
+                        : 0.0,
+            in->missed, expected,
+            expected ? 100.0 * (double)in->missed / (double)expected : 0.0,
+            ended ? "; " : "", ended ? ended : "");
+}
+
+/* Opens the named targets after the first, and the tree's watch. */
+static int more_targets(run *r, const pyu_cmd_opts *o, int first_pid,
+                        char *msg, size_t msglen)
+{
+    unsigned flags = o->sample_flags & PYU_SAMPLE_BLOCKING
+                         ? 0
+                         : PYU_OPEN_NONBLOCKING;
+    for (int i = 1; i < o->ntargets; i++) {
+        int pid = (int)strtol(o->targets[i], NULL, 10);
+        pyu_session *s = pyu_session_new();
+        if (!s) {
+            snprintf(msg, msglen, "out of memory");
+            return PYU_EXIT_INTERNAL;
+        }
+        int rc = pyu_open_pid(s, pid, flags);
+        if (rc == 0 && (rc = add_target(r, s, pid, true, true)) == 0)
+            continue;
+        if (r->diag)
+            fprintf(r->diag, "pyunwind: error: process %d: %s\n", pid,
+                    rc == -PYU_E_NOMEM ? "out of memory" : pyu_errmsg(s));
+        r->ex = pyu_cmd_worse_exit(r->ex, pyu_cmd_exit_for(rc));
+        pyu_session_free(s);
+    }
+    if (!o->subprocesses)
+        return PYU_EXIT_OK;
+    int roots[PYU_CMD_MAX_PROCESSES];
+    size_t nroots = 0;
+    if (first_pid > 0)
+        roots[nroots++] = first_pid;
+    for (int i = 1; i < o->ntargets && nroots < PYU_CMD_MAX_PROCESSES; i++)
+        roots[nroots++] = (int)strtol(o->targets[i], NULL, 10);
+    if (!(r->watch = pyu_proc_watch_new(roots, nroots))) {
+        snprintf(msg, msglen, "out of memory");
+        return PYU_EXIT_INTERNAL;
+    }
+    return PYU_EXIT_OK;
+}
+
 int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                        const pyu_cmd_sample_hooks *h, pyu_profile *p,
                        FILE *diag, char *msg, size_t msglen)
 {
-    pyu_sampler_opts so = {o->mode, o->sample_flags, o->thread};
-    pyu_sampler *sm;
-    int rc = pyu_sampler_new(s, &so, p, &sm);
+    run r = {.o = o, .p = p, .diag = diag};
+    int rc = add_target(&r, s, h->pid, false, true);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
+        free(r.t);
         return pyu_cmd_exit_for(rc);
     }
     pyu_profile_info *in = pyu_profile_info_of(p);
     uint64_t interval = o->rate > 0 ? (uint64_t)(1e9 / o->rate) : 0;
     in->interval_ns = interval;
-    pyu_capture *cap = NULL;
-    if (h->raw && (rc = pyu_capture_new(p, h->raw, &cap)) < 0) {
+    int ex = PYU_EXIT_OK;
+    r.many = o->ntargets > 1 || o->subprocesses;
+    if (r.many &&
+        (ex = more_targets(&r, o, h->pid, msg, msglen)) != PYU_EXIT_OK) {
+        for (size_t i = 0; i < r.n; i++)
+            let_go(&r, &r.t[i], false, 0);
+        free(r.t);
+        return ex;
+    }
+    if (h->raw && (rc = pyu_capture_new(p, h->raw, &r.cap)) < 0) {
         snprintf(msg, msglen, "writing the capture failed: %s",
                  rc == -PYU_E_NOMEM ? "out of memory" : strerror(errno));
-        pyu_capture_end(cap);
-        pyu_sampler_free(sm);
+        pyu_capture_end(r.cap);
+        for (size_t i = 0; i < r.n; i++)
+            let_go(&r, &r.t[i], false, 0);
+        free(r.t);
+        pyu_proc_watch_free(r.watch);
         return PYU_EXIT_INTERNAL;
     }
-    uint64_t failed_before = 0, missed_before = 0;
-    uint64_t start = now_ns(), tick = 0, last_status = start;
+    uint64_t start = now_ns(), tick = 0, last_status = start, next_scan = 0,
+             ticks = 0;
+    r.start = start;
     uint64_t deadline = o->duration > 0
                             ? start + (uint64_t)(o->duration * 1e9)
                             : UINT64_MAX;
-    uint64_t failing_since = 0;
     waiter wt;
     wait_start(&wt);
     uint64_t seed = start | 1;
     const char *ended = NULL;
-    int ex = PYU_EXIT_OK;
-    pyu_process ti = {0};
-    struct stat exe0, exe1;
-    bool have_exe = pyu_target(s, &ti) == 0 && exe_of(ti.pid, &exe0);
     for (;;) {
         if (h->stop && *h->stop) {
             ended = "interrupted";
@@ -220,41 +560,31 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         uint64_t t = now_ns();
         if (t >= deadline)
             break;
-        rc = pyu_sampler_take(sm);
-        in->busy_ns += now_ns() - t;
-        if (cap && pyu_capture_sample(cap, t - start,
-                                      in->failed != failed_before,
-                                      in->missed - missed_before) < 0) {
-            snprintf(msg, msglen, "writing the capture failed: %s",
-                     strerror(errno));
-            ex = PYU_EXIT_INTERNAL;
+        if (r.watch && t >= next_scan) {
+            discover(&r, t);
+            next_scan = t + SCAN_EVERY_NS;
+        }
+        if (r.many && h->gone)
+            h->gone(h->arg); /* (collects a program started here) */
+        if (r.many && !r.live &&
+            (!r.watch || !pyu_proc_watch_alive(r.watch))) {
+            ended = r.n > 1 ? "every target exited" : "the target exited";
             break;
         }
-        failed_before = in->failed;
-        missed_before = in->missed;
-        if (rc == -PYU_E_NOPROC || (h->gone && h->gone(h->arg))) {
-            ended = "the target exited";
+        int one = PYU_EXIT_OK;
+        ticks++;
+        for (size_t i = 0; i < r.n && one == PYU_EXIT_OK; i++) {
+            if (r.t[i].done)
+                continue;
+            uint64_t ti = i ? now_ns() : t;
+            one = sample_one(&r, &r.t[i], ti, h, &ended, msg, msglen);
+            in->busy_ns += now_ns() - ti;
+        }
+        if (one != PYU_EXIT_OK) {
+            if (one > 0)
+                ex = one;
             break;
         }
-        if (rc < 0 && have_exe) {
-            /* (a process that exits loses its /proc/PID/exe first: a
-             * zombie has none) */
-            if (!exe_of(ti.pid, &exe1)) {
-                ended = "the target exited";
-                break;
-            }
-            if (exe1.st_ino != exe0.st_ino || exe1.st_dev != exe0.st_dev) {
-                ended = "the target ran exec (another program)";
-                break;
-            }
-        }
-        if (rc < 0 && (fatal(rc) || (failing_since &&
-                                     t - failing_since > GIVE_UP_NS))) {
-            snprintf(msg, msglen, "sampling stopped: %s", pyu_errmsg(s));
-            ex = pyu_cmd_exit_for(rc);
-            break;
-        }
-        failing_since = rc < 0 ? (failing_since ? failing_since : t) : 0;
         if ((h->status || h->tick) && t - last_status >= STATUS_EVERY_NS) {
             if (h->tick) {
                 in->duration_ns = t - start;
@@ -280,12 +610,20 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         due += pick(&seed) % interval;
         if (due > deadline)
             due = deadline;
+        /* (a scan of the tree between two ticks far apart) */
+        while (r.watch && next_scan < due && !(h->stop && *h->stop)) {
+            wait_until(&wt, next_scan, h->stop);
+            uint64_t ts = now_ns();
+            discover(&r, ts);
+            next_scan = ts + SCAN_EVERY_NS;
+            now = ts;
+        }
         if (due > now)
             wait_until(&wt, due, h->stop);
     }
     wait_end(&wt);
     in->duration_ns = now_ns() - start;
-    if (cap && pyu_capture_end(cap) < 0 && ex == PYU_EXIT_OK) {
+    if (r.cap && pyu_capture_end(r.cap) < 0 && ex == PYU_EXIT_OK) {
         snprintf(msg, msglen, "writing the capture failed: %s",
                  strerror(errno));
         ex = PYU_EXIT_INTERNAL;
@@ -294,14 +632,24 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         fputs("\r\033[K", h->status);
         fflush(h->status);
     }
-    if (diag) {
+    if (diag && r.many) {
+        many_summary(diag, pyu_profile_get(p), ticks, ended);
+    } else if (diag) {
         pyu_cmd_sample_summary(diag, in, ended);
         if (o->verbose) {
             pyu_sampler_stats st;
-            pyu_sampler_stats_get(sm, &st);
+            pyu_sampler_stats_get(r.t[0].sm, &st);
             stats_line(diag, &st);
         }
     }
-    pyu_sampler_free(sm);
+    for (size_t i = 0; i < r.n; i++)
+        let_go(&r, &r.t[i], false, 0);
+    free(r.t);
+    free(r.np);
+    pyu_proc_watch_free(r.watch);
+    if (ex == PYU_EXIT_OK && r.ex != PYU_EXIT_OK) {
+        ex = r.ex;
+        snprintf(msg, msglen, "some processes could not be sampled (above)");
+    }
     return ex;
 }

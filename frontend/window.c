@@ -12,6 +12,7 @@
 struct pyu_cmd_window {
     pthread_t thread;
     pyu_session *s;   /* owned: reads the process directly */
+    int pid;          /* ... this one */
     pyu_cmd_opts o;
     pyu_profile *p;   /* borrowed */
     FILE *raw;        /* --format raw -o FILE: the capture, streamed */
@@ -33,7 +34,8 @@ static void *window_main(void *arg)
     sigset_t all;
     sigfillset(&all); /* the debugger's signal handlers stay in its thread */
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    pyu_cmd_sample_hooks h = {.stop = &w->stop, .raw = w->raw};
+    pyu_cmd_sample_hooks h = {.stop = &w->stop, .raw = w->raw,
+                              .pid = w->pid};
     w->ex = pyu_cmd_sample_run(w->s, &w->o, &h, w->p, w->diagf, w->msg,
                                sizeof w->msg);
     if (!w->stop) { /* the duration ended, or the target did */
@@ -54,6 +56,7 @@ int pyu_cmd_window_start(int pid, const pyu_cmd_opts *o, pyu_profile *p,
         snprintf(msg, msglen, "out of memory");
         return PYU_EXIT_INTERNAL;
     }
+    w->pid = pid;
     int rc = pyu_open_pid(w->s, pid, PYU_OPEN_NONBLOCKING);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(w->s));

@@ -199,6 +199,23 @@ PYU_API int pyu_open_pid(pyu_session *s, int pid, unsigned flags);
  * written, or -PYU_E_NOPROC when pid does not exist. */
 PYU_API int pyu_process_tree(int pid, int *pids, size_t max);
 
+/* A process tree watched as it grows (sample --subprocesses): the roots
+ * and every process whose parent was in the tree when the process was
+ * first seen -- it stays in the tree when that parent exits.  Each scan
+ * lists /proc and reads the parent of the processes it has not seen
+ * before only, so that scanning every few milliseconds costs little; it
+ * touches no process (no tracing).  NULL when out of memory. */
+typedef struct pyu_proc_watch pyu_proc_watch;
+PYU_API pyu_proc_watch *pyu_proc_watch_new(const int *roots, size_t n);
+/* Scans: the processes that joined the tree since the last scan (the
+ * roots at the first) into pids, parents before children, at most max
+ * (the rest come with the next scan).  Returns how many, or -PYU_E_IO
+ * (/proc cannot be listed) or -PYU_E_NOMEM. */
+PYU_API int pyu_proc_watch_scan(pyu_proc_watch *w, int *pids, size_t max);
+/* How many processes of the tree the last scan found alive. */
+PYU_API size_t pyu_proc_watch_alive(const pyu_proc_watch *w);
+PYU_API void pyu_proc_watch_free(pyu_proc_watch *w);
+
 /* Opens an ELF core file.  exe (may be NULL) replaces the executable the
  * core names; sysroot (may be NULL) is prefixed to every file the core
  * names.  Pages the kernel left out of the core are read from those files.

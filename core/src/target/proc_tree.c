@@ -1,7 +1,9 @@
 /* A live process and its descendants, from /proc: every process's parent
  * (the fourth field of /proc/PID/stat), read once, then the tree walked
- * from the root.  (The kernel's own list of a thread's children,
- * /proc/PID/task/TID/children, is not built into every kernel.) */
+ * from the root; and a tree watched as it grows, each scan reading the
+ * parents of the processes new since the last.  (The kernel's own list of
+ * a thread's children, /proc/PID/task/TID/children, is not built into
+ * every kernel; its process events connector wants CAP_NET_ADMIN.) */
 #include "../internal.h"
 
 #include <dirent.h>
@@ -128,5 +130,175 @@ int pyu_process_tree(int pid, int *pids, size_t max)
     free(path);
     free(next);
     free(l);
+    return (int)out;
+}
+
+/* ------------------------------------------------------------- watching */
+
+/* A process seen by the last scans. */
+typedef struct watched {
+    int pid, ppid;  /* 0: a free slot */
+    uint32_t scan;  /* the last scan that listed it */
+    bool member;    /* in the tree */
+    bool reported;  /* handed out by a scan */
+} watched;
+
+struct pyu_proc_watch {
+    watched *slots; /* open addressing by pid */
+    size_t cap, n;
+    uint32_t scan;
+    int *roots;
+    size_t nroots;
+    size_t alive;
+};
+
+static size_t slot_of(const pyu_proc_watch *w, int pid)
+{
+    size_t i = ((size_t)(unsigned)pid * 2654435761u) & (w->cap - 1);
+    while (w->slots[i].pid && w->slots[i].pid != pid)
+        i = (i + 1) & (w->cap - 1);
+    return i;
+}
+
+static bool watch_grow(pyu_proc_watch *w)
+{
+    if ((w->n + 1) * 2 <= w->cap)
+        return true;
+    size_t ncap = w->cap ? w->cap * 2 : 1024;
+    watched *old = w->slots;
+    size_t ocap = w->cap;
+    if (!(w->slots = calloc(ncap, sizeof *w->slots))) {
+        w->slots = old;
+        return false;
+    }
+    w->cap = ncap;
+    for (size_t i = 0; i < ocap; i++)
+        if (old[i].pid)
+            w->slots[slot_of(w, old[i].pid)] = old[i];
+    free(old);
+    return true;
+}
+
+pyu_proc_watch *pyu_proc_watch_new(const int *roots, size_t n)
+{
+    pyu_proc_watch *w = calloc(1, sizeof *w);
+    if (!w || !(w->roots = malloc((n ? n : 1) * sizeof *roots))) {
+        free(w);
+        return NULL;
+    }
+    memcpy(w->roots, roots, n * sizeof *roots);
+    w->nroots = n;
+    return w;
+}
+
+void pyu_proc_watch_free(pyu_proc_watch *w)
+{
+    if (!w)
+        return;
+    free(w->slots);
+    free(w->roots);
+    free(w);
+}
+
+size_t pyu_proc_watch_alive(const pyu_proc_watch *w)
+{
+    return w->alive;
+}
+
+static bool is_root(const pyu_proc_watch *w, int pid)
+{
+    for (size_t i = 0; i < w->nroots; i++)
+        if (w->roots[i] == pid)
+            return true;
+    return false;
+}
+
+/* The member processes not yet handed out whose parent is a member (or
+ * that are roots), into pids from *out: parents first, since a pass goes
+ * on while it finds any.  Returns false when max was reached. */
+static bool hand_out(pyu_proc_watch *w, int *pids, size_t max, size_t *out)
+{
+    for (bool more = true; more;) {
+        more = false;
+        for (size_t i = 0; i < w->cap; i++) {
+            watched *e = &w->slots[i];
+            if (!e->pid || e->scan != w->scan || e->reported)
+                continue;
+            if (!e->member) {
+                size_t k = slot_of(w, e->ppid);
+                e->member = is_root(w, e->pid) ||
+                            (w->slots[k].pid && w->slots[k].member &&
+                             w->slots[k].reported);
+            }
+            if (!e->member)
+                continue;
+            if (*out == max)
+                return false;
+            pids[(*out)++] = e->pid;
+            e->reported = true;
+            more = true;
+        }
+    }
+    return true;
+}
+
+int pyu_proc_watch_scan(pyu_proc_watch *w, int *pids, size_t max)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return -PYU_E_IO;
+    w->scan++;
+    struct dirent *e;
+    size_t listed = 0;
+    while ((e = readdir(d)) != NULL && listed < TREE_MAX_PROCS) {
+        char *end;
+        long p = strtol(e->d_name, &end, 10);
+        if (*end || p <= 0 || p > INT32_MAX)
+            continue;
+        listed++;
+        if (!watch_grow(w)) {
+            closedir(d);
+            return -PYU_E_NOMEM;
+        }
+        size_t i = slot_of(w, (int)p);
+        if (!w->slots[i].pid) { /* new: its parent, once */
+            int ppid = parent_of((int)p);
+            if (ppid < 0)
+                continue; /* (gone already) */
+            w->slots[i] = (watched){(int)p, ppid, 0, false, false};
+            w->n++;
+        }
+        w->slots[i].scan = w->scan;
+    }
+    closedir(d);
+    size_t out = 0;
+    hand_out(w, pids, max, &out);
+    /* the processes no longer listed are forgotten (a pid used again is
+     * another process); the tree's that are left are alive */
+    w->alive = 0;
+    bool gone = false;
+    for (size_t i = 0; i < w->cap; i++) {
+        if (!w->slots[i].pid)
+            continue;
+        if (w->slots[i].scan != w->scan)
+            gone = true;
+        else
+            w->alive += w->slots[i].member;
+    }
+    if (gone) { /* (rehashed without them: open addressing has no holes) */
+        watched *old = w->slots;
+        size_t ocap = w->cap;
+        if (!(w->slots = calloc(ocap, sizeof *w->slots))) {
+            w->slots = old;
+            return (int)out; /* (kept: forgotten at the next scan) */
+        }
+        w->n = 0;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].pid && old[i].scan == w->scan) {
+                w->slots[slot_of(w, old[i].pid)] = old[i];
+                w->n++;
+            }
+        free(old);
+    }
     return (int)out;
 }

@@ -1,7 +1,8 @@
 /* Output: collapsed stacks (Brendan Gregg's format, as CPython 3.15's
  * sampler writes it).
  *
- * One line per (thread, stack): "tid:NATIVE_ID", then each frame from the
+ * One line per (thread, stack): "tid:NATIVE_ID" (after "pid:PID;" when
+ * the profile holds several processes), then each frame from the
  * outermost to the innermost as "file:function:line" (the file's base
  * name; a synthetic frame by its bare name), joined by ';', a space and
  * the count (a stack recorded with several statuses: their sum).  Lines
@@ -76,8 +77,10 @@ int pyu_profile_write_collapsed(pyu_profile *p, FILE *out)
             rc = -PYU_E_NOMEM;
             break;
         }
-        fprintf(m, "tid:%" PRIu64,
-                d->threads[st->thread].native_thread_id);
+        const pyu_profile_thread *th = &d->threads[st->thread];
+        if (d->nprocesses > 1 && th->process < d->nprocesses)
+            fprintf(m, "pid:%d;", d->processes[th->process].pid);
+        fprintf(m, "tid:%" PRIu64, th->native_thread_id);
         for (long k = 0; k < depth; k++) {
             fputc(';', m);
             put_frame(m, d, path[k]);

@@ -11,6 +11,7 @@
 
 typedef struct row {
     uint32_t func;
+    uint32_t proc; /* several processes: a row per process and function */
     uint64_t self, total;
 } row;
 
@@ -32,8 +33,11 @@ static int cmp_rows(const void *a, const void *b)
     if (c)
         return c;
     c = strcmp(fx->file, fy->file);
-    return c ? c : (fx->first_line > fy->first_line) -
-                       (fx->first_line < fy->first_line);
+    if (c)
+        return c;
+    if (fx->first_line != fy->first_line)
+        return fx->first_line > fy->first_line ? 1 : -1;
+    return (x->proc > y->proc) - (x->proc < y->proc);
 }
 
 void pyu_profile_title(char *buf, size_t len, const pyu_profile_info *pi)
@@ -85,15 +89,40 @@ uint64_t pyu_profile_period(const pyu_profile_info *pi)
     return pi->samples ? pi->duration_ns / pi->samples : 0;
 }
 
+/* The CPython versions of d's processes, each once, into buf. */
+static void versions(const pyu_profile_data *d, char *buf, size_t len)
+{
+    size_t at = 0;
+    *buf = '\0';
+    for (size_t i = 0; i < d->nprocesses && at < len; i++) {
+        const char *v = d->processes[i].python;
+        bool seen = !*v;
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = strcmp(d->processes[k].python, v) == 0;
+        if (!seen)
+            at += (size_t)snprintf(buf + at, len - at, "%s%s",
+                                   at ? ", " : "", v);
+    }
+}
+
 void pyu_profile_summary(FILE *out, const pyu_profile_data *d)
 {
     const pyu_profile_info *in = d->info;
     double secs = (double)in->duration_ns / 1e9;
-    fprintf(out, "Process %d: CPython %s, %s mode, %" PRIu64
-                 " samples in %.2f s",
-            in->process.pid, in->process.python[0] ? in->process.python : "?",
-            pyu_profile_mode_name(in->mode),
-            in->samples, secs);
+    if (d->nprocesses > 1) {
+        char v[128];
+        versions(d, v, sizeof v);
+        fprintf(out, "%zu processes: CPython %s, %s mode, %" PRIu64
+                     " samples in %.2f s",
+                d->nprocesses, *v ? v : "?", pyu_profile_mode_name(in->mode),
+                in->samples, secs);
+    } else {
+        fprintf(out, "Process %d: CPython %s, %s mode, %" PRIu64
+                     " samples in %.2f s",
+                in->process.pid,
+                in->process.python[0] ? in->process.python : "?",
+                pyu_profile_mode_name(in->mode), in->samples, secs);
+    }
     if (secs > 0)
         fprintf(out, " (%.0f/s)", (double)in->samples / secs);
     fprintf(out, ", %" PRIu64 " failed (%.2f%%), %" PRIu64 " missed\n",
@@ -103,53 +132,90 @@ void pyu_profile_summary(FILE *out, const pyu_profile_data *d)
             in->missed);
 }
 
-int pyu_profile_write_top(pyu_profile *p, FILE *out, int sort, size_t limit)
+/* The rows of process proc (every process: d->nprocesses) appended to
+ * *rows (n of them, room for cap), from by (a row per function, zeroed on
+ * return). */
+static bool rows_of(const pyu_profile_data *d, size_t proc, row *by,
+                    uint64_t *stamp, row **rows, size_t *n, size_t *cap)
 {
-    const pyu_profile_data *d = pyu_profile_get(p);
-    row *rows = calloc(d->nfuncs ? d->nfuncs : 1, sizeof *rows);
-    uint64_t *stamp = calloc(d->nfuncs ? d->nfuncs : 1, sizeof *stamp);
-    if (!rows || !stamp) {
-        free(rows);
-        free(stamp);
-        return -PYU_E_NOMEM;
-    }
-    for (size_t f = 0; f < d->nfuncs; f++)
-        rows[f].func = (uint32_t)f;
     for (size_t i = 0; i < d->nstacks; i++) {
         const pyu_profile_stack *st = &d->stacks[i];
         uint32_t nd = st->node;
-        if (!nd)
+        if (!nd || (proc < d->nprocesses &&
+                    d->threads[st->thread].process != proc))
             continue;
-        rows[d->frames[d->nodes[nd].frame].func].self += st->count;
+        by[d->frames[d->nodes[nd].frame].func].self += st->count;
         for (; nd; nd = d->nodes[nd].parent) {
             uint32_t fn = d->frames[d->nodes[nd].frame].func;
             if (stamp[fn] != i + 1) { /* once per stack */
                 stamp[fn] = i + 1;
-                rows[fn].total += st->count;
+                by[fn].total += st->count;
             }
         }
     }
-    size_t n = 0;
-    for (size_t f = 0; f < d->nfuncs; f++)
-        if (rows[f].total)
-            rows[n++] = rows[f];
+    for (size_t f = 0; f < d->nfuncs; f++) {
+        if (!by[f].total)
+            continue;
+        if (*n == *cap) {
+            size_t ncap = *cap * 2;
+            row *nr = realloc(*rows, ncap * sizeof *nr);
+            if (!nr)
+                return false;
+            *rows = nr;
+            *cap = ncap;
+        }
+        (*rows)[(*n)++] = (row){(uint32_t)f,
+                                (uint32_t)(proc < d->nprocesses ? proc : 0),
+                                by[f].self, by[f].total};
+        by[f].self = by[f].total = 0;
+    }
+    memset(stamp, 0, d->nfuncs * sizeof *stamp);
+    return true;
+}
+
+int pyu_profile_write_top(pyu_profile *p, FILE *out, int sort, size_t limit)
+{
+    const pyu_profile_data *d = pyu_profile_get(p);
+    size_t cap = d->nfuncs ? d->nfuncs : 1, n = 0;
+    row *by = calloc(cap, sizeof *by), *rows = calloc(cap, sizeof *rows);
+    uint64_t *stamp = calloc(cap, sizeof *stamp);
+    /* several processes: a row per process and function, a column of
+     * its pid */
+    bool many = d->nprocesses > 1;
+    bool ok = by && rows && stamp;
+    for (size_t pr = many ? 0 : d->nprocesses;
+         ok && pr <= (many ? d->nprocesses - 1 : d->nprocesses); pr++)
+        ok = rows_of(d, pr, by, stamp, &rows, &n, &cap);
+    free(by);
+    if (!ok) {
+        free(rows);
+        free(stamp);
+        return -PYU_E_NOMEM;
+    }
     sort_data = d;
     sort_key = sort;
     qsort(rows, n, sizeof *rows, cmp_rows);
     pyu_profile_summary(out, d);
     double all = d->total ? (double)d->total : 1.0;
-    fprintf(out, "%" PRIu64 " stacks from %zu threads\n\n", d->total,
-            d->nthreads);
-    fprintf(out, "%10s %7s %10s %7s  %s\n", "self", "self%", "total",
-            "total%", "function (file:line)");
+    if (many)
+        fprintf(out, "%" PRIu64 " stacks from %zu threads of %zu processes"
+                     "\n\n",
+                d->total, d->nthreads, d->nprocesses);
+    else
+        fprintf(out, "%" PRIu64 " stacks from %zu threads\n\n", d->total,
+                d->nthreads);
+    fprintf(out, "%10s %7s %10s %7s  %s%s\n", "self", "self%", "total",
+            "total%", many ? "    pid  " : "", "function (file:line)");
     if (limit && n > limit)
         n = limit;
     for (size_t i = 0; i < n; i++) {
         const pyu_profile_func *fn = &d->funcs[rows[i].func];
-        fprintf(out, "%10" PRIu64 " %6.2f%% %10" PRIu64 " %6.2f%%  %s",
+        fprintf(out, "%10" PRIu64 " %6.2f%% %10" PRIu64 " %6.2f%%  ",
                 rows[i].self, 100.0 * (double)rows[i].self / all,
-                rows[i].total, 100.0 * (double)rows[i].total / all,
-                fn->name);
+                rows[i].total, 100.0 * (double)rows[i].total / all);
+        if (many)
+            fprintf(out, "%7d  ", d->processes[rows[i].proc].pid);
+        fputs(fn->name, out);
         if (fn->kind == PYU_FUNC_PYTHON)
             fprintf(out, " (%s:%d)", fn->file, fn->first_line);
         fputc('\n', out);
