@@ -338,9 +338,12 @@ static void open_descendant(run *r, int pid, uint64_t now)
     int rc = pyu_open_pid(s, pid, flags);
     if (rc == 0 && (rc = add_target(r, s, pid, true, false)) == 0)
         return;
+    struct stat st;
     if (rc == -PYU_E_NOTPY || rc == -PYU_E_VERSION)
         note_notpy(r, pid, now);
-    else if (rc != -PYU_E_NOPROC && r->diag) {
+    else if (rc != -PYU_E_NOPROC && exe_of(pid, &st) && r->diag) {
+        /* (one that exited meanwhile -- a zombie has no exe -- is no
+         * target: its memory went while it was read) */
         fprintf(r->diag, "pyunwind: warning: process %d left out: %s\n", pid,
                 rc == -PYU_E_NOMEM ? "out of memory" : pyu_errmsg(s));
         r->ex = pyu_cmd_worse_exit(r->ex, PYU_EXIT_PARTIAL);
@@ -421,6 +424,12 @@ static int sample_one(run *r, target *t, uint64_t t_ns,
             why = "the target ran exec (another program)";
     }
     if (why) {
+        if (rc < 0 && rc != -PYU_E_NOPROC) {
+            /* (a sample of a process that had exited, or run another
+             * program, is no sample of it) */
+            in->samples--;
+            in->failed -= in->failed != failed_before;
+        }
         if (!r->many) {
             *ended = why;
             return -1;

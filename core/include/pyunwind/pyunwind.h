@@ -1134,8 +1134,9 @@ PYU_API int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
                             pyu_profile *p, pyu_sampler **out);
 /* Takes one sample: reads the selected threads' stacks and counts each in
  * the profile.  Returns the number of stacks recorded, or a negated error
- * when the sample failed as a whole (-PYU_E_NOPROC: the process is gone;
- * the message in pyu_errmsg).  A stack read from a running thread is kept
+ * when the sample failed as a whole (-PYU_E_NOPROC: the process is gone,
+ * and the sample is not counted: there was no moment of it to count; the
+ * message in pyu_errmsg).  A stack read from a running thread is kept
  * when it passes the acceptance rules (docs/sample.md); one that keeps
  * failing them is counted with an <unknown> frame on top of the outer
  * frames that passed (the thread alone when none did): every selected

@@ -655,6 +655,8 @@ int pyu_sampler_take(pyu_sampler *sm)
         rc = pyu_paused(s, take, sm);
     else
         rc = take(s, sm); /* pyu_walk stops the target itself, if asked */
+    if (rc < 0 && s->err.code == PYU_E_NOPROC)
+        return -PYU_E_NOPROC; /* (no moment of it to count) */
     sm->st.samples++;
     sm->st.reads += s->reads - reads;
     pyu_profile_info *pi = pyu_profile_info_of(sm->p);

@@ -1,0 +1,232 @@
+"""pyunwind sample of several processes: PID PID... and --subprocesses, one
+profile with the process in it (collapsed's pid: level), against real
+process trees built from the standard library: tests/targets/tree.py
+(fork Pool, spawn, forkserver, a Python child behind /bin/sh) and
+tests/targets/workers.py (ProcessPoolExecutor workers with a known split
+of their time, measured by each worker itself; a parent that exits before
+its workers; 200 short-lived children a second).  Truth comes from the
+targets: the pids they wrote, the time each worker measured."""
+import collections
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (PYUNWIND, RUNNING, TARGETS, TIMEOUT, interpreters,
+                      pyunwind)
+from test_subprocesses import tree
+
+PYTHONS = interpreters()
+BY_LABEL = dict(PYTHONS)
+LINE = re.compile(r"^pid:(\d+);tid:(\d+)((?:;[^;]*)*) (\d+)$")
+# the start methods, one an interpreter (each method on some version)
+SPLITS = [(label, method) for label, method in (
+    ("3.11.2-debian", "fork"), ("3.13.5", "spawn"), ("3.13.5t", "fork"),
+    ("3.14.7", "forkserver"), ("3.14.7t", "spawn"),
+    ("3.15.2-debian", "forkserver")) if label in BY_LABEL]
+
+
+def by_process(text):
+    """{pid: {native thread id: [(function names outermost first, count)]}}
+    of a collapsed profile of several processes."""
+    out = collections.defaultdict(lambda: collections.defaultdict(list))
+    for line in text.splitlines():
+        m = LINE.match(line)
+        assert m, "not a collapsed line of several processes: %r" % line
+        names = [f.split(":")[1] for f in m.group(3).split(";")[1:]
+                 if f.count(":") >= 2]
+        out[int(m.group(1))][int(m.group(2))].append((names, int(m.group(4))))
+    return out
+
+
+def leaves(threads, tid):
+    """{innermost function: samples} of one thread."""
+    c = collections.Counter()
+    for names, n in threads.get(tid, []):
+        c[names[-1] if names else "?"] += n
+    return c
+
+
+@contextlib.contextmanager
+def workers(python, workdir, *args):
+    """tests/targets/workers.py running under python: (process, truth)."""
+    truth_path = os.path.join(workdir, "truth.json")
+    p = subprocess.Popen([python, os.path.join(TARGETS, "workers.py"),
+                          truth_path, *args], stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        truth = None
+        if os.path.exists(truth_path):
+            with open(truth_path) as f:
+                truth = json.load(f)
+        yield p, truth
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        p.stdout.close()
+
+
+def measured(workdir, pids):
+    """{worker: (seconds in three(), in one())} as each worker measured."""
+    out = {}
+    for w in pids:
+        with open(os.path.join(workdir, "workers", "worker.%d" % w)) as f:
+            out[w] = tuple(float(x) for x in f.read().split())
+    return out
+
+
+def state_of(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_sample_subprocesses_of_a_tree(label, python, workdir):
+    """sample --subprocesses: every Python process of the tree under its
+    pid, its main thread where it said it parked; the shell between two
+    left out without a word; the summary counts the processes."""
+    with tree(python, workdir) as (pid, truth):
+        r = pyunwind("sample", "--subprocesses", "-d", "1", "-r", "200",
+                     "--format", "collapsed", str(pid))
+        assert r.returncode == 0, r.stderr
+        got = by_process(r.stdout)
+        assert truth["shell"] not in got
+        want = {pid: "parent_park"}
+        for role in ("pool", "spawned", "forkserved", "shelled"):
+            want.update({child: ("park_here", role) for child in truth[role]})
+        for child, park in want.items():
+            assert child in got, (child, sorted(got))
+            main = leaves(got[child], child)
+            if park == "parent_park":
+                assert main.most_common(1)[0][0] == "parent_park", main
+            else:
+                # (park_here, called by the role's own function)
+                stacks = got[child][child]
+                assert all(names[-2:] == ["%s_park" % park[1], "park_here"]
+                           for names, _ in stacks), stacks
+        # (multiprocessing's own: the resource tracker, the forkserver)
+        assert len(got) >= len(want)
+        m = re.search(r"pyunwind: (\d+) processes, (\d+) samples", r.stderr)
+        assert m and int(m.group(1)) == len(got), r.stderr
+        # every process's every thread was sampled at each tick (they all
+        # lived through the run)
+        counts = {sum(n for names, n in stacks)
+                  for threads in got.values() for stacks in threads.values()}
+        assert len(counts) == 1, counts
+
+
+@pytest.mark.parametrize("label,method", SPLITS,
+                         ids=["%s-%s" % s for s in SPLITS])
+def test_each_worker_keeps_its_split(label, method, workdir):
+    """Two ProcessPoolExecutor workers (fork, spawn or forkserver) busy in
+    three() and one() by turns: under each worker's pid, three()'s share
+    of the two is the share of the time the worker measured in it, within
+    the split tests' bound; the parent waits in its pool."""
+    with workers(BY_LABEL[label], workdir, method) as (p, truth):
+        before = measured(workdir, truth["workers"])
+        r = pyunwind("sample", "--subprocesses", "-d", "2", "--format",
+                     "collapsed", str(truth["parent"]))
+        after = measured(workdir, truth["workers"])
+        assert r.returncode == 0, r.stderr
+        got = by_process(r.stdout)
+        for w in truth["workers"]:
+            assert w in got, (w, sorted(got))
+            stacks = [x for stacks in got[w].values() for x in stacks]
+            three = sum(n for names, n in stacks if "three" in names)
+            one = sum(n for names, n in stacks if "one" in names)
+            assert three + one > 200, (w, three, one)
+            t3, t1 = (a - b for a, b in zip(after[w], before[w]))
+            assert abs(three / (three + one) - t3 / (t3 + t1)) < 0.06, (
+                w, three, one, t3, t1)
+        parent = [names for names, _ in got[truth["parent"]][truth["parent"]]]
+        assert all("wait" in names for names in parent), parent[:3]
+
+
+def test_the_run_outlives_its_parent(workdir):
+    """sample --subprocesses -- PROGRAM: the program exits a second after
+    its workers started and they go on for a second more; the run goes on
+    until the last of them exits, and returns the program's status."""
+    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    truth_path = os.path.join(workdir, "truth.json")
+    out = os.path.join(workdir, "profile.txt")
+    r = pyunwind("sample", "--subprocesses", "-r", "200", "--format",
+                 "collapsed", "-o", out, "--", python,
+                 os.path.join(TARGETS, "workers.py"), truth_path, "fork",
+                 "--parent-exits", "1")
+    assert r.returncode == 0, r.stderr
+    with open(truth_path) as f:
+        truth = json.load(f)
+    with open(out) as f:
+        got = by_process(f.read())
+    total = lambda pid: sum(n for stacks in got[pid].values()
+                            for _, n in stacks)
+    for w in truth["workers"]:
+        # (the parent: its startup and a second of work; each worker about
+        # twice that)
+        assert total(w) > 1.5 * 200 and total(w) > total(truth["parent"])
+    assert "every target exited" in r.stderr, r.stderr
+
+
+def test_short_lived_children_are_each_sampled(workdir):
+    """200 children a second, each in short_life() for 50 ms: nearly every
+    one is found and sampled, in short_life."""
+    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    truth_path = os.path.join(workdir, "truth.json")
+    out = os.path.join(workdir, "profile.txt")
+    r = pyunwind("sample", "--subprocesses", "-r", "1000", "--format",
+                 "collapsed", "-o", out, "--", python,
+                 os.path.join(TARGETS, "workers.py"), truth_path, "short",
+                 "--rate", "200", "--life", "50", "--seconds", "2")
+    assert r.returncode == 0, r.stderr
+    with open(truth_path) as f:
+        children = json.load(f)["children"]
+    with open(out) as f:
+        got = by_process(f.read())
+    seen = [c for c in children if c in got]
+    assert len(children) > 300 and len(seen) > 0.9 * len(children), (
+        len(seen), len(children), r.stderr)
+    for c in seen:
+        assert any("short_life" in names for stacks in got[c].values()
+                   for names, _ in stacks), got[c]
+
+
+def test_ctrl_c_lets_every_target_go(workdir):
+    """--blocking stops each process for each sample: Ctrl-C in the middle
+    of a run over a tree leaves none of them stopped, and the profile is
+    written."""
+    python = BY_LABEL.get("3.13.5", PYTHONS[-1][1])
+    with workers(python, workdir, "fork") as (p, truth):
+        s = subprocess.Popen([PYUNWIND, "sample", "--subprocesses",
+                              "--blocking", "-r", "max", "--format",
+                              "collapsed", str(truth["parent"])],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        time.sleep(1.5)
+        s.send_signal(signal.SIGINT)
+        out, err = s.communicate(timeout=TIMEOUT)
+        assert s.returncode == 0, err
+        assert "interrupted" in err
+        got = by_process(out)
+        pids = [truth["parent"]] + truth["workers"]
+        assert set(pids) <= set(got)
+        for pid in pids:
+            for _ in range(50):  # (a state read between two ticks)
+                if state_of(pid) in RUNNING:
+                    break
+                time.sleep(0.01)
+            assert state_of(pid) in RUNNING, (pid, state_of(pid))
+
+
+def test_usage_of_several(workdir):
+    for args in (["sample", "--thread", "5", "1", "2"],
+                 ["sample", "--thread", "5", "--subprocesses", "1"],
+                 ["sample", "--subprocesses", "--thread", "5", "--", "x"]):
+        r = pyunwind(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, (args, r)
