@@ -169,6 +169,45 @@ static bool exe_of(int pid, struct stat *st)
     return pid > 0 && stat(path, st) == 0;
 }
 
+/* The fields of /proc/PID/stat after its name (which may hold anything)
+ * into buf; NULL when it cannot be read.  Anyone may read it, unlike the
+ * process's exe. */
+static const char *stat_of(int pid, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *end = strrchr(buf, ')');
+    return end && end[1] == ' ' ? end + 2 : NULL;
+}
+
+/* Whether process pid exists and has not exited (a zombie has). */
+static bool alive(int pid)
+{
+    char buf[1024];
+    const char *f = stat_of(pid, buf, sizeof buf);
+    return f && *f != 'Z' && *f != 'X';
+}
+
+/* What tells one program a process runs from the next it runs by exec:
+ * where its stack starts (the 28th field of its stat; 0 when unknown).
+ * The executable can be the same file, the runtime at the same address
+ * (a Python that is not position-independent running itself again), but
+ * the kernel lays out a new stack. */
+static uint64_t exec_mark(int pid)
+{
+    char buf[1024];
+    const char *f = stat_of(pid, buf, sizeof buf);
+    for (int field = 3; f && field < 28; field++) /* (f: field 3) */
+        f = (f = strchr(f, ' ')) ? f + 1 : NULL;
+    return f ? strtoull(f, NULL, 10) : 0;
+}
+
 static bool same_file(const struct stat *a, const struct stat *b)
 {
     return a->st_ino == b->st_ino && a->st_dev == b->st_dev;
@@ -210,6 +249,7 @@ static void command_of(int pid, char *buf, size_t len)
                          that has not mapped its library; a fork about to
                          exec one) is tried again at 5, 10, 20 ... ms */
 #define SCAN_BATCH 256 /* new processes taken from one scan at most */
+#define EXEC_CHECKS 16 /* targets looked at for an exec at each scan */
 
 /* A process sampled in the run. */
 typedef struct target {
@@ -222,6 +262,7 @@ typedef struct target {
     bool done;      /* let go */
     bool have_exe;
     struct stat exe;
+    uint64_t mark;  /* exec_mark() when found (0: not checked) */
     uint64_t failing_since;
 } target;
 
@@ -242,6 +283,7 @@ typedef struct run {
     target *t;
     size_t n, cap_t, live;
     pyu_proc_watch *watch;
+    size_t exec_at; /* the next target looked at for an exec */
     notpy *np;
     size_t nnp, capnp;
     uint64_t start;
@@ -284,6 +326,7 @@ static int add_target(run *r, pyu_session *s, int pid, bool own, bool named)
     *t = (target){.s = s, .sm = sm, .pid = pid ? pid : ti.pid,
                   .proc = (uint32_t)proc, .own = own, .named = named};
     t->have_exe = exe_of(t->pid, &t->exe);
+    t->mark = r->watch ? exec_mark(t->pid) : 0;
     r->live++;
     return 0;
 }
@@ -338,12 +381,11 @@ static void open_descendant(run *r, int pid, uint64_t now)
     int rc = pyu_open_pid(s, pid, flags);
     if (rc == 0 && (rc = add_target(r, s, pid, true, false)) == 0)
         return;
-    struct stat st;
     if (rc == -PYU_E_NOTPY || rc == -PYU_E_VERSION)
         note_notpy(r, pid, now);
-    else if (rc != -PYU_E_NOPROC && exe_of(pid, &st) && r->diag) {
-        /* (one that exited meanwhile -- a zombie has no exe -- is no
-         * target: its memory went while it was read) */
+    else if (rc != -PYU_E_NOPROC && alive(pid) && r->diag) {
+        /* (one that exited meanwhile is no target: its memory went while
+         * it was read) */
         fprintf(r->diag, "pyunwind: warning: process %d left out: %s\n", pid,
                 rc == -PYU_E_NOMEM ? "out of memory" : pyu_errmsg(s));
         r->ex = pyu_cmd_worse_exit(r->ex, PYU_EXIT_PARTIAL);
@@ -355,6 +397,18 @@ static void open_descendant(run *r, int pid, uint64_t now)
  * not Python and may be now (young, or since an exec). */
 static void discover(run *r, uint64_t now)
 {
+    /* a few of the targets each time: has one run exec since the last
+     * look?  (it is let go, and its pid looked at again as new) */
+    for (size_t k = 0; k < EXEC_CHECKS && r->n; k++) {
+        target *t = &r->t[r->exec_at++ % r->n];
+        uint64_t mark;
+        if (t->done || !t->mark || (mark = exec_mark(t->pid)) == t->mark ||
+            !mark)
+            continue;
+        int pid = t->pid;
+        let_go(r, t, true, now - r->start);
+        open_descendant(r, pid, now); /* (may move r->t) */
+    }
     int pids[SCAN_BATCH];
     int n = pyu_proc_watch_scan(r->watch, pids, SCAN_BATCH);
     for (int i = 0; i < n; i++) {
@@ -367,10 +421,10 @@ static void discover(run *r, uint64_t now)
     for (size_t i = 0; i < r->nnp;) {
         notpy *e = &r->np[i];
         struct stat st;
-        bool alive = exe_of(e->pid, &st) || kill(e->pid, 0) == 0;
-        bool exec = alive && e->have_exe && !same_file(&st, &e->exe);
+        bool live = alive(e->pid), have = live && exe_of(e->pid, &st);
+        bool exec = have && e->have_exe && !same_file(&st, &e->exe);
         bool young = e->tries < NOTPY_TRIES && now >= e->next;
-        if (!alive) {
+        if (!live) {
             r->np[i] = r->np[--r->nnp];
             continue;
         }

@@ -230,3 +230,95 @@ def test_usage_of_several(workdir):
                  ["sample", "--subprocesses", "--thread", "5", "--", "x"]):
         r = pyunwind(*args)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, (args, r)
+
+
+EXEC_CHILD = r"""
+import os, sys, time
+def before_exec():
+    time.sleep(0.6)
+def after_exec():
+    time.sleep(0.6)
+if sys.argv[1:] == ["again"]:
+    after_exec()
+    os.execv("/bin/sleep", ["sleep", "0.6"])
+print(os.getpid(), flush=True)
+pid = os.fork()
+if pid == 0:
+    before_exec()
+    os.execv(sys.executable, [sys.executable, sys.argv[0], "again"])
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_child_that_runs_exec(workdir):
+    """A child sampled in one Python program, then in the one it runs by
+    exec (the same pid, a new process of the profile), and let go when it
+    runs exec again into a program that is not Python (sleep)."""
+    python = BY_LABEL.get("3.15.2-debian", PYTHONS[-1][1])
+    script = os.path.join(workdir, "exec_child.py")
+    with open(script, "w") as f:
+        f.write(EXEC_CHILD)
+    out = os.path.join(workdir, "profile.txt")
+    r = pyunwind("sample", "--subprocesses", "-r", "200", "--format",
+                 "collapsed", "-o", out, "--", python, script)
+    assert r.returncode == 0, r.stderr
+    with open(out) as f:
+        got = by_process(f.read())
+    child = [pid for pid in got if pid != min(got)]
+    assert len(child) == 1, sorted(got)
+    funcs = collections.Counter()
+    for names, n in got[child[0]][child[0]]:
+        for fn in ("before_exec", "after_exec"):
+            funcs[fn] += n if fn in names else 0
+    # (about 120 samples each; none of sleep's 0.6 s)
+    assert 60 < funcs["before_exec"] < 180, funcs
+    assert 60 < funcs["after_exec"] < 180, funcs
+    assert "3 processes" in r.stderr, r.stderr
+
+
+NOT_DUMPABLE = r"""
+import ctypes, os, time
+print(os.getpid(), flush=True)
+pid = os.fork()
+if pid == 0:
+    ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+    print(os.getpid(), flush=True)
+    while True:
+        time.sleep(1)
+print(pid, flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_a_child_that_cannot_be_read_is_left_out(workdir):
+    """A user's process whose child made itself non-dumpable: pyunwind run
+    by that user samples the parent, and leaves the child out with a line
+    that names it and says why; the exit status says the profile is not
+    whole (5)."""
+    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup",
+                 "--clear-groups"]
+    p = subprocess.Popen(as_nobody + [python, "-c", NOT_DUMPABLE],
+                         stdout=subprocess.PIPE, text=True,
+                         start_new_session=True, cwd="/")
+    try:
+        parent = int(p.stdout.readline())
+        child = int(p.stdout.readline())
+        r = subprocess.run(as_nobody + [PYUNWIND, "sample", "--subprocesses",
+                                        "-d", "0.5", "--format", "collapsed",
+                                        str(parent)],
+                           capture_output=True, text=True, timeout=TIMEOUT,
+                           cwd="/")
+        assert r.returncode == 5, r.stderr
+        lines = [line for line in r.stderr.splitlines()
+                 if line.startswith("pyunwind: warning: ")]
+        assert len(lines) == 1 and lines[0].startswith(
+            "pyunwind: warning: process %d left out: " % child), r.stderr
+        got = by_process(r.stdout) if "pid:" in r.stdout else None
+        assert got is None or child not in got
+        assert "<module>" in r.stdout
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        p.stdout.close()
