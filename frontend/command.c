@@ -79,7 +79,7 @@ static const struct {
     {{"live", no_argument, NULL, OPT_LIVE}, CLI_ONLY | SAMPLE},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
     {{"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
-     CLI_ONLY | DUMP | TASKS | SAMPLE},
+     DUMP | TASKS | SAMPLE},
     {{"core", required_argument, NULL, OPT_CORE}, CLI_ONLY | DUMP | TASKS},
     {{"exe", required_argument, NULL, OPT_EXE}, CLI_ONLY | DUMP | TASKS},
     {{"sysroot", required_argument, NULL, OPT_SYSROOT}, CLI_ONLY | DUMP | TASKS},
@@ -156,6 +156,8 @@ static const char debugger_tasks_help[] =
     "  --json          print JSON (docs/json.md) instead of text\n"
     "  -o, --output FILE  write to FILE instead of the debugger's output\n"
     "  --verbose       also say how the target's memory was read\n"
+    "  --subprocesses  the inferior's descendants that run CPython too, read\n"
+    "                  by pid (a process on this machine; --json: an array)\n"
     "  -h, --help      print this help\n";
 
 static const char debugger_help[] =
@@ -173,6 +175,8 @@ static const char debugger_help[] =
     "  -o, --output FILE  write to FILE instead of the debugger's output\n"
     DUMP_OPTIONS
     "  --verbose       also say how the target's memory was read\n"
+    "  --subprocesses  the inferior's descendants that run CPython too, read\n"
+    "                  by pid (a process on this machine; --json: an array)\n"
     "  -h, --help      print this help\n";
 
 /* (where a help text lists the formats: pyu_cmd_help() writes them from
@@ -232,6 +236,9 @@ static const char debugger_sample_help[] =
     SAMPLE_OPTIONS
     "  -o, --output FILE  write the profile to FILE instead of the debugger's\n"
     "                  output\n"
+    "  --subprocesses  the inferior's descendants that run CPython too, found\n"
+    "                  as they start and read by pid (a local inferior,\n"
+    "                  without --blocking)\n"
     "  --verbose       also say what the sampler did\n"
     "  -h, --help      print this help\n";
 
@@ -924,10 +931,32 @@ static int run_one(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
     return ex;
 }
 
+static int run_targets(const pyu_cmd_opts *o, pyu_session *first,
+                       bool first_retry, const char *first_source,
+                       FILE *out, FILE *diag, char *msg, size_t msglen);
+
 int pyu_cmd_run(pyu_session *s, const pyu_cmd_opts *o, bool retry_torn,
                 const char *source, FILE *out, FILE *diag, char *msg,
                 size_t msglen)
 {
+    if (o->subprocesses) { /* (a debugger's: its inferior, then the rest) */
+        if (o->tree_root <= 0) {
+            snprintf(msg, msglen, "%s", o->tree_why[0]
+                                            ? o->tree_why
+                                            : "--subprocesses: no process "
+                                              "to read the descendants of");
+            return PYU_EXIT_USAGE;
+        }
+        *msg = '\0';
+        int ex = run_targets(o, s, retry_torn, source, out, diag, msg,
+                             msglen);
+        if (ex != PYU_EXIT_OK && !*msg) /* (each process's said on diag) */
+            snprintf(msg, msglen, "%s",
+                     ex == PYU_EXIT_PARTIAL
+                         ? "some processes were not read whole (above)"
+                         : "some processes could not be read (above)");
+        return ex;
+    }
     return run_one(s, o, retry_torn, source, out, NULL, diag, msg, msglen);
 }
 
@@ -964,6 +993,8 @@ static int target_list(const pyu_cmd_opts *o, int **out, int *named)
         free(tree);
         return -1;
     }
+    if (o->tree_root > 0) /* (a debugger's inferior) */
+        l[n++] = o->tree_root;
     for (int i = 0; i < o->ntargets && n < cap; i++)
         l[n++] = (int)strtol(o->targets[i], NULL, 10);
     *named = (int)n;
@@ -984,6 +1015,15 @@ static int target_list(const pyu_cmd_opts *o, int **out, int *named)
 
 int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
                         char *msg, size_t msglen)
+{
+    return run_targets(o, NULL, true, NULL, out, diag, msg, msglen);
+}
+
+/* pyu_cmd_run_targets, the first process read through `first` when it is
+ * not NULL (a debugger's session of its inferior). */
+static int run_targets(const pyu_cmd_opts *o, pyu_session *first,
+                       bool first_retry, const char *first_source,
+                       FILE *out, FILE *diag, char *msg, size_t msglen)
 {
     *msg = '\0';
     int named, *pids;
@@ -1009,13 +1049,14 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
     int ex = PYU_EXIT_OK, written = 0;
     for (int i = 0; i < n; i++) {
         char one_msg[1024], source[64];
-        pyu_session *s = pyu_session_new();
+        bool mine = !(first && i == 0);
+        pyu_session *s = mine ? pyu_session_new() : first;
         if (!s) {
             ex = pyu_cmd_worse_exit(ex, PYU_EXIT_INTERNAL);
             fprintf(diag, "pyunwind: error: out of memory\n");
             break;
         }
-        int rc = pyu_open_pid(s, pids[i], o->open_flags);
+        int rc = mine ? pyu_open_pid(s, pids[i], o->open_flags) : 0;
         if (rc < 0) {
             /* a descendant that is not Python (a shell between two), or
              * that ended since it was listed, is no target */
@@ -1032,7 +1073,7 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
             continue;
         }
         snprintf(source, sizeof source, "live process %d%s", pids[i],
-                 o->open_flags & PYU_OPEN_NONBLOCKING
+                 o->open_flags & PYU_OPEN_NONBLOCKING || !mine
                      ? " without stopping it" : "");
         /* (the text of each in a buffer first: a blank line goes only
          * between two that wrote something) */
@@ -1042,11 +1083,13 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
         if (!mf) {
             ex = pyu_cmd_worse_exit(ex, PYU_EXIT_INTERNAL);
             fprintf(diag, "pyunwind: error: out of memory\n");
-            pyu_session_free(s);
+            if (mine)
+                pyu_session_free(s);
             break;
         }
-        int one_ex = run_one(s, &one, true, source, mf, into, diag, one_msg,
-                             sizeof one_msg);
+        int one_ex = run_one(s, &one, mine || first_retry,
+                             mine ? source : first_source, mf, into, diag,
+                             one_msg, sizeof one_msg);
         if (mf != f) {
             fclose(mf);
             if (len && written++)
@@ -1059,7 +1102,8 @@ int pyu_cmd_run_targets(const pyu_cmd_opts *o, FILE *out, FILE *diag,
                     one_ex == PYU_EXIT_PARTIAL ? "warning" : "error",
                     pids[i], one_msg);
         ex = pyu_cmd_worse_exit(ex, one_ex);
-        pyu_session_free(s);
+        if (mine)
+            pyu_session_free(s);
     }
     if (into) {
         into->close(into->arg, '[');

@@ -64,6 +64,10 @@ typedef struct pyu_cmd_opts {
     char **targets;       /* dump / tasks PID...: each PID given (checked) */
     int ntargets;
     bool subprocesses;    /* --subprocesses */
+    int tree_root;        /* debuggers, --subprocesses: the inferior's pid,
+                             its descendants read by pid (0: none: why in
+                             tree_why); pyu_cmd_tree_root() */
+    char tree_why[160];
     const char *core, *exe, *sysroot;
     char **launch;        /* sample -- PROGRAM ARGS...: argv to start */
     int nlaunch;

@@ -64,3 +64,20 @@ int pyu_cmd_open_target(const pyu_dbg_target *t, pyu_session **out,
     *out = s;
     return PYU_EXIT_OK;
 }
+
+void pyu_cmd_tree_root(const pyu_dbg_target *t, pyu_cmd_opts *o)
+{
+    o->tree_root = 0;
+    o->tree_why[0] = '\0';
+    if (t->where == PYU_DBG_LOCAL && t->pid > 0)
+        o->tree_root = t->pid;
+    else if (t->where == PYU_DBG_CORE)
+        snprintf(o->tree_why, sizeof o->tree_why,
+                 "--subprocesses reads the running descendants of a "
+                 "process: a core file has none");
+    else
+        snprintf(o->tree_why, sizeof o->tree_why,
+                 "--subprocesses reads the descendants of a process on this "
+                 "machine by pid: %s's %s %s is not one", t->debugger,
+                 t->conn, t->conn_noun);
+}

@@ -56,6 +56,13 @@ int pyu_cmd_open_target(const pyu_dbg_target *t, pyu_session **out,
                         bool *retry, char *source, size_t srclen, char *msg,
                         size_t msglen);
 
+/* --subprocesses in a debugger: the descendants of its target are read
+ * by pid, as the CLI reads them, which needs a process on this machine.
+ * Sets o->tree_root to t's pid, or to 0 with a one-line reason in
+ * o->tree_why (a core file, a remote target). */
+struct pyu_cmd_opts;
+void pyu_cmd_tree_root(const pyu_dbg_target *t, struct pyu_cmd_opts *o);
+
 #ifdef __cplusplus
 }
 #endif

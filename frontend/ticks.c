@@ -131,6 +131,12 @@ int pyu_cmd_ticks_run(pyu_session *s, const pyu_cmd_opts *o,
                       char *msg, size_t msglen)
 {
     t->early[0] = '\0';
+    if (o->subprocesses) {
+        snprintf(msg, msglen, "--subprocesses reads the inferior's "
+                 "descendants by pid while it runs: a local inferior, "
+                 "without --blocking");
+        return PYU_EXIT_USAGE;
+    }
     /* (--blocking is what ticks are: the sampler itself never stops the
      * process) */
     pyu_sampler_opts so = {o->mode, o->sample_flags & ~PYU_SAMPLE_BLOCKING,

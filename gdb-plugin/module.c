@@ -282,6 +282,8 @@ typedef struct {
     int opened;
     PyObject *native; /* native(tid) -> [(pc, sp, name, offset, module)]
                          or an error text: gdb's unwinder, or NULL */
+    pyu_cmd_opts tree; /* whose descendants --subprocesses reads
+                          (tree_root, tree_why: pyu_cmd_tree_root) */
 } Session;
 
 static int Session_init(Session *self, PyObject *args, PyObject *kw)
@@ -405,6 +407,7 @@ static PyObject *Session_open_target(Session *self, PyObject *args)
     self->s = s;
     self->mem = g.opened;
     self->opened = 1;
+    pyu_cmd_tree_root(&t, &self->tree);
     return Py_BuildValue("Os", retry ? Py_True : Py_False, source);
 }
 
@@ -432,6 +435,8 @@ static PyObject *Session_run(Session *self, PyObject *args)
     pyu_cmd_opts o;
     if (parse_command(command, list, &a, &o) < 0)
         return NULL;
+    o.tree_root = self->tree.tree_root;
+    memcpy(o.tree_why, self->tree.tree_why, sizeof o.tree_why);
     char msg[1024] = "";
     int ex;
     char *obuf = NULL, *dbuf = NULL;

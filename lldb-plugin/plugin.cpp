@@ -225,9 +225,11 @@ std::string path_of(lldb::SBFileSpec spec)
     return buf;
 }
 
-// Opens the selected target; on failure the message is in msg.
+// Opens the selected target; on failure the message is in msg.  With o,
+// says in it whose descendants --subprocesses reads (pyu_cmd_tree_root).
 int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
-                std::string *source, std::string *msg, int *exitcode)
+                std::string *source, std::string *msg, int *exitcode,
+                pyu_cmd_opts *o = nullptr)
 {
     lldb::SBTarget target = debugger.GetSelectedTarget();
     lldb::SBProcess process = target.IsValid() ? target.GetProcess()
@@ -271,6 +273,8 @@ int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
     t.debugger_memory = want && strcmp(want, "debugger") == 0;
     t.open_memory = open_sb_memory;
     t.arg = &ref;
+    if (o)
+        pyu_cmd_tree_root(&t, o);
     char buf[1200], why[1024];
     *exitcode = pyu_cmd_open_target(&t, out, retry, buf, sizeof buf, why,
                                     sizeof why);
@@ -619,7 +623,7 @@ class Command : public lldb::SBCommandPluginInterface {
         pyu_session *s = nullptr;
         bool retry = false;
         std::string source, why;
-        if (open_target(debugger, &s, &retry, &source, &why, &ex) < 0)
+        if (open_target(debugger, &s, &retry, &source, &why, &ex, &o) < 0)
             return fail(result, why.c_str());
         lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
         pyu_set_native_frames(s, lldb_native, &process);

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import (PYUNWIND, RUNNING, TARGETS, TIMEOUT, interpreters,
                       pyunwind)
+from debuggers import DEBUGGERS, Server, require_plugin
 from test_subprocesses import tree
 
 PYTHONS = interpreters()
@@ -322,3 +323,48 @@ def test_a_child_that_cannot_be_read_is_left_out(workdir):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         p.stdout.close()
+
+
+@pytest.mark.debugger
+@pytest.mark.parametrize("dbg", DEBUGGERS, ids=[d.name for d in DEBUGGERS])
+def test_the_debuggers_read_the_inferiors_descendants(dbg, workdir):
+    """py-dump and py-sample --subprocesses in gdb and lldb attached to a
+    pool's parent: its workers read by pid, each under its pid, each
+    worker's split as it measured it; on a remote target, a line that says
+    why not."""
+    require_plugin(dbg)
+    python = BY_LABEL.get("3.15.2-debian" if dbg.name == "lldb" else
+                          "3.13.5", PYTHONS[-1][1])
+    with workers(python, workdir, "fork") as (p, truth):
+        parent = truth["parent"]
+        setup, args, teardown = dbg.attach(parent)
+        before = measured(workdir, truth["workers"])
+        tr = dbg.run(["py-dump --subprocesses --no-source",
+                      "py-sample --subprocesses -d 2 --format collapsed",
+                      *teardown], args=args, setup=setup)
+        after = measured(workdir, truth["workers"])
+        dump = tr["py-dump --subprocesses"]
+        heads = [int(line.split()[1].rstrip(":")) for line in dump.splitlines()
+                 if line.startswith("Process ") and "CPython" in line]
+        assert heads[0] == parent and set(truth["workers"]) <= set(heads), dump
+        text = tr["py-sample --subprocesses"]
+        got = by_process("\n".join(line for line in text.splitlines()
+                                   if line.startswith("pid:")))
+        for w in truth["workers"]:
+            stacks = [x for stacks in got[w].values() for x in stacks]
+            three = sum(n for names, n in stacks if "three" in names)
+            one = sum(n for names, n in stacks if "one" in names)
+            t3, t1 = (a - b for a, b in zip(after[w], before[w]))
+            assert three + one > 200 and abs(
+                three / (three + one) - t3 / (t3 + t1)) < 0.06, (
+                    w, three, one, t3, t1, text[-300:])
+        server = Server(dbg, parent)
+        try:
+            setup, args, teardown = dbg.remote(server.port)
+            tr = dbg.run(["py-dump --subprocesses", *teardown], args=args,
+                         setup=setup)
+            out = tr["py-dump --subprocesses"]
+            assert "--subprocesses reads the descendants of a process on " \
+                   "this machine by pid" in out and "Process " not in out, out
+        finally:
+            server.close()
