@@ -123,6 +123,7 @@ def test_sample_subprocesses_of_a_tree(label, python, workdir):
         assert len(counts) == 1, counts
 
 
+@pytest.mark.accuracy
 @pytest.mark.parametrize("label,method", SPLITS,
                          ids=["%s-%s" % s for s in SPLITS])
 def test_each_worker_keeps_its_split(label, method, workdir):
@@ -326,6 +327,7 @@ def test_a_child_that_cannot_be_read_is_left_out(workdir):
 
 
 @pytest.mark.debugger
+@pytest.mark.accuracy
 @pytest.mark.parametrize("dbg", DEBUGGERS, ids=[d.name for d in DEBUGGERS])
 def test_the_debuggers_read_the_inferiors_descendants(dbg, workdir):
     """py-dump and py-sample --subprocesses in gdb and lldb attached to a
