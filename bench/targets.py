@@ -16,12 +16,16 @@
     python3.15 bench/targets.py count  main thread 50 frames deep, counting:
                                        prints "rate N" (loop iterations per
                                        second) every second
+    python3.15 bench/targets.py tree N N children (os.fork) each 50 frames
+                                       deep, sleeping, the parent too
+                                       (bench/sample-run tree)
 
 Prints "ready" (and flushes) once every thread is parked, then blocks until
 killed.  The stacks do not change afterwards (a busy loop changes only the
 line of its innermost frame), so every read of the process sees the same
 frames.
 """
+import os
 import sys
 import threading
 import time
@@ -88,6 +92,18 @@ def main():
     mode = mode.removesuffix("-busy")
     if mode == "count":
         recurse(DEEP, say_ready, count_loop)
+    elif mode == "tree":
+        parked = []
+        for _ in range(int(sys.argv[2])):
+            r, w = os.pipe()
+            if os.fork() == 0:
+                os.close(r)
+                recurse(DEEP, lambda: os.write(w, b"."))
+            os.close(w)
+            parked.append(r)
+        for r in parked:  # (each child writes once it is parked)
+            os.read(r, 1)
+        recurse(DEEP, say_ready)
     elif mode == "deep-churn":
         recurse(DEEP, say_ready, churn)
     elif mode == "deep":
@@ -112,7 +128,7 @@ def main():
         park()
     else:
         sys.exit("usage: targets.py deep|wide|threads50|deep-busy|"
-                 "wide-busy|deep-churn|count")
+                 "wide-busy|deep-churn|count|tree N")
 
 
 if __name__ == "__main__":
