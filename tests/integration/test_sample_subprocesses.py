@@ -370,3 +370,93 @@ def test_the_debuggers_read_the_inferiors_descendants(dbg, workdir):
                    "this machine by pid" in out and "Process " not in out, out
         finally:
             server.close()
+
+
+@pytest.mark.accuracy
+def test_a_forking_server_and_its_workers(workdir):
+    """socketserver.ForkingMixIn on loopback, two clients: the process
+    forked for each connection is found and sampled under its pid, its
+    split of time as it measured it; the server waits in serve_forever."""
+    python = BY_LABEL.get("3.13.5", PYTHONS[-1][1])
+    server = subprocess.Popen([python, os.path.join(TARGETS, "prefork.py")],
+                              stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    socks = []
+    try:
+        port = int(server.stdout.readline())
+        assert server.stdout.readline() == "ready\n"
+        s = subprocess.Popen([PYUNWIND, "sample", "--subprocesses", "-d",
+                              "2.5", "--format", "collapsed",
+                              str(server.pid)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        time.sleep(0.2)  # (the workers come after the sampler: found)
+        import socket
+        workers = {}
+        for _ in range(2):
+            c = socket.create_connection(("127.0.0.1", port))
+            f = c.makefile("rw")
+            f.write("2\n")
+            f.flush()
+            socks.append((c, f))
+            workers[int(f.readline())] = f
+        out, err = s.communicate(timeout=TIMEOUT)
+        assert s.returncode == 0, err
+        got = by_process(out)
+        for pid, f in workers.items():
+            t3, t1 = (float(x) for x in f.readline().split())
+            stacks = [x for stacks in got[pid].values() for x in stacks]
+            three = sum(n for names, n in stacks if "three" in names)
+            one = sum(n for names, n in stacks if "one" in names)
+            # (the rest: the fork's way into the handler and out of it)
+            handling = sum(n for names, n in stacks
+                           if "Handler.handle" in names)
+            assert handling > 0.9 * sum(n for _, n in stacks), stacks
+            assert three + one > 200 and abs(
+                three / (three + one) - t3 / (t3 + t1)) < 0.06, (
+                    pid, three, one, t3, t1)
+        server_stacks = got[server.pid][server.pid]
+        assert all("BaseServer.serve_forever" in names
+                   for names, _ in server_stacks), server_stacks[:2]
+    finally:
+        for c, f in socks:
+            f.close()
+            c.close()
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        server.stdout.close()
+
+
+def test_a_child_in_another_pid_namespace(workdir):
+    """A Python child started in a pid namespace of its own (unshare, as
+    root) behind the unshare process: found and read as the parent is,
+    under the pid this namespace gives it."""
+    if os.geteuid() != 0:
+        pytest.fail("this test runs as root (unshare --pid)")
+    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    code = ("import subprocess, sys\n"
+            "c = subprocess.Popen(['unshare', '--pid', '--fork', sys.executable,"
+            " '-c', 'import os, time\\n"
+            "def in_its_namespace():\\n"
+            "    print(os.getpid(), flush=True)\\n"
+            "    time.sleep(3600)\\n"
+            "in_its_namespace()\\n'], stdout=subprocess.PIPE, text=True)\n"
+            "print(c.stdout.readline(), end='', flush=True)\n"
+            "c.wait()\n")
+    p = subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        assert p.stdout.readline() == "1\n"  # (its own pid there)
+        r = pyunwind("sample", "--subprocesses", "-d", "0.5", "-r", "100",
+                     "--format", "collapsed", str(p.pid))
+        assert r.returncode == 0, r.stderr
+        got = by_process(r.stdout)
+        inner = [pid for pid, threads in got.items()
+                 if any("in_its_namespace" in names
+                        for stacks in threads.values()
+                        for names, _ in stacks)]
+        assert len(inner) == 1 and inner[0] != 1, sorted(got)
+        assert p.pid in got
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        p.stdout.close()

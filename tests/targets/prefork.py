@@ -1,0 +1,67 @@
+"""A forking server (socketserver.ForkingMixIn) on loopback, for sampling a
+service whose workers come and go with its requests.
+
+    python prefork.py
+
+Prints its port, then "ready".  A request is one line, "SECONDS": the
+process the server forked for the connection answers "PID" at once, then
+runs three() (3 ms busy) and one() (1 ms busy) by turns, as
+tests/targets/split.py's main thread, for SECONDS, and answers "T3 T1":
+the time the two took by its own clock, preemption included.  The server
+itself waits in serve_forever().
+"""
+import socketserver
+import time
+
+clock = time.perf_counter
+
+
+def busy(seconds):
+    end = clock() + seconds
+    x = 0
+    while clock() < end:
+        x += 1
+    return x
+
+
+def three():
+    busy(0.003)
+
+
+def one():
+    busy(0.001)
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def handle(self):
+        import os
+        seconds = float(self.rfile.readline())
+        self.wfile.write(b"%d\n" % os.getpid())
+        self.wfile.flush()
+        t3 = t1 = 0.0
+        end = clock() + seconds
+        while clock() < end:
+            a = clock()
+            three()
+            b = clock()
+            one()
+            c = clock()
+            t3 += b - a
+            t1 += c - b
+            time.sleep(0.004)  # (two workers leave the CPUs room)
+        self.wfile.write(b"%.6f %.6f\n" % (t3, t1))
+
+
+class Server(socketserver.ForkingMixIn, socketserver.TCPServer):
+    allow_reuse_address = True
+
+
+def main():
+    with Server(("127.0.0.1", 0), Handler) as server:
+        print(server.server_address[1], flush=True)
+        print("ready", flush=True)
+        server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
