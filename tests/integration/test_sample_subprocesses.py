@@ -20,6 +20,7 @@ import pytest
 from conftest import (PYUNWIND, RUNNING, TARGETS, TIMEOUT, interpreters,
                       pyunwind)
 from debuggers import DEBUGGERS, Server, require_plugin
+from test_sample import state_of
 from test_subprocesses import tree
 
 PYTHONS = interpreters()
@@ -83,9 +84,33 @@ def measured(workdir, pids):
     return out
 
 
-def state_of(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
+def launched(workdir, rate, *args):
+    """sample --subprocesses -r RATE -- workers.py TRUTH ARGS... (3.14):
+    (the run, the truth, by_process() of its profile)."""
+    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    truth_path = os.path.join(workdir, "truth.json")
+    out = os.path.join(workdir, "profile.txt")
+    r = pyunwind("sample", "--subprocesses", "-r", rate, "--format",
+                 "collapsed", "-o", out, "--", python,
+                 os.path.join(TARGETS, "workers.py"), truth_path, *args)
+    assert r.returncode == 0, r.stderr
+    with open(truth_path) as f:
+        truth = json.load(f)
+    with open(out) as f:
+        return r, truth, by_process(f.read())
+
+
+def assert_split(got, pid, t3, t1):
+    """Under pid, three()'s share of the samples in three() or one() is
+    its share of the time the process measured in them (t3, t1), within
+    the split tests' bound (0.06); there are enough samples to tell."""
+    stacks = [x for stacks in got[pid].values() for x in stacks]
+    three = sum(n for names, n in stacks if "three" in names)
+    one = sum(n for names, n in stacks if "one" in names)
+    assert three + one > 200, (pid, three, one)
+    assert abs(three / (three + one) - t3 / (t3 + t1)) < 0.06, (
+        pid, three, one, t3, t1)
+    return stacks
 
 
 @pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
@@ -140,13 +165,8 @@ def test_each_worker_keeps_its_split(label, method, workdir):
         got = by_process(r.stdout)
         for w in truth["workers"]:
             assert w in got, (w, sorted(got))
-            stacks = [x for stacks in got[w].values() for x in stacks]
-            three = sum(n for names, n in stacks if "three" in names)
-            one = sum(n for names, n in stacks if "one" in names)
-            assert three + one > 200, (w, three, one)
-            t3, t1 = (a - b for a, b in zip(after[w], before[w]))
-            assert abs(three / (three + one) - t3 / (t3 + t1)) < 0.06, (
-                w, three, one, t3, t1)
+            assert_split(got, w, *(a - b for a, b in zip(after[w],
+                                                         before[w])))
         parent = [names for names, _ in got[truth["parent"]][truth["parent"]]]
         assert all("wait" in names for names in parent), parent[:3]
 
@@ -155,18 +175,7 @@ def test_the_run_outlives_its_parent(workdir):
     """sample --subprocesses -- PROGRAM: the program exits a second after
     its workers started and they go on for a second more; the run goes on
     until the last of them exits, and returns the program's status."""
-    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
-    truth_path = os.path.join(workdir, "truth.json")
-    out = os.path.join(workdir, "profile.txt")
-    r = pyunwind("sample", "--subprocesses", "-r", "200", "--format",
-                 "collapsed", "-o", out, "--", python,
-                 os.path.join(TARGETS, "workers.py"), truth_path, "fork",
-                 "--parent-exits", "1")
-    assert r.returncode == 0, r.stderr
-    with open(truth_path) as f:
-        truth = json.load(f)
-    with open(out) as f:
-        got = by_process(f.read())
+    r, truth, got = launched(workdir, "200", "fork", "--parent-exits", "1")
     total = lambda pid: sum(n for stacks in got[pid].values()
                             for _, n in stacks)
     for w in truth["workers"]:
@@ -179,18 +188,9 @@ def test_the_run_outlives_its_parent(workdir):
 def test_short_lived_children_are_each_sampled(workdir):
     """200 children a second, each in short_life() for 50 ms: nearly every
     one is found and sampled, in short_life."""
-    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
-    truth_path = os.path.join(workdir, "truth.json")
-    out = os.path.join(workdir, "profile.txt")
-    r = pyunwind("sample", "--subprocesses", "-r", "1000", "--format",
-                 "collapsed", "-o", out, "--", python,
-                 os.path.join(TARGETS, "workers.py"), truth_path, "short",
-                 "--rate", "200", "--life", "50", "--seconds", "2")
-    assert r.returncode == 0, r.stderr
-    with open(truth_path) as f:
-        children = json.load(f)["children"]
-    with open(out) as f:
-        got = by_process(f.read())
+    r, truth, got = launched(workdir, "1000", "short", "--rate", "200",
+                             "--life", "50", "--seconds", "2")
+    children = truth["children"]
     seen = [c for c in children if c in got]
     assert len(children) > 300 and len(seen) > 0.9 * len(children), (
         len(seen), len(children), r.stderr)
@@ -353,13 +353,8 @@ def test_the_debuggers_read_the_inferiors_descendants(dbg, workdir):
         got = by_process("\n".join(line for line in text.splitlines()
                                    if line.startswith("pid:")))
         for w in truth["workers"]:
-            stacks = [x for stacks in got[w].values() for x in stacks]
-            three = sum(n for names, n in stacks if "three" in names)
-            one = sum(n for names, n in stacks if "one" in names)
-            t3, t1 = (a - b for a, b in zip(after[w], before[w]))
-            assert three + one > 200 and abs(
-                three / (three + one) - t3 / (t3 + t1)) < 0.06, (
-                    w, three, one, t3, t1, text[-300:])
+            assert_split(got, w, *(a - b for a, b in zip(after[w],
+                                                         before[w])))
         server = Server(dbg, parent)
         try:
             setup, args, teardown = dbg.remote(server.port)
@@ -403,17 +398,12 @@ def test_a_forking_server_and_its_workers(workdir):
         assert s.returncode == 0, err
         got = by_process(out)
         for pid, f in workers.items():
-            t3, t1 = (float(x) for x in f.readline().split())
-            stacks = [x for stacks in got[pid].values() for x in stacks]
-            three = sum(n for names, n in stacks if "three" in names)
-            one = sum(n for names, n in stacks if "one" in names)
+            stacks = assert_split(got, pid, *(float(x) for x in
+                                               f.readline().split()))
             # (the rest: the fork's way into the handler and out of it)
             handling = sum(n for names, n in stacks
                            if "Handler.handle" in names)
             assert handling > 0.9 * sum(n for _, n in stacks), stacks
-            assert three + one > 200 and abs(
-                three / (three + one) - t3 / (t3 + t1)) < 0.06, (
-                    pid, three, one, t3, t1)
         server_stacks = got[server.pid][server.pid]
         assert all("BaseServer.serve_forever" in names
                    for names, _ in server_stacks), server_stacks[:2]

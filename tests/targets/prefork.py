@@ -10,44 +10,24 @@ tests/targets/split.py's main thread, for SECONDS, and answers "T3 T1":
 the time the two took by its own clock, preemption included.  The server
 itself waits in serve_forever().
 """
+import os
 import socketserver
 import time
 
-clock = time.perf_counter
-
-
-def busy(seconds):
-    end = clock() + seconds
-    x = 0
-    while clock() < end:
-        x += 1
-    return x
-
-
-def three():
-    busy(0.003)
-
-
-def one():
-    busy(0.001)
+from split import clock, timed_turn  # (split.py's, beside it)
 
 
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
-        import os
         seconds = float(self.rfile.readline())
         self.wfile.write(b"%d\n" % os.getpid())
         self.wfile.flush()
         t3 = t1 = 0.0
         end = clock() + seconds
         while clock() < end:
-            a = clock()
-            three()
-            b = clock()
-            one()
-            c = clock()
-            t3 += b - a
-            t1 += c - b
+            d3, d1 = timed_turn()
+            t3 += d3
+            t1 += d1
             time.sleep(0.004)  # (two workers leave the CPUs room)
         self.wfile.write(b"%.6f %.6f\n" % (t3, t1))
 

@@ -20,8 +20,9 @@ exit too.
 
 MODE short: the parent forks R children a second (default 200) for S
 seconds (default 2), each asleep in short_life() for MS ms (default 50)
-and then gone (200 busy ones would want 10 CPUs); TRUTH.json gets {"parent": pid, "children": [pids]} (written
-at the end, after "ready" at the start).
+and then gone (200 busy ones would want 10 CPUs); TRUTH.json gets
+{"parent": pid, "children": [pids]}, written at the end ("ready" comes at
+the start).
 """
 import argparse
 import concurrent.futures
@@ -30,23 +31,7 @@ import multiprocessing
 import os
 import time
 
-clock = time.perf_counter
-
-
-def busy(seconds):
-    end = clock() + seconds
-    x = 0
-    while clock() < end:
-        x += 1
-    return x
-
-
-def three():
-    busy(0.003)
-
-
-def one():
-    busy(0.001)
+from split import busy, clock, timed_turn  # (split.py's, beside it)
 
 
 def split_forever(directory, until=None):
@@ -57,13 +42,9 @@ def split_forever(directory, until=None):
     path = os.path.join(directory, "worker.%d" % os.getpid())
     t3 = t1 = 0.0
     while until is None or time.time() < until:
-        a = clock()
-        three()
-        b = clock()
-        one()
-        c = clock()
-        t3 += b - a
-        t1 += c - b
+        d3, d1 = timed_turn()
+        t3 += d3
+        t1 += d1
         with open(path + ".tmp", "w") as f:
             f.write("%.6f %.6f" % (t3, t1))
         os.replace(path + ".tmp", path)
