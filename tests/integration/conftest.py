@@ -26,8 +26,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "debugger: drives gdb or lldb with "
                             "the plugins (release build only)")
     config.addinivalue_line("markers", "accuracy: a profile's shares against "
-                            "the blocking reference (release build only: "
-                            "ASan's slower reads are not what is claimed)")
+                            "the truth, or what the sampler's speed gives "
+                            "(release build only: ASan's slower reads are "
+                            "not what is claimed)")
     config.addinivalue_line("markers", "sanitized: for the ASan+UBSan build "
                             "(scripts/test leaves it out of the release "
                             "run, whose accuracy tests read the same "

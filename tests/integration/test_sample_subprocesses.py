@@ -185,6 +185,7 @@ def test_the_run_outlives_its_parent(workdir):
     assert "every target exited" in r.stderr, r.stderr
 
 
+@pytest.mark.accuracy
 def test_short_lived_children_are_each_sampled(workdir):
     """200 children a second, each in short_life() for 50 ms: nearly every
     one is found and sampled, in short_life."""

@@ -106,9 +106,9 @@ def short(args):
     start = clock()
     k = 0
     while clock() - start < args.seconds:
-        due = start + k * period
-        if clock() < due:
-            time.sleep(due - clock())
+        wait = start + k * period - clock()
+        if wait > 0:
+            time.sleep(wait)
         pid = os.fork()
         if pid == 0:
             try:
