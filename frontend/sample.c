@@ -381,8 +381,8 @@ static void open_descendant(run *r, int pid, uint64_t now)
     int rc = pyu_open_pid(s, pid, flags);
     if (rc == 0 && (rc = add_target(r, s, pid, true, false)) == 0)
         return;
-    if (rc == -PYU_E_NOTPY || rc == -PYU_E_VERSION)
-        note_notpy(r, pid, now);
+    if (rc == -PYU_E_NOTPY || rc == -PYU_E_VERSION || rc == -PYU_E_STATE)
+        note_notpy(r, pid, now); /* (STATE: a runtime not set up yet) */
     else if (rc != -PYU_E_NOPROC && alive(pid) && r->diag) {
         /* (one that exited meanwhile is no target: its memory went while
          * it was read) */
