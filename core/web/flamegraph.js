@@ -19,6 +19,12 @@
 // the baseline (red: larger, blue: smaller), and can list the baseline's
 // stacks that vanished ("elided").  Frames are matched by the function
 // names and files along their stack.
+//
+// A profile of several processes (sample --subprocesses, PID PID...):
+// a table of them (pid, command, CPython, samples and share, when it was
+// sampled from or ended), a process choice (the thread choice then lists
+// that process's threads), and in each frame's tooltip the processes its
+// samples came from.  With one process the page is as it always was.
 'use strict';
 (function () {
   const RAW = JSON.parse(document.getElementById('pyu-data').textContent);
@@ -26,7 +32,9 @@
   const B = RAW.new ? RAW.base : null;
   const $ = (id) => document.getElementById(id);
   const ROW = 18;
-  const state = { thread: -1, status: 0, inverted: false, zoom: [],
+  const P = D.processes || [];
+  const many = P.length > 1;
+  const state = { process: -1, thread: -1, status: 0, inverted: false, zoom: [],
                   search: '', files: false, modules: false, selected: null,
                   elided: false, sandwich: null };
 
@@ -94,14 +102,36 @@
     return fn[3] === 0 ? fn[1] + ':' + fn[2] : '';
   }
 
-  // the threads of X the thread choice keeps: one of D's; of the
-  // baseline, the threads with the same "main" flag
   // a stack the status choice keeps (status bits of the thread then)
   function keepStatus(st) {
     return !state.status || ((st[3] || 0) & state.status) !== 0;
   }
 
+  // a thread's process (an index into X.processes)
+  function procOf(X, th) { return X.threads[th][4] || 0; }
+  function procName(pr) { return 'pid ' + P[pr][0]; }
+
+  // the baseline's processes that stand for D's chosen one: those with
+  // its command line, else the one at its place
+  let baseProcs = null, baseProcsFor = -2;
+  function baseKeepsProcess(th) {
+    if (baseProcsFor !== state.process) {
+      const cmd = P[state.process][1], bp = B.processes || [];
+      baseProcs = new Set();
+      bp.forEach((q, i) => { if (q[1] === cmd) baseProcs.add(i); });
+      if (!baseProcs.size) baseProcs.add(state.process);
+      baseProcsFor = state.process;
+    }
+    return baseProcs.has(procOf(B, th));
+  }
+
+  // the threads of X the process and thread choices keep: D's of that
+  // process, or that one; of the baseline, the threads with the same
+  // "main" flag in the processes that stand for it
   function keepThread(X, th) {
+    if (state.process >= 0 &&
+        !(X === D ? procOf(D, th) === state.process : baseKeepsProcess(th)))
+      return false;
     if (state.thread < 0) return true;
     if (X === D) return th === state.thread;
     return X.threads[th][2] === D.threads[state.thread][2];
@@ -110,11 +140,15 @@
   function build(X) {
     const root = { fn: -1, key: '', total: 0, self: 0, kids: new Map(),
                    parent: null };
+    // (every process shown: each frame counts its samples by process,
+    // for its tooltip)
+    const byProc = X === D && many && state.process < 0;
     for (const st of X.stacks) {
       const [th, node, count] = st;
       if (!keepThread(X, th) || !keepStatus(st)) continue;
       const seq = pathOf(X, node), keys = funcKeys(X);
       const inv = state.inverted, len = seq.length;
+      const pr = byProc ? procOf(X, th) : -1;
       let n = root, leaf = null;
       root.total += count;
       for (let j = 0; j < len; j++) {
@@ -126,6 +160,10 @@
           n.kids.set(k, c);
         }
         c.total += count;
+        if (byProc) {
+          if (!c.procs) c.procs = new Map();
+          c.procs.set(pr, (c.procs.get(pr) || 0) + count);
+        }
         n = c;
         if (j === 0) leaf = c;
       }
@@ -235,6 +273,15 @@
     if (zoomNode && zoomNode !== root && zoomNode !== n)
       t += '; ' + pct(n.total, zoomNode.total) + ' of ' +
            fnName(zoomNode.fn);
+    if (n.procs) {
+      const ps = [...n.procs.entries()].sort((a, b) => b[1] - a[1] ||
+                                                       a[0] - b[0]);
+      t += '\nin ' + ps.length + ' process' + (ps.length > 1 ? 'es' : '') +
+           ': ' + ps.slice(0, 4).map(([pr, c]) => procName(pr) + ' ' + c +
+                                     ' (' + pct(c, n.total) + ')')
+               .join(', ') +
+           (ps.length > 4 ? ', and ' + (ps.length - 4) + ' more' : '');
+    }
     if (n.ops)
       t += '\ninstructions (self): ' + [...n.ops.entries()]
           .sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1))
@@ -253,7 +300,8 @@
   let built = null, builtFor = '';
 
   function render() {
-    const key = state.thread + '/' + state.status + '/' + state.inverted;
+    const key = state.process + '/' + state.thread + '/' + state.status +
+                '/' + state.inverted;
     if (key !== builtFor) {
       built = build(D);
       if (B) baseRoot = build(B);
@@ -367,7 +415,9 @@
         : state.selected && state.selected.fn >= 0
         ? describe(state.selected) + '  (w: its callers and callees)'
         : 'total ' + all + ' samples' +
-          (state.thread >= 0 ? ' in this thread' : '') +
+          (state.thread >= 0 ? ' in this thread'
+           : state.process >= 0 ? ' in process ' + P[state.process][0]
+           : '') +
           (state.inverted ? ' (inverted: innermost functions first)' : '');
   }
 
@@ -417,21 +467,23 @@
       el.classList.toggle('selected', el._node === z);
   }
 
-  function summary() {
-    const i = D.info, secs = i.duration_ns / 1e9;
-    const ticks = i.samples + i.missed;
-    const modes = ['wall', 'cpu', 'gil', 'exception'];
-    $('title').textContent = 'Process ' + i.pid + ': CPython ' + i.python +
-                             ', ' + (modes[i.mode] || '?') + ' mode' +
-                             (B ? ' — compared with process ' + B.info.pid +
-                                  ' (red: a larger share of all samples ' +
-                                  'than in the baseline, blue: smaller)'
-                                : '');
-    if (B) $('elided-box').hidden = false;
-    // hotspots: the functions with the most self samples; each link shows
-    // its sandwich
+  // samples (stacks counted) per thread of D, and per process
+  const threadCounts = D.threads.map(() => 0);
+  for (const st of D.stacks) threadCounts[st[0]] += st[2];
+  const procCounts = P.map(() => 0);
+  D.threads.forEach((t, n) => {
+    if (procOf(D, n) < procCounts.length)
+      procCounts[procOf(D, n)] += threadCounts[n];
+  });
+
+  // hotspots: the functions with the most self samples (of the chosen
+  // process); each link shows its sandwich
+  function hotspots() {
     const self = new Map();
-    for (const [, node, count] of D.stacks) {
+    let total = 0;
+    for (const [th, node, count] of D.stacks) {
+      if (state.process >= 0 && procOf(D, th) !== state.process) continue;
+      total += count;
       const p = pathOf(D, node);
       if (!p.length) continue;
       const k = keyOf(D, p[p.length - 1]);
@@ -441,14 +493,15 @@
     const hot = [...self.entries()].sort((a, b) => b[1][1] - a[1][1])
         .slice(0, 8);
     const hs = $('hotspots');
-    hs.textContent = 'hotspots (self): ';
+    hs.textContent = 'hotspots (self' +
+        (state.process >= 0 ? ', process ' + P[state.process][0] : '') +
+        '): ';
     for (const [k, [f, n]] of hot) {
       const a = document.createElement('a');
       a.className = 'hotspot';
       a.dataset.fn = fnName(f);
       a.dataset.self = n;
-      a.textContent = fnName(f) + ' ' + pct(n, D.stacks.reduce(
-          (t, st) => t + st[2], 0));
+      a.textContent = fnName(f) + ' ' + pct(n, total);
       a.onclick = () => {
         state.sandwich = k;
         state.zoom = [];
@@ -456,8 +509,130 @@
       };
       hs.appendChild(a);
     }
+  }
+
+  // seconds since the run's start, as the table gives them
+  const secsAt = (ns) => (ns / 1e9).toFixed(2) + ' s';
+  // when a process was sampled, unless for the whole run (one found in
+  // the run's first 5 ms, 0.00 s here, counts as sampled from the start)
+  function when(q) {
+    const parts = [];
+    if (q[4] >= 5e6) parts.push('from ' + secsAt(q[4]));
+    if (q[6]) parts.push('ended at ' + secsAt(q[5]));
+    return parts.length ? parts.join(', ') : 'whole run';
+  }
+
+  // the processes' table (several processes only): a row each, the
+  // samples of its threads and their share of all; a row chooses its
+  // process
+  function processTable() {
+    const box = $('processes');
+    box.hidden = false;
+    const all = procCounts.reduce((a, c) => a + c, 0);
+    const table = document.createElement('table');
+    const row = (cells, head) => {
+      const tr = document.createElement('tr');
+      for (const [text, cls, title] of cells) {
+        const td = document.createElement(head ? 'th' : 'td');
+        td.textContent = text;
+        if (cls) td.className = cls;
+        if (title) td.title = title;
+        tr.appendChild(td);
+      }
+      table.appendChild(tr);
+      return tr;
+    };
+    row([['pid'], ['command'], ['CPython'], ['threads', 'num'],
+         ['samples', 'num', 'the stacks recorded of its threads (as in ' +
+          'the thread choice: a sample of 4 threads counts 4)'],
+         ['share', 'num', 'of every process\'s samples'],
+         ['sampled', '', 'when it was sampled, when not from the start ' +
+          'of the run to its end']], true);
+    P.forEach((q, pr) => {
+      const nthreads = D.threads.filter((t, n) => procOf(D, n) === pr)
+          .length;
+      const tr = row([[String(q[0]), 'num'],
+                      [q[1] || '?', 'command', q[1]],
+                      [(q[2] || '?') + (q[3] ? ' (free-threaded)' : '')],
+                      [String(nthreads), 'num'],
+                      [String(procCounts[pr]), 'num'],
+                      [pct(procCounts[pr], all), 'num'],
+                      [when(q), '', q[6] ? 'it exited, or ran another ' +
+                       'program, at ' + secsAt(q[5]) + ' of the run' : '']]);
+      tr.className = 'process-row';
+      tr.dataset.index = pr;
+      tr.dataset.pid = q[0];
+      tr.dataset.samples = procCounts[pr];
+      tr.onclick = () => {
+        const sel = $('process');
+        sel.value = String(state.process === pr ? -1 : pr);
+        sel.dispatchEvent(new Event('change'));
+      };
+    });
+    const tr = row([['all', 'num'], [P.length + ' processes'], [''], [''],
+                    [String(all), 'num'], [pct(all, all), 'num'], ['']]);
+    tr.className = 'process-total';
+    tr.dataset.samples = all;
+    box.textContent = '';
+    box.appendChild(table);
+  }
+
+  // marks the chosen process's row
+  function markProcess() {
+    for (const tr of document.querySelectorAll('.process-row'))
+      tr.classList.toggle('chosen', Number(tr.dataset.index) === state.process);
+  }
+
+  // the thread choice: the threads of the chosen process (of every one:
+  // each with its pid when there are several)
+  function threadChoice() {
+    const sel = $('thread');
+    sel.textContent = '';
+    const opt = (v, t) => {
+      const o = document.createElement('option');
+      o.value = v;
+      o.textContent = t;
+      sel.appendChild(o);
+    };
+    opt(-1, 'all threads');
+    D.threads.forEach((t, n) => {
+      if (state.process >= 0 && procOf(D, n) !== state.process) return;
+      opt(n, (many && state.process < 0 ? procName(procOf(D, n)) + ': ' : '') +
+             t[3] + ' — ' + threadCounts[n] + ' samples');
+    });
+    sel.value = '-1';
+  }
+
+  function summary() {
+    const i = D.info, secs = i.duration_ns / 1e9;
+    const ticks = i.samples + i.missed;
+    const modes = ['wall', 'cpu', 'gil', 'exception'];
+    const versions = [...new Set(P.map((q) => q[2]).filter((v) => v))];
+    const nb = B && B.processes ? B.processes.length : 0;
+    $('title').textContent =
+        (many ? P.length + ' processes: CPython ' +
+                (versions.join(', ') || '?')
+              : 'Process ' + i.pid + ': CPython ' + i.python) +
+        ', ' + (modes[i.mode] || '?') + ' mode' +
+        (B ? ' — compared with ' + (nb > 1 ? nb + ' processes'
+                                             : 'process ' + B.info.pid) +
+             ' (red: a larger share of all samples ' +
+             'than in the baseline, blue: smaller)'
+           : '');
+    if (B) $('elided-box').hidden = false;
+    hotspots();
     $('summary').innerHTML = '';
-    const parts = [
+    // (of several processes: each tick samples every process then, and
+    // the profile does not keep how many ticks there were: the missed
+    // ticks without a share, and no efficiency)
+    const parts = many ? [
+      ['samples (every process)', i.samples],
+      ['duration', secs.toFixed(2) + ' s'],
+      ['rate', (secs > 0 ? (i.samples / secs).toFixed(1) : '0') + '/s'],
+      ['failed', i.failed + ' (' + pct(i.failed, i.samples) + ')'],
+      ['missed ticks', i.missed],
+      ['stacks', D.stacks.reduce((a, s) => a + s[2], 0)],
+    ] : [
       ['samples', i.samples], ['duration', secs.toFixed(2) + ' s'],
       ['rate', (secs > 0 ? (i.samples / secs).toFixed(1) : '0') + '/s'],
       ['failed', i.failed + ' (' + pct(i.failed, i.samples) + ')'],
@@ -479,18 +654,24 @@
       b.textContent = v;
       $('summary').appendChild(b);
     });
-    const sel = $('thread');
-    const opt = (v, t) => {
-      const o = document.createElement('option');
-      o.value = v;
-      o.textContent = t;
-      sel.appendChild(o);
-    };
-    opt(-1, 'all threads');
-    D.threads.forEach((t, n) => {
-      const count = D.stacks.reduce((a, s) => a + (s[0] === n ? s[2] : 0), 0);
-      opt(n, t[3] + ' — ' + count + ' samples');
-    });
+    if (many) {
+      processTable();
+      $('process-box').hidden = false;
+      const sel = $('process');
+      const opt = (v, t) => {
+        const o = document.createElement('option');
+        o.value = v;
+        o.textContent = t;
+        sel.appendChild(o);
+      };
+      opt(-1, 'all processes — ' + stacks + ' samples');
+      P.forEach((q, pr) => {
+        const cmd = q[1].length > 60 ? q[1].slice(0, 59) + '…' : q[1];
+        opt(pr, procName(pr) + (cmd ? ' ' + cmd : '') + ' — ' +
+                procCounts[pr] + ' samples');
+      });
+    }
+    threadChoice();
   }
 
   $('graph').addEventListener('click', (e) => {
@@ -501,6 +682,17 @@
       return;
     }
     zoomTo(el._node);
+  });
+  $('process').addEventListener('change', (e) => {
+    state.process = Number(e.target.value);
+    state.thread = -1;
+    state.zoom = [];
+    state.selected = null;
+    state.sandwich = null;
+    threadChoice();
+    markProcess();
+    hotspots();
+    render();
   });
   $('thread').addEventListener('change', (e) => {
     state.thread = Number(e.target.value);

@@ -12,9 +12,12 @@
  * samples, failed, missed}, "functions": [[name, file, first_line, kind]],
  * "frames": [[function, line]] (with --opcodes [function, line, instr,
  * op]), "nodes": [[parent, frame]] (node 0 the
- * empty stack), "threads": [[native_id, thread_id, main]], "stacks":
- * [[thread, node, count, status]]}: the profile's own tables (status:
- * PYU_STATUS_* bits).
+ * empty stack), "threads": [[native_id, thread_id, main, label,
+ * process]], "stacks": [[thread, node, count, status]], "processes":
+ * [[pid, command, python, free_threaded, start_ns, end_ns, exited]]}: the
+ * profile's own tables (status: PYU_STATUS_* bits; a thread's process an
+ * index into processes).  The page shows the processes when there are
+ * several.
  */
 #include "../internal.h"
 
@@ -82,13 +85,24 @@ static void put_data(FILE *out, const pyu_profile_data *d)
                 d->threads[i].native_thread_id, d->threads[i].thread_id,
                 d->threads[i].main != 0);
         pyu_json_str(out, label);
-        fputc(']', out);
+        fprintf(out, ", %" PRIu32 "]", d->threads[i].process);
     }
     fputs("],\n\"stacks\": [", out);
     for (size_t i = 0; i < d->nstacks; i++)
         fprintf(out, "%s[%" PRIu32 ", %" PRIu32 ", %" PRIu64 ", %u]",
                 i ? "," : "", d->stacks[i].thread, d->stacks[i].node,
                 d->stacks[i].count, d->stacks[i].status);
+    fputs("],\n\"processes\": [", out);
+    for (size_t i = 0; i < d->nprocesses; i++) {
+        const pyu_profile_process *pr = &d->processes[i];
+        fprintf(out, "%s\n[%d, ", i ? "," : "", pr->pid);
+        pyu_json_str(out, pr->command);
+        fputs(", ", out);
+        pyu_json_str(out, pr->python);
+        fprintf(out, ", %d, %" PRIu64 ", %" PRIu64 ", %d]",
+                pr->free_threaded != 0, pr->start_ns, pr->end_ns,
+                pr->exited != 0);
+    }
     fputs("]}", out);
 }
 
@@ -119,7 +133,11 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
         return -PYU_E_NOMEM;
     }
     char title[128];
-    pyu_profile_title(title, sizeof title, d->info);
+    if (d->nprocesses > 1)
+        snprintf(title, sizeof title, "pyunwind: %zu processes, %s mode",
+                 d->nprocesses, pyu_profile_mode_name(d->info->mode));
+    else
+        pyu_profile_title(title, sizeof title, d->info);
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
           "\n<title>",
           out);
@@ -127,8 +145,11 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
     fprintf(out, "</title>\n<style>\n%s</style>\n</head><body>\n",
             pyu_web_flamegraph_css);
     fputs("<header><h1 id=\"title\"></h1><div id=\"summary\"></div>\n"
+          "<div id=\"processes\" hidden></div>\n"
           "<div id=\"hotspots\"></div>\n"
-          "<div id=\"controls\"><label>Thread <select id=\"thread\">"
+          "<div id=\"controls\"><label id=\"process-box\" hidden>Process "
+          "<select id=\"process\"></select></label>\n"
+          "<label>Thread <select id=\"thread\">"
           "</select></label>\n"
           "<label>Status <select id=\"status\"><option value=\"0\">any"
           "</option><option value=\"1\">holding the GIL</option>"
