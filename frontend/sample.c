@@ -86,6 +86,11 @@ static void wait_until(waiter *w, uint64_t at, volatile sig_atomic_t *stop)
         w->late = late > w->late ? late : w->late - (w->late - late) / 64;
         if (w->late > LATE_MAX)
             w->late = LATE_MAX;
+    } else if (at > now + LATE_MIN) {
+        /* a wait spent on the clock because of how late a sleep once
+         * woke: forgotten slowly, so that one slow wake (a busy moment)
+         * does not keep the run on a CPU for good */
+        w->late -= w->late / 1024;
     }
     while (now_ns() < at && !(stop && *stop))
         ;
