@@ -1052,9 +1052,18 @@ PYU_HIDDEN int pyu_store_frame(pyu_store *st, pyu_session *s,
 
 /* Captures (the raw format, writers/out_capture.c writes them,
  * profile/capture_read.c reads them): the file's first bytes and the
- * version written (1 and 2 are read too). */
+ * version written (1 to 3 are read too). */
 #define PYU_CAPTURE_MAGIC "PYUNWRAW"
-#define PYU_CAPTURE_VERSION 3
+#define PYU_CAPTURE_VERSION 4
+
+/* How many times a process of p was ended (pyu_profile_end_process): a
+ * capture writes the ends when this moves. */
+PYU_HIDDEN uint64_t pyu_profile_ends(const pyu_profile *p);
+/* The process whose sample a sampler is taking (profile.c: the sampler
+ * says it at each sample, a capture writes it with the sample), and that
+ * process (-1 when no sampler said one). */
+PYU_HIDDEN void pyu_profile_sampling(pyu_profile *p, uint32_t process);
+PYU_HIDDEN long pyu_profile_sampled(const pyu_profile *p);
 
 /* Whether filter f (NULL: everything) keeps a stack of thread t with
  * status `status` in a profile of mode profile_mode (profile.c; its

@@ -1756,6 +1756,175 @@ static void test_profile_processes(void)
     pyu_profile_free(p);
 }
 
+/* A capture of p read back with filter f (NULL: all) into a new profile;
+ * the read's return value in *rc, its message in msg. */
+static pyu_profile *reread(const char *buf, size_t len,
+                           const pyu_capture_filter *f, int *rc, char *msg,
+                           size_t msglen)
+{
+    pyu_profile *q = pyu_profile_new();
+    FILE *in = fmemopen((void *)buf, len, "r");
+    *rc = pyu_capture_read(in, f, q, msg, msglen);
+    fclose(in);
+    return q;
+}
+
+/* The processes of a capture: a hand-built run of two processes (a child
+ * found after the start, that exits, and a later process with its pid)
+ * streamed as it goes, and written whole; read back whole, by pid, in a
+ * window; a pid the capture lacks; a version 3 capture's one process. */
+static void test_capture_processes(void)
+{
+    pyu_profile *p = pyu_profile_new();
+    CHECK(p != NULL);
+    pyu_profile_info *pi = pyu_profile_info_of(p);
+    pi->process.pid = 100;
+    snprintf(pi->process.python, sizeof pi->process.python, "3.14.7");
+    CHECK_EQ(pyu_profile_add_process(p, 100, "python3 app.py", "3.14.7", 0,
+                                     0), 0);
+    CHECK_EQ(pyu_profile_add_process_thread(p, 0, 7, 100, 0, 1), 0);
+    long fn = pyu_profile_add_func(p, "work", "app.py", 1, PYU_FUNC_PYTHON);
+    long fr = pyu_profile_add_frame(p, (uint32_t)fn, 2);
+    long nd = pyu_profile_push(p, 0, (uint32_t)fr);
+    char *buf = NULL, msg[256];
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    pyu_capture *c;
+    CHECK_EQ(pyu_capture_new(p, out, &c), 0);
+    /* 1 ms: the parent */
+    CHECK_EQ(pyu_profile_count(p, 0, (uint32_t)nd, 1, 0), 0);
+    CHECK_EQ(pyu_profile_mark(p, 1000000, 0), 0);
+    CHECK_EQ(pyu_capture_sample(c, 1000000, 0, 0), 0);
+    /* 2 ms: a child found, a thread with the parent's ids (fork) */
+    CHECK_EQ(pyu_profile_add_process(p, 101, "python3 worker.py", "3.14.7t",
+                                     1, 2000000), 1);
+    CHECK_EQ(pyu_profile_add_process_thread(p, 1, 7, 100, 0, 1), 1);
+    CHECK_EQ(pyu_profile_count(p, 1, (uint32_t)nd, 1, 0), 0);
+    CHECK_EQ(pyu_profile_mark(p, 2000000, 0), 0);
+    CHECK_EQ(pyu_capture_sample(c, 2000000, 0, 1), 0);
+    /* 3 ms it exits; 4 ms another process with its pid, sampled; then
+     * the parent ends after the last sample */
+    CHECK_EQ(pyu_profile_end_process(p, 1, 3000000), 0);
+    CHECK_EQ(pyu_profile_add_process(p, 101, "python3 other.py", "3.14.7",
+                                     0, 4000000), 2);
+    CHECK_EQ(pyu_profile_add_process_thread(p, 2, 8, 101, 0, 1), 2);
+    CHECK_EQ(pyu_profile_count(p, 2, (uint32_t)nd, 1, 0), 0);
+    CHECK_EQ(pyu_profile_mark(p, 4000000, 0), 0);
+    CHECK_EQ(pyu_capture_sample(c, 4000000, 0, 0), 0);
+    CHECK_EQ(pyu_profile_end_process(p, 0, 5000000), 0);
+    pi->duration_ns = 5000000;
+    pi->samples = 3;
+    pi->missed = 1;
+    CHECK_EQ(pyu_capture_end(c), 0);
+    fclose(out);
+    /* read back: the processes, their times, each thread's */
+    int rc;
+    pyu_profile *q = reread(buf, len, NULL, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, 0);
+    CHECK_EQ(msg[0], 0);
+    const pyu_profile_data *d = pyu_profile_get(q);
+    CHECK_EQ(d->nprocesses, 3);
+    CHECK_EQ(d->nthreads, 3);
+    if (d->nprocesses == 3 && d->nthreads == 3) {
+        const pyu_profile_process *pr = d->processes;
+        CHECK(pr[0].pid == 100 && pr[0].exited && pr[0].end_ns == 5000000 &&
+              pr[0].start_ns == 0 &&
+              strcmp(pr[0].command, "python3 app.py") == 0);
+        CHECK(pr[1].pid == 101 && pr[1].exited && pr[1].end_ns == 3000000 &&
+              pr[1].start_ns == 2000000 && pr[1].free_threaded &&
+              strcmp(pr[1].python, "3.14.7t") == 0 &&
+              strcmp(pr[1].command, "python3 worker.py") == 0);
+        CHECK(pr[2].pid == 101 && !pr[2].exited &&
+              pr[2].start_ns == 4000000 &&
+              strcmp(pr[2].command, "python3 other.py") == 0);
+        CHECK(d->threads[0].process == 0 && d->threads[1].process == 1 &&
+              d->threads[2].process == 2 &&
+              d->threads[1].native_thread_id == 100);
+    }
+    CHECK(d->info->samples == 3 && d->info->missed == 1 && d->total == 3);
+    pyu_profile_free(q);
+    /* one pid: its processes, its samples; the run's missed ticks */
+    pyu_capture_filter f = {.pid = 101, .mode = -1};
+    q = reread(buf, len, &f, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, 0);
+    d = pyu_profile_get(q);
+    CHECK(d->nprocesses == 2 && d->nthreads == 2 && d->total == 2 &&
+          d->info->samples == 2 && d->info->missed == 1);
+    CHECK(d->info->process.pid == 101 &&
+          strcmp(d->info->process.python, "3.14.7t") == 0 &&
+          d->info->process.free_threaded);
+    CHECK(d->nprocesses == 2 && d->processes[0].exited &&
+          d->threads[0].process == 0 && d->threads[1].process == 1);
+    pyu_profile_free(q);
+    /* a window [1.5 ms, 3.5 ms): times from its start; the child's end in
+     * it, the parent's after it */
+    f = (pyu_capture_filter){.mode = -1, .from_ns = 1500000,
+                             .to_ns = 3500000};
+    q = reread(buf, len, &f, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, 0);
+    d = pyu_profile_get(q);
+    CHECK(d->nprocesses == 3 && d->info->samples == 1);
+    if (d->nprocesses == 3)
+        CHECK(!d->processes[0].exited && d->processes[1].start_ns == 500000 &&
+              d->processes[1].exited &&
+              d->processes[1].end_ns == 1500000 &&
+              d->processes[2].start_ns == 2500000);
+    pyu_profile_free(q);
+    /* a pid the capture lacks: one line naming those it has */
+    f = (pyu_capture_filter){.pid = 999, .mode = -1};
+    q = reread(buf, len, &f, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, -PYU_E_INVAL);
+    CHECK(strstr(msg, "no process 999") && strstr(msg, "100, 101") &&
+          !strchr(msg, '\n'));
+    pyu_profile_free(q);
+    free(buf);
+    /* the whole profile written at once: the same processes */
+    out = open_memstream(&buf, &len);
+    CHECK_EQ(pyu_profile_write_raw(p, out), 0);
+    fclose(out);
+    q = reread(buf, len, NULL, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, 0);
+    d = pyu_profile_get(q);
+    CHECK(d->nprocesses == 3 && d->nthreads == 3 && d->total == 3);
+    if (d->nprocesses == 3)
+        CHECK(d->processes[0].exited && d->processes[1].exited &&
+              d->processes[1].end_ns == 3000000 && !d->processes[2].exited &&
+              d->processes[2].start_ns == 4000000);
+    pyu_profile_free(q);
+    f = (pyu_capture_filter){.pid = 100, .mode = -1};
+    q = reread(buf, len, &f, &rc, msg, sizeof msg);
+    CHECK(rc == 0 && pyu_profile_get(q)->info->samples == 1 &&
+          pyu_profile_get(q)->nprocesses == 1);
+    pyu_profile_free(q);
+    free(buf);
+    pyu_profile_free(p);
+    /* version 3: the header's pid and version are the one process */
+    static const char v3[] =
+        "PYUNWRAW\003"
+        "P\052\0063.13.5\0\0\0\0" /* pid 42, "3.13.5", wall, 0, 0, 0 */
+        "T\001\052\0\001\0"       /* thread 1, native 42, main, no name */
+        "S\0\0\0\001\0\0\0\001"   /* one sample: thread 0, the root */
+        "E\0\001\0\0";
+    q = reread(v3, sizeof v3 - 1, NULL, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, 0);
+    d = pyu_profile_get(q);
+    CHECK(d->nprocesses == 1 && d->nthreads == 1 && d->total == 1);
+    if (d->nprocesses == 1)
+        CHECK(d->processes[0].pid == 42 && !d->processes[0].exited &&
+              strcmp(d->processes[0].python, "3.13.5") == 0 &&
+              d->threads[0].process == 0);
+    pyu_profile_free(q);
+    f = (pyu_capture_filter){.pid = 42, .mode = -1};
+    q = reread(v3, sizeof v3 - 1, &f, &rc, msg, sizeof msg);
+    CHECK(rc == 0 && pyu_profile_get(q)->total == 1);
+    pyu_profile_free(q);
+    f.pid = 43;
+    q = reread(v3, sizeof v3 - 1, &f, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, -PYU_E_INVAL);
+    CHECK(strstr(msg, "its process: 42)") != NULL);
+    pyu_profile_free(q);
+}
+
 /* ------------------------------------------------ JSON described to a sink */
 
 /* A sink that counts calls, tracks nesting, and fails at call fail_at. */
@@ -1895,6 +2064,7 @@ int main(int argc, char **argv)
     test_profile_timeline();
     test_profile_select();
     test_profile_processes();
+    test_capture_processes();
     test_profile_instrs();
     test_json_sink();
     test_ticks();

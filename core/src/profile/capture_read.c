@@ -90,12 +90,55 @@ typedef struct map {
     size_t n, cap;
 } map;
 
+#define LEFT_OUT UINT32_MAX /* in a map: what the filter does not keep */
+
 static bool map_add(map *m, long v)
 {
     if (v < 0 || !pyu_grow((void **)&m->v, m->n, &m->cap, sizeof *m->v))
         return false;
     m->v[m->n++] = (uint32_t)v;
     return true;
+}
+
+/* A process of the capture (its number: procs->n) into p when f keeps
+ * it, its times moved to the window that starts at `from`. */
+static bool add_process(pyu_profile *p, map *procs, const pyu_capture_filter *f,
+                        int pid, const char *command, const char *python,
+                        int free_threaded, uint64_t start_ns, uint64_t from)
+{
+    if (f && f->pid && pid != f->pid)
+        return map_add(procs, LEFT_OUT);
+    return map_add(procs, pyu_profile_add_process(
+                              p, pid, command, python, free_threaded,
+                              start_ns > from ? start_ns - from : 0));
+}
+
+#define PIDS_NAMED 8 /* the pids a --pid that names none lists */
+
+/* Notes pid among the first PIDS_NAMED distinct pids of the capture. */
+static void note_pid(int *pids, size_t *n, bool *more, int pid)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (pids[i] == pid)
+            return;
+    if (*n < PIDS_NAMED)
+        pids[(*n)++] = pid;
+    else
+        *more = true;
+}
+
+/* The one-line message of a pid filter that names no process of the
+ * capture: the capture's pids (the first few). */
+static void no_such_process(int pid, const int *pids, size_t n, bool more,
+                            char *msg, size_t msglen)
+{
+    int at = snprintf(msg, msglen, "the capture has no process %d (its "
+                      "process%s: ", pid, n == 1 && !more ? "" : "es");
+    for (size_t i = 0; i < n && at >= 0 && (size_t)at < msglen; i++)
+        at += snprintf(msg + at, msglen - (size_t)at, "%s%d", i ? ", " : "",
+                       pids[i]);
+    if (at >= 0 && (size_t)at < msglen)
+        snprintf(msg + at, msglen - (size_t)at, "%s)", more ? ", ..." : "");
 }
 
 int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
@@ -119,8 +162,12 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
     char *s1 = NULL, *s2 = NULL;
     const char *op, *base;
     size_t c1 = 0, c2 = 0;
-    map threads = {0}, funcs = {0}, frames = {0}, nodes = {0};
+    map procs = {0}, threads = {0}, funcs = {0}, frames = {0}, nodes = {0};
     map_add(&nodes, 0); /* the root */
+    int pids[PIDS_NAMED];
+    size_t npids = 0;
+    bool more_pids = false;
+    int pid = f ? f->pid : 0; /* (0: every process) */
     int capture_mode = PYU_MODE_WALL, rc = 0;
     bool have_p = false, ended = false;
     uint64_t samples = 0, failed = 0, missed = 0, last_t = 0;
@@ -166,17 +213,74 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
             pi->flags = (unsigned)v[2];
             pi->interval_ns = v[3];
             pi->start_ns = v[4] + (from != 0 ? from : 0);
+            if (version >= 4)
+                break;
+            /* (before version 4, the one process) */
+            note_pid(pids, &npids, &more_pids, pi->process.pid);
+            if (!add_process(p, &procs, f, pi->process.pid, "", s1, 0, 0, 0))
+                rc = -PYU_E_NOMEM;
+            break;
+        case 'R':
+            ok = version >= 4 && get_u(&r, &v[0]) && get_str(&r, &s1, &c1) &&
+                 get_str(&r, &s2, &c2) && get_u(&r, &v[1]) &&
+                 get_u(&r, &v[2]);
+            if (!ok && version < 4) {
+                r.at = rec_at;
+                rc = bad(&r, "unknown record 'R' (0x52) in a version %"
+                         PRIu64 " capture", version);
+            }
+            if (!ok)
+                break;
+            note_pid(pids, &npids, &more_pids, (int)(v[0] & 0x7fffffff));
+            if (procs.n == 0 && (int)(v[0] & 0x7fffffff) == pi->process.pid)
+                pi->process.free_threaded = v[1] != 0;
+            if (!add_process(p, &procs, f, (int)(v[0] & 0x7fffffff), s1, s2,
+                             v[1] != 0, v[2], from))
+                rc = -PYU_E_NOMEM;
+            break;
+        case 'X':
+            ok = version >= 4 && get_u(&r, &v[0]) && get_u(&r, &v[1]);
+            if (!ok && version < 4) {
+                r.at = rec_at;
+                rc = bad(&r, "unknown record 'X' (0x58) in a version %"
+                         PRIu64 " capture", version);
+            }
+            if (!ok)
+                break;
+            if (v[0] >= procs.n) {
+                rc = bad(&r, "the end of process %" PRIu64 " of %zu", v[0],
+                         procs.n);
+                break;
+            }
+            /* (an end after the window is not one within it) */
+            if (procs.v[v[0]] != LEFT_OUT && v[1] < to)
+                pyu_profile_end_process(p, procs.v[v[0]],
+                                        v[1] > from ? v[1] - from : 0);
             break;
         case 'T':
             ok = get_u(&r, &v[0]) && get_u(&r, &v[1]) && get_u(&r, &v[2]) &&
                  get_u(&r, &v[3]);
             if (ok && version >= 2)
                 ok = get_str(&r, &s1, &c1);
-            if (ok && !map_add(&threads, pyu_profile_add_thread(
-                                             p, v[0], v[1],
-                                             unzigzag(v[2]), v[3] != 0)))
+            if (ok && version >= 4)
+                ok = get_u(&r, &v[4]); /* (before: process 0) */
+            if (!ok)
+                break;
+            if (v[4] >= procs.n) {
+                rc = bad(&r, "a thread of process %" PRIu64 " of %zu", v[4],
+                         procs.n);
+                break;
+            }
+            if (procs.v[v[4]] == LEFT_OUT) {
+                if (!map_add(&threads, LEFT_OUT))
+                    rc = -PYU_E_NOMEM;
+                break;
+            }
+            if (!map_add(&threads, pyu_profile_add_process_thread(
+                                       p, procs.v[v[4]], v[0], v[1],
+                                       unzigzag(v[2]), v[3] != 0)))
                 rc = -PYU_E_NOMEM;
-            if (ok && rc == 0 && version >= 2 && *s1 &&
+            if (rc == 0 && version >= 2 && *s1 &&
                 pyu_profile_name_thread(p, (uint32_t)threads.v[threads.n - 1],
                                         s1) < 0)
                 rc = -PYU_E_NOMEM;
@@ -226,17 +330,31 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 rc = -PYU_E_NOMEM;
             break;
         case 'S': {
-            ok = get_u(&r, &v[0]) && get_u(&r, &v[1]) && get_u(&r, &v[2]) &&
-                 get_u(&r, &v[3]);
+            /* (v[3]: its process + 1, 0 not known; before version 4
+             * process 0) */
+            ok = get_u(&r, &v[0]) && get_u(&r, &v[1]) && get_u(&r, &v[2]);
+            v[3] = 1;
+            if (ok && version >= 4)
+                ok = get_u(&r, &v[3]);
+            ok = ok && get_u(&r, &v[4]);
             if (!ok)
                 break;
-            if (v[3] > ENTRIES_MAX) {
-                rc = bad(&r, "%" PRIu64 " stacks in one sample", v[3]);
+            if (v[4] > ENTRIES_MAX) {
+                rc = bad(&r, "%" PRIu64 " stacks in one sample", v[4]);
+                break;
+            }
+            if (v[3] > procs.n) {
+                rc = bad(&r, "a sample of process %" PRIu64 " of %zu",
+                         v[3] - 1, procs.n);
                 break;
             }
             bool in_window = v[0] >= from && v[0] < to;
+            /* (one process kept: a sample of another is not the
+             * report's; one of a process not known is when it counted a
+             * thread kept) */
+            bool mine = !pid || (v[3] && procs.v[v[3] - 1] != LEFT_OUT);
             last_t = v[0];
-            for (uint64_t i = 0; ok && rc == 0 && i < v[3]; i++) {
+            for (uint64_t i = 0; ok && rc == 0 && i < v[4]; i++) {
                 uint64_t e[4];
                 ok = get_u(&r, &e[0]) && get_u(&r, &e[1]) &&
                      get_u(&r, &e[2]) && get_u(&r, &e[3]);
@@ -248,6 +366,9 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                              e[1], nodes.n);
                     break;
                 }
+                if (threads.v[e[0]] == LEFT_OUT)
+                    continue;
+                mine = true;
                 const pyu_profile_thread *th =
                     &pyu_profile_get(p)->threads[threads.v[e[0]]];
                 if (!in_window ||
@@ -257,10 +378,12 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                                       e[3], (unsigned)e[2]) < 0)
                     rc = -PYU_E_NOMEM;
             }
-            if (ok && rc == 0 && in_window) {
+            /* (a tick missed, missed by every process) */
+            if (ok && rc == 0 && in_window)
+                missed += v[2];
+            if (ok && rc == 0 && in_window && mine) {
                 samples++;
                 failed += v[1] != 0;
-                missed += v[2];
                 if (pyu_profile_mark(p, v[0] - from, v[1] != 0) < 0)
                     rc = -PYU_E_NOMEM;
             }
@@ -292,6 +415,23 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
         r.at = sizeof magic;
         rc = bad(&r, "no process record");
     }
+    if (rc == 0 && pid) {
+        bool found = false;
+        for (size_t i = 0; i < npids && !found; i++)
+            found = pids[i] == pid;
+        /* (past the pids noted: whether a process was kept) */
+        if (!found && !(more_pids && pyu_profile_get(p)->nprocesses)) {
+            no_such_process(pid, pids, npids, more_pids, msg, msglen);
+            rc = -PYU_E_INVAL;
+        } else {
+            /* (the report's process: the one kept) */
+            const pyu_profile_process *pr = &pyu_profile_get(p)->processes[0];
+            pi->process.pid = pr->pid;
+            snprintf(pi->process.python, sizeof pi->process.python, "%s",
+                     pr->python);
+            pi->process.free_threaded = pr->free_threaded;
+        }
+    }
     if (rc == -PYU_E_NOMEM && !msg[0])
         snprintf(msg, msglen, "out of memory");
     if (rc == 0) {
@@ -307,6 +447,7 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
     }
     free(s1);
     free(s2);
+    free(procs.v);
     free(threads.v);
     free(funcs.v);
     free(frames.v);

@@ -32,6 +32,9 @@ struct pyu_profile {
     size_t nthreads, capthreads;
     pyu_profile_process *procs;
     size_t nprocs, capprocs;
+    uint64_t ends; /* calls of pyu_profile_end_process (for a capture) */
+    long sampling; /* the process a sampler reads (pyu_profile_sampling;
+                      -1: none said) */
     pyu_profile_stack *stacks;
     size_t nstacks, capstacks;
     pyu_ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
@@ -73,6 +76,7 @@ pyu_profile *pyu_profile_new(void)
     }
     p->nodes[0] = (pyu_profile_node){0, 0, 0}; /* the root */
     p->nnodes = 1;
+    p->sampling = -1;
     return p;
 }
 
@@ -415,6 +419,16 @@ int pyu_profile_select(pyu_profile *p, const pyu_profile_filter *f,
         q->info = p->info;
         if (f->mode >= 0)
             q->info.mode = f->mode;
+        /* (one process: the info names it) */
+        for (size_t i = 0; f->pid && i < p->nprocs; i++)
+            if (p->procs[i].pid == f->pid) {
+                pyu_process *pr = &q->info.process;
+                pr->pid = f->pid;
+                snprintf(pr->python, sizeof pr->python, "%s",
+                         p->procs[i].python);
+                pr->free_threaded = p->procs[i].free_threaded;
+                break;
+            }
         q->origin = p->origin;
     }
     ok = ok && select_tables(q, p, f, fmap, nmap, tmap) &&
@@ -497,7 +511,23 @@ int pyu_profile_end_process(pyu_profile *p, uint32_t process, uint64_t t_ns)
         return -PYU_E_INVAL;
     p->procs[process].exited = 1;
     p->procs[process].end_ns = t_ns;
+    p->ends++;
     return 0;
+}
+
+uint64_t pyu_profile_ends(const pyu_profile *p)
+{
+    return p->ends;
+}
+
+void pyu_profile_sampling(pyu_profile *p, uint32_t process)
+{
+    p->sampling = process;
+}
+
+long pyu_profile_sampled(const pyu_profile *p)
+{
+    return p->sampling;
 }
 
 long pyu_profile_add_thread(pyu_profile *p, uint64_t thread_id,

@@ -650,6 +650,7 @@ int pyu_sampler_take(pyu_sampler *sm)
     uint64_t reads = s->reads, failed = sm->st.failed;
     uint64_t t = pyu_profile_clock(sm->p);
     int rc;
+    pyu_profile_sampling(sm->p, sm->process);
     if ((sm->o.flags & PYU_SAMPLE_BLOCKING) &&
         !(sm->o.flags & PYU_SAMPLE_ASYNC))
         rc = pyu_paused(s, take, sm);

@@ -1,15 +1,26 @@
 /* Captures: the raw format, written while sampling and read back by
  * `pyunwind report` (docs/formats.md#raw).
  *
- * A capture is the magic "PYUNWRAW", a version (varint, 3), then records,
+ * A capture is the magic "PYUNWRAW", a version (varint, 4), then records,
  * each a tag byte and unsigned LEB128 varints (signed values zigzag
  * encoded; a string is its length and its UTF-8 bytes):
  *
  *   'P' pid, python, mode, flags, interval_ns, start_ns   first, once
- *   'T' thread_id, native_thread_id, zigzag(interpreter_id), main, name
- *                                                         (version 2; a
- *                                                         version 1 'T'
- *                                                         has no name)
+ *   'R' pid, command, python, free_threaded, start_ns     a process, from
+ *                                                         when it was
+ *                                                         first sampled
+ *                                                         (version 4)
+ *   'X' process, end_ns                                   it exited (or
+ *                                                         ran another
+ *                                                         program; version
+ *                                                         4)
+ *   'T' thread_id, native_thread_id, zigzag(interpreter_id), main, name,
+ *       process                                           (version 4; a
+ *                                                         version 2 or 3
+ *                                                         'T' has no
+ *                                                         process, a
+ *                                                         version 1 'T' no
+ *                                                         name either)
  *   'F' name, file, zigzag(first_line), kind              a function
  *   'L' function, zigzag(line), zigzag(instr), op, base   a frame
  *                                                         (version 3; a
@@ -19,16 +30,23 @@
  *   'N' parent node, frame                                a stack: node 1,
  *                                                         2, ... (0 is the
  *                                                         empty stack)
- *   'S' t_ns, failed, missed, count, count x (thread, node, status, n)
- *                                                         a sample
+ *   'S' t_ns, failed, missed, process + 1, count,
+ *       count x (thread, node, status, n)                 a sample: of one
+ *                                                         process (0: not
+ *                                                         known; version
+ *                                                         4, before it no
+ *                                                         process field)
  *   'E' duration_ns, samples, failed, missed              last
  *
- * Threads, functions, frames and nodes are numbered from 0 (nodes from 1)
- * in the order of their records, and each comes before the first record
- * that names it.  t_ns is the sample's time since the start; missed the
- * ticks of the schedule missed since the sample before.  A run that was
- * killed leaves no 'E' record (and maybe half a record): the reader keeps
- * every whole sample.
+ * Processes, threads, functions, frames and nodes are numbered from 0
+ * (nodes from 1) in the order of their records, and each comes before the
+ * first record that names it.  Processes are written as the run finds
+ * them and their ends as they exit: an 'X' comes before the 'R' of a later
+ * process with its pid.  Before version 4 the 'P' record's pid and python
+ * are the one process.  t_ns is the sample's time since the start; start_ns
+ * and end_ns of a process too; missed the ticks of the schedule missed
+ * since the sample before.  A run that was killed leaves no 'E' record
+ * (and maybe half a record): the reader keeps every whole sample.
  */
 #include "../internal.h"
 
@@ -44,7 +62,10 @@
 struct pyu_capture {
     pyu_profile *p;
     FILE *out;
-    size_t threads, funcs, frames, nodes; /* written so far */
+    size_t procs, threads, funcs, frames, nodes; /* written so far */
+    bool *ended;      /* owned: [procs], whether its end was written */
+    size_t capended;
+    uint64_t ends;    /* pyu_profile_ends when the ends were last written */
     uint64_t last_flush;
     int err;
 };
@@ -90,11 +111,50 @@ static void put_header(FILE *out, const pyu_profile_info *pi)
     put_u(out, pi->start_ns);
 }
 
-/* The threads, functions, frames and nodes the profile gained since the
- * last call. */
-static void put_new(pyu_capture *c, const pyu_profile_data *d)
+static void put_exit(pyu_capture *c, size_t i, const pyu_profile_process *pr)
+{
+    putc('X', c->out);
+    put_u(c->out, i);
+    put_u(c->out, pr->end_ns);
+    c->ended[i] = true;
+}
+
+/* The ends of the processes written before, then the processes, threads,
+ * functions, frames and nodes the profile gained since the last call.
+ * Returns false when out of memory (c->err set). */
+static bool put_new(pyu_capture *c, const pyu_profile_data *d)
 {
     FILE *out = c->out;
+    uint64_t ends = pyu_profile_ends(c->p);
+    if (ends != c->ends) {
+        /* (before any new process: one may have the pid of one ended) */
+        c->ends = ends;
+        for (size_t i = 0; i < c->procs; i++)
+            if (d->processes[i].exited && !c->ended[i])
+                put_exit(c, i, &d->processes[i]);
+    }
+    if (d->nprocesses > c->capended) {
+        size_t ncap = d->nprocesses * 2;
+        bool *e = realloc(c->ended, ncap * sizeof *e);
+        if (!e) {
+            c->err = -PYU_E_NOMEM;
+            return false;
+        }
+        memset(e + c->capended, 0, (ncap - c->capended) * sizeof *e);
+        c->ended = e;
+        c->capended = ncap;
+    }
+    for (; c->procs < d->nprocesses; c->procs++) {
+        const pyu_profile_process *pr = &d->processes[c->procs];
+        putc('R', out);
+        put_u(out, (uint64_t)(pr->pid > 0 ? pr->pid : 0));
+        put_s(out, pr->command ? pr->command : "");
+        put_s(out, pr->python ? pr->python : "");
+        put_u(out, pr->free_threaded != 0);
+        put_u(out, pr->start_ns);
+        if (pr->exited)
+            put_exit(c, c->procs, pr);
+    }
     for (; c->threads < d->nthreads; c->threads++) {
         const pyu_profile_thread *t = &d->threads[c->threads];
         putc('T', out);
@@ -103,6 +163,7 @@ static void put_new(pyu_capture *c, const pyu_profile_data *d)
         put_u(out, zigzag(t->interpreter_id));
         put_u(out, t->main != 0);
         put_s(out, t->name ? t->name : "");
+        put_u(out, t->process);
     }
     for (; c->funcs < d->nfuncs; c->funcs++) {
         const pyu_profile_func *f = &d->funcs[c->funcs];
@@ -127,6 +188,25 @@ static void put_new(pyu_capture *c, const pyu_profile_data *d)
         put_u(out, n->parent);
         put_u(out, n->frame);
     }
+    return true;
+}
+
+/* A sample's process: *proc starts at -1, stays the one process of the
+ * threads given, or becomes -2 when they are of several. */
+static void one_process(const pyu_profile_data *d, uint32_t thread,
+                        long *proc)
+{
+    long k = thread < d->nthreads ? (long)d->threads[thread].process : -2;
+    if (*proc == -1)
+        *proc = k;
+    else if (*proc != k)
+        *proc = -2;
+}
+
+/* The process field of a sample of process proc (< 0: not known). */
+static uint64_t process_field(long proc)
+{
+    return proc >= 0 ? (uint64_t)proc + 1 : 0;
 }
 
 static void put_end(FILE *out, const pyu_profile_info *pi)
@@ -148,9 +228,10 @@ int pyu_capture_new(pyu_profile *p, FILE *out, pyu_capture **cp)
     c->out = out;
     c->nodes = 1; /* (the root is not written) */
     put_header(out, pyu_profile_info_of(p));
+    put_new(c, pyu_profile_get(p)); /* (the processes found so far) */
     pyu_profile_journal_start(p);
     c->last_flush = mono_ns();
-    if (fflush(out) != 0)
+    if (c->err == 0 && fflush(out) != 0)
         c->err = -PYU_E_IO;
     *cp = c;
     return c->err;
@@ -161,13 +242,19 @@ int pyu_capture_sample(pyu_capture *c, uint64_t t_ns, int failed,
 {
     const pyu_profile_data *d = pyu_profile_get(c->p);
     FILE *out = c->out;
-    put_new(c, d);
+    if (!put_new(c, d))
+        return c->err;
     size_t n;
     const pyu_journal_entry *e = pyu_profile_journal_take(c->p, &n);
+    /* (the sampler's process; counted by hand: its counts' one process) */
+    long proc = pyu_profile_sampled(c->p);
+    for (size_t i = 0; proc < 0 && i < n; i++)
+        one_process(d, e[i].thread, &proc);
     putc('S', out);
     put_u(out, t_ns);
     put_u(out, failed != 0);
     put_u(out, missed);
+    put_u(out, process_field(proc));
     put_u(out, n);
     for (size_t i = 0; i < n; i++) {
         put_u(out, e[i].thread);
@@ -190,10 +277,13 @@ int pyu_capture_end(pyu_capture *c)
 {
     if (!c)
         return 0;
-    put_end(c->out, pyu_profile_info_of(c->p));
+    /* (the processes that ended, or were found, after the last sample) */
+    if (put_new(c, pyu_profile_get(c->p)))
+        put_end(c->out, pyu_profile_info_of(c->p));
     if (fflush(c->out) != 0 || ferror(c->out))
-        c->err = -PYU_E_IO;
+        c->err = c->err ? c->err : -PYU_E_IO;
     int rc = c->err;
+    free(c->ended);
     free(c);
     return rc;
 }
@@ -221,16 +311,23 @@ int pyu_profile_write_raw(pyu_profile *p, FILE *out)
     pyu_profile_timeline_get(p, &tl);
     pyu_capture c = {.p = p, .out = out, .nodes = 1};
     put_header(out, d->info);
-    put_new(&c, d);
+    bool ok = put_new(&c, d);
+    free(c.ended);
+    if (!ok)
+        return c.err;
     if (timeline_whole(d, &tl)) {
         uint32_t at = 0;
         for (size_t k = 0; k < tl.nticks; k++) {
             const pyu_profile_tick *t = &tl.ticks[k];
+            long proc = -1;
+            for (uint32_t i = at; i < t->end; i++)
+                one_process(d, tl.events[i].thread, &proc);
             putc('S', out);
             put_u(out, t->t_ns);
             put_u(out, t->failed != 0);
             /* (the missed ticks, all on the last sample) */
             put_u(out, k + 1 == tl.nticks ? d->info->missed : 0);
+            put_u(out, process_field(proc));
             put_u(out, t->end - at);
             for (; at < t->end; at++) {
                 put_u(out, tl.events[at].thread);
@@ -240,10 +337,14 @@ int pyu_profile_write_raw(pyu_profile *p, FILE *out)
             }
         }
     } else {
+        long proc = -1;
+        for (size_t i = 0; i < d->nstacks; i++)
+            one_process(d, d->stacks[i].thread, &proc);
         putc('S', out);
         put_u(out, 0);
         put_u(out, 0);
         put_u(out, d->info->missed);
+        put_u(out, process_field(proc));
         put_u(out, d->nstacks);
         for (size_t i = 0; i < d->nstacks; i++) {
             put_u(out, d->stacks[i].thread);
