@@ -430,6 +430,7 @@ static int read_capture(const char *path, const pyu_cmd_opts *o,
     }
     pyu_capture_filter f = {
         .thread = o->thread,
+        .pid = o->only_pid,
         .mode = o->mode_given ? o->mode : -1,
         .from_ns = (uint64_t)(o->from * 1e9),
         .to_ns = (uint64_t)(o->to * 1e9),

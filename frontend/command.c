@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,7 @@ enum {
     OPT_LOCALS,
     OPT_NATIVE_LAST,
     OPT_SUBPROCESSES,
+    OPT_PID,
 };
 
 static const struct {
@@ -76,6 +78,7 @@ static const struct {
     {{"from", required_argument, NULL, OPT_FROM}, CLI_ONLY | REPORT},
     {{"to", required_argument, NULL, OPT_TO}, CLI_ONLY | REPORT},
     {{"diff", required_argument, NULL, OPT_DIFF}, CLI_ONLY | REPORT},
+    {{"pid", required_argument, NULL, OPT_PID}, CLI_ONLY | REPORT},
     {{"live", no_argument, NULL, OPT_LIVE}, CLI_ONLY | SAMPLE},
     {{"nonblocking", no_argument, NULL, OPT_NONBLOCK}, CLI_ONLY | DUMP | TASKS},
     {{"subprocesses", no_argument, NULL, OPT_SUBPROCESSES},
@@ -251,6 +254,7 @@ static const char report_help[] =
     "\n"
     FORMATS
     "                  (raw: the selection, as a new capture)\n"
+    "  --pid PID       only the process PID (a capture of several processes)\n"
     "  --thread TID    only the thread with this native id or Python ident\n"
     "  --mode MODE     the capture's mode, or from a wall-mode capture gil\n"
     "                  (stacks holding the GIL) or exception\n"
@@ -601,6 +605,14 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                 return usage(msg, msglen, "'%s' is not a number of rows",
                              optarg);
             o->limit = (size_t)v;
+            break;
+        }
+        case OPT_PID: {
+            uint64_t v;
+            if (parse_u64(optarg, &v) < 0 || v > INT_MAX)
+                return usage(msg, msglen, "'%s' is not a process id",
+                             optarg);
+            o->only_pid = (int)v;
             break;
         }
         case OPT_THREAD:

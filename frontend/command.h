@@ -74,6 +74,7 @@ typedef struct pyu_cmd_opts {
     /* report */
     const char *capture;  /* the capture file */
     const char *diff;     /* --diff BASE: the baseline capture */
+    int only_pid;         /* report --pid PID: one process (0: all) */
     bool live;            /* sample --live (CLI) */
     double from, to;      /* --from, --to SECONDS (to 0: the end) */
     bool mode_given;      /* --mode was given */
