@@ -213,14 +213,16 @@ static int child_exit_code(const child *c)
  * terminal (non-canonical, no echo; restored at the end). */
 typedef struct live {
     int sort;     /* PYU_TOP_SORT_* */
-    long thread;  /* index into the profile's threads, -1: all */
+    long process; /* index into the profile's processes, -1: all */
+    long thread;  /* index into the profile's threads (of the process
+                     shown), -1: all */
     struct termios saved;
     bool raw;
 } live;
 
 static void live_start(live *l)
 {
-    *l = (live){PYU_TOP_SORT_SELF, -1, {0}, false};
+    *l = (live){PYU_TOP_SORT_SELF, -1, -1, {0}, false};
     struct termios t;
     if (tcgetattr(STDIN_FILENO, &l->saved) == 0) {
         t = l->saved;
@@ -240,23 +242,33 @@ static void live_end(live *l)
     fflush(stdout);
 }
 
-/* The thread T shows after `from` (-1: all): main threads first, then the
- * others in the profile's order, then all again. */
-static long next_thread(const pyu_profile_data *d, long from)
+/* Whether thread i is in T's round in pass 0 (main threads) or 1 (the
+ * others): of process `process` (-1: any). */
+static bool in_round(const pyu_profile_data *d, long i, int pass,
+                     long process)
+{
+    return (d->threads[i].main != 0) == (pass == 0) &&
+           (process < 0 || d->threads[i].process == (uint32_t)process);
+}
+
+/* The thread T shows after `from` (-1: all), of process `process` (-1:
+ * of every process): main threads first, then the others in the
+ * profile's order, then all again. */
+static long next_thread(const pyu_profile_data *d, long from, long process)
 {
     long n = (long)d->nthreads;
     /* position in that order: mains 0..m-1, others m..n-1 */
     long pos = -1, k = 0;
     for (int pass = 0; pass < 2; pass++)
         for (long i = 0; i < n; i++)
-            if ((d->threads[i].main != 0) == (pass == 0) && i == from)
+            if (in_round(d, i, pass, process) && i == from)
                 pos = k++;
-            else if ((d->threads[i].main != 0) == (pass == 0))
+            else if (in_round(d, i, pass, process))
                 k++;
     k = 0;
     for (int pass = 0; pass < 2; pass++)
         for (long i = 0; i < n; i++)
-            if ((d->threads[i].main != 0) == (pass == 0) && k++ == pos + 1)
+            if (in_round(d, i, pass, process) && k++ == pos + 1)
                 return i;
     return -1;
 }
@@ -276,31 +288,48 @@ static void live_tick(void *arg, pyu_profile *p, uint64_t elapsed_ns)
         else if (key == 'n')
             l->sort = PYU_TOP_SORT_NAME;
         else if (key == 'T')
-            l->thread = next_thread(d, l->thread);
+            l->thread = next_thread(d, l->thread, l->process);
+        else if (key == 'P' && d->nprocesses > 1) {
+            /* (the processes in the profile's order, then all) */
+            l->process = l->process + 1 < (long)d->nprocesses
+                             ? l->process + 1
+                             : -1;
+            l->thread = -1;
+        }
     }
     struct winsize ws;
     int rows = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 8
                    ? ws.ws_row
                    : 24;
     static const char *const sorts[] = {"self", "total", "name"};
-    char which[64] = "all threads";
+    bool many = d->nprocesses > 1;
+    const pyu_profile_process *pr =
+        l->process >= 0 ? &d->processes[l->process] : NULL;
+    char which[96] = "all threads", proc[64] = "";
     if (l->thread >= 0)
         snprintf(which, sizeof which, "thread %" PRIu64 "%s",
                  d->threads[l->thread].native_thread_id,
                  d->threads[l->thread].main ? " (main)" : "");
-    printf("\033[H\033[2Jpyunwind --live: %.1f s; sorted by %s; %s"
-           "   [s]elf [t]otal [n]ame  [T]hread  [q]uit\n",
-           (double)elapsed_ns / 1e9, sorts[l->sort], which);
-    /* (one thread: the profile of its stacks alone) */
+    if (pr)
+        snprintf(proc, sizeof proc, "process %d%s; ", pr->pid,
+                 pr->exited ? " (exited)" : "");
+    else if (many)
+        snprintf(proc, sizeof proc, "all %zu processes; ", d->nprocesses);
+    printf("\033[H\033[2Jpyunwind --live: %.1f s; sorted by %s; %s%s"
+           "   [s]elf [t]otal [n]ame  %s[T]hread  [q]uit\n",
+           (double)elapsed_ns / 1e9, sorts[l->sort], proc, which,
+           many ? "[P]rocess " : "");
+    /* (one process or thread: the profile of its stacks alone) */
     pyu_profile *shown = p;
     const pyu_profile_thread *t = l->thread >= 0 ? &d->threads[l->thread]
                                                  : NULL;
     pyu_profile_filter f = {
         .thread = !t ? 0 : t->native_thread_id ? t->native_thread_id
                                                : t->thread_id,
+        .pid = pr ? pr->pid : 0,
         .mode = -1,
     };
-    if (t && pyu_profile_select(p, &f, &shown) < 0)
+    if ((t || pr) && pyu_profile_select(p, &f, &shown) < 0)
         shown = NULL;
     if (shown)
         pyu_profile_write_top(shown, stdout, l->sort, (size_t)(rows - 6));
