@@ -223,8 +223,9 @@ static const char cli_sample_help[] =
     "  -o, --output FILE  write the profile to FILE instead of standard output\n"
     "  --live          a top-like view, redrawn 4 times a second while it\n"
     "                  samples: keys s/t/n sort by self, total or name, T\n"
-    "                  shows the next thread (or all), q ends the run (the\n"
-    "                  profile then goes to -o FILE, when given)\n"
+    "                  shows the next thread (or all), P the next process\n"
+    "                  (with several; T then its threads), q ends the run\n"
+    "                  (the profile then goes to -o FILE, when given)\n"
     "  --verbose       say on standard error how the target was read and what\n"
     "                  the sampler did (reads, frame cache, anchors)\n"
     "  -h, --help      print this help\n";

@@ -1,7 +1,7 @@
 /* Fuzz harness: captures, as `pyunwind report` reads them (files of
  * unknown origin: a cut or damaged one must be kept up to its last whole
  * sample or refused in one line, never crash).  The input's first byte
- * picks a filter (thread, mode, time window), the rest is the capture;
+ * picks a filter (thread, pid, mode, time window), the rest is the capture;
  * what was kept is then written in every format that needs no files,
  * also from its copy by line (what the formats without instructions are
  * written from) and against itself as a differential flame graph. */
@@ -32,6 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
         w.thread = sel >> 4; /* (small ids: threads of the seeds rarely) */
     if (sel & 2)
         w.mode = (int)(sel >> 2 & 3);
+    if ((sel & 3) == 3)
+        w.pid = (int)(sel >> 4); /* (mostly a pid the capture lacks) */
     if (sel & 4) {
         w.from_ns = 1000000ull * (sel >> 3 & 7);
         w.to_ns = w.from_ns + 500000000ull;

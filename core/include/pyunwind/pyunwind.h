@@ -1008,14 +1008,19 @@ PYU_API int pyu_capture_sample(pyu_capture *c, uint64_t t_ns, int failed,
 PYU_API int pyu_capture_end(pyu_capture *c);
 
 /* What a report keeps of a capture: pyu_profile_select's filter, read as
- * the capture streams in (by_line aside: select the profile read). */
+ * the capture streams in (by_line aside: select the profile read); with a
+ * pid, the samples of that process (and every missed tick) and the info
+ * naming it. */
 typedef pyu_profile_filter pyu_capture_filter;
 /* Reads a capture into p (a new profile), keeping what f selects (NULL:
- * everything); p's info becomes the capture's, for the window kept.
+ * everything); p's info becomes the capture's, for the window kept, and
+ * p's processes the capture's (with their start and end; one from the
+ * header's pid and version in a capture of before version 4).
  * Returns 0, with a note in msg when the capture ends early (a killed
  * run: the whole samples before the cut are kept) and msg[0] == 0
  * otherwise; or -PYU_E_CORRUPT (not a capture, or a malformed one: msg
- * says where), -PYU_E_INVAL (a mode the capture cannot give),
+ * says where), -PYU_E_INVAL (a mode the capture cannot give, or a pid it
+ * has no process of: msg lists its pids),
  * -PYU_E_NOMEM. */
 PYU_API int pyu_capture_read(FILE *in, const pyu_capture_filter *f,
                              pyu_profile *p, char *msg, size_t msglen);
