@@ -1857,18 +1857,26 @@ static void test_capture_processes(void)
           d->threads[0].process == 0 && d->threads[1].process == 1);
     pyu_profile_free(q);
     /* a window [1.5 ms, 3.5 ms): times from its start; the child's end in
-     * it, the parent's after it */
+     * it, the parent's after it; the process found after it not there */
     f = (pyu_capture_filter){.mode = -1, .from_ns = 1500000,
                              .to_ns = 3500000};
     q = reread(buf, len, &f, &rc, msg, sizeof msg);
     CHECK_EQ(rc, 0);
     d = pyu_profile_get(q);
-    CHECK(d->nprocesses == 3 && d->info->samples == 1);
-    if (d->nprocesses == 3)
+    CHECK(d->nprocesses == 2 && d->nthreads == 2 && d->info->samples == 1);
+    if (d->nprocesses == 2)
         CHECK(!d->processes[0].exited && d->processes[1].start_ns == 500000 &&
               d->processes[1].exited &&
-              d->processes[1].end_ns == 1500000 &&
-              d->processes[2].start_ns == 2500000);
+              d->processes[1].end_ns == 1500000);
+    pyu_profile_free(q);
+    /* a window that ends before the child's end: the later process of its
+     * pid is not taken for it */
+    f = (pyu_capture_filter){.pid = 101, .mode = -1, .to_ns = 2500000};
+    q = reread(buf, len, &f, &rc, msg, sizeof msg);
+    CHECK_EQ(rc, 0);
+    d = pyu_profile_get(q);
+    CHECK(d->nprocesses == 1 && d->nthreads == 1 && !d->processes[0].exited &&
+          d->threads[0].process == 0 && d->info->samples == 1);
     pyu_profile_free(q);
     /* a pid the capture lacks: one line naming those it has */
     f = (pyu_capture_filter){.pid = 999, .mode = -1};

@@ -101,12 +101,15 @@ static bool map_add(map *m, long v)
 }
 
 /* A process of the capture (its number: procs->n) into p when f keeps
- * it, its times moved to the window that starts at `from`. */
+ * it, its times moved to the window [from, to).  One first sampled after
+ * the window is not in it (nor is it then taken for an earlier process
+ * of its pid whose end came after the window). */
 static bool add_process(pyu_profile *p, map *procs, const pyu_capture_filter *f,
                         int pid, const char *command, const char *python,
-                        int free_threaded, uint64_t start_ns, uint64_t from)
+                        int free_threaded, uint64_t start_ns, uint64_t from,
+                        uint64_t to)
 {
-    if (f && f->pid && pid != f->pid)
+    if ((f && f->pid && pid != f->pid) || start_ns >= to)
         return map_add(procs, LEFT_OUT);
     return map_add(procs, pyu_profile_add_process(
                               p, pid, command, python, free_threaded,
@@ -217,7 +220,8 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 break;
             /* (before version 4, the one process) */
             note_pid(pids, &npids, &more_pids, pi->process.pid);
-            if (!add_process(p, &procs, f, pi->process.pid, "", s1, 0, 0, 0))
+            if (!add_process(p, &procs, f, pi->process.pid, "", s1, 0, 0, 0,
+                             UINT64_MAX))
                 rc = -PYU_E_NOMEM;
             break;
         case 'R':
@@ -235,7 +239,7 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
             if (procs.n == 0 && (int)(v[0] & 0x7fffffff) == pi->process.pid)
                 pi->process.free_threaded = v[1] != 0;
             if (!add_process(p, &procs, f, (int)(v[0] & 0x7fffffff), s1, s2,
-                             v[1] != 0, v[2], from))
+                             v[1] != 0, v[2], from, to))
                 rc = -PYU_E_NOMEM;
             break;
         case 'X':
@@ -423,13 +427,16 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
         if (!found && !(more_pids && pyu_profile_get(p)->nprocesses)) {
             no_such_process(pid, pids, npids, more_pids, msg, msglen);
             rc = -PYU_E_INVAL;
-        } else {
-            /* (the report's process: the one kept) */
+        } else if (pyu_profile_get(p)->nprocesses) {
+            /* (the report's process: the one kept; none when it started
+             * after the window) */
             const pyu_profile_process *pr = &pyu_profile_get(p)->processes[0];
             pi->process.pid = pr->pid;
             snprintf(pi->process.python, sizeof pi->process.python, "%s",
                      pr->python);
             pi->process.free_threaded = pr->free_threaded;
+        } else {
+            pi->process.pid = pid;
         }
     }
     if (rc == -PYU_E_NOMEM && !msg[0])
