@@ -1117,6 +1117,17 @@ PYU_HIDDEN void pyu_profile_thread_label(char *buf, size_t len,
  * that carry one. */
 PYU_HIDDEN void pyu_profile_title(char *buf, size_t len,
                                   const pyu_profile_info *pi);
+/* pyu_profile_title, or for a profile of several processes "pyunwind: N
+ * processes, CPython V[, V2...], MODE mode". */
+PYU_HIDDEN void pyu_profile_name(char *buf, size_t len,
+                                 const pyu_profile_data *d);
+/* The CPython versions of d's processes, each once, ", " between them. */
+PYU_HIDDEN void pyu_profile_versions(const pyu_profile_data *d, char *buf,
+                                     size_t len);
+/* "pid N (COMMAND)", or "pid N" when its command line is unknown: a
+ * process in formats that name the processes of a profile. */
+PYU_HIDDEN void pyu_profile_process_label(char *buf, size_t len,
+                                          const pyu_profile_process *pr);
 
 /* ================================================= JSON (json.c) */
 

@@ -16,14 +16,19 @@
  *                     "thread_name" (the kernel's name of the thread,
  *                     when it has one of its own);
  *                     and "status" (the thread's status words, e.g.
- *                     "has_gil,exception") when it had any
+ *                     "has_gil,exception") when it had any; when the
+ *                     profile holds several processes, "pid" (its
+ *                     process's id, a number) and "process" (its command
+ *                     line, or "pid N" when unknown), so that -tagfocus
+ *                     and -tags pick and show processes
  *   location (4)      one per profile frame (a function at a line): id =
  *                     frame index + 1, one line (function id, line)
  *   function (5)      one per profile function: id = index + 1, name
  *                     (co_qualname), filename, start_line
  *   string_table (6)  every string once; "" first, as the format wants
  *   time_nanos (9), duration_nanos (10), period_type (11), period (12),
- *   comment (13)      "pyunwind: PID N, CPython V, MODE mode"
+ *   comment (13)      "pyunwind: PID N, CPython V, MODE mode" ("N
+ *                     processes" for several)
  *
  * No mappings: Python frames have no addresses in a binary.
  */
@@ -174,6 +179,11 @@ static int encode(const pyu_profile_data *d, buf *b)
     int64_t s_ident = str_index(&st, "thread_id");
     int64_t s_status = str_index(&st, "status");
     int64_t s_name = str_index(&st, "thread_name");
+    /* (several processes: their labels, after the strings one process
+     * has, which stay as they were) */
+    bool many = d->nprocesses > 1;
+    int64_t s_pid = many ? str_index(&st, "pid") : 0;
+    int64_t s_process = many ? str_index(&st, "process") : 0;
     value_type(b, &m, 1, s_samples, s_count);
     value_type(b, &m, 1, s_time, s_ns);
     uint64_t period = pyu_profile_period(pi);
@@ -206,6 +216,18 @@ static int encode(const pyu_profile_data *d, buf *b)
         if (th->name && *th->name) {
             field_int(&sub, 1, (uint64_t)s_name);
             field_int(&sub, 2, (uint64_t)str_index(&st, th->name));
+            field_msg(&m, 3, &sub);
+        }
+        if (many && th->process < d->nprocesses) {
+            const pyu_profile_process *pr = &d->processes[th->process];
+            field_int(&sub, 1, (uint64_t)s_pid);
+            field_int(&sub, 3, (uint64_t)pr->pid);
+            field_msg(&m, 3, &sub);
+            char pidn[24];
+            snprintf(pidn, sizeof pidn, "pid %d", pr->pid);
+            field_int(&sub, 1, (uint64_t)s_process);
+            field_int(&sub, 2, (uint64_t)str_index(
+                                   &st, *pr->command ? pr->command : pidn));
             field_msg(&m, 3, &sub);
         }
         if (s->status) { /* e.g. "has_gil,exception" */
@@ -245,7 +267,7 @@ static int encode(const pyu_profile_data *d, buf *b)
         field_msg(b, 5, &m);
     }
     char comment[128];
-    pyu_profile_title(comment, sizeof comment, pi);
+    pyu_profile_name(comment, sizeof comment, d);
     int64_t s_comment = str_index(&st, comment);
     for (size_t i = 0; i < st.n; i++)
         field_bytes(b, 6, st.s[i], strlen(st.s[i]));

@@ -54,6 +54,26 @@ void pyu_profile_thread_label(char *buf, size_t len,
              t->native_thread_id, name);
 }
 
+void pyu_profile_name(char *buf, size_t len, const pyu_profile_data *d)
+{
+    if (d->nprocesses <= 1) {
+        pyu_profile_title(buf, len, d->info);
+        return;
+    }
+    char v[128];
+    pyu_profile_versions(d, v, sizeof v);
+    snprintf(buf, len, "pyunwind: %zu processes, CPython %s, %s mode",
+             d->nprocesses, *v ? v : "?",
+             pyu_profile_mode_name(d->info->mode));
+}
+
+void pyu_profile_process_label(char *buf, size_t len,
+                               const pyu_profile_process *pr)
+{
+    snprintf(buf, len, *pr->command ? "pid %d (%s)" : "pid %d", pr->pid,
+             pr->command);
+}
+
 long pyu_profile_path(const pyu_profile_data *d, uint32_t node,
                       uint32_t **buf, size_t *cap)
 {
@@ -89,8 +109,7 @@ uint64_t pyu_profile_period(const pyu_profile_info *pi)
     return pi->samples ? pi->duration_ns / pi->samples : 0;
 }
 
-/* The CPython versions of d's processes, each once, into buf. */
-static void versions(const pyu_profile_data *d, char *buf, size_t len)
+void pyu_profile_versions(const pyu_profile_data *d, char *buf, size_t len)
 {
     size_t at = 0;
     *buf = '\0';
@@ -111,7 +130,7 @@ void pyu_profile_summary(FILE *out, const pyu_profile_data *d)
     double secs = (double)in->duration_ns / 1e9;
     if (d->nprocesses > 1) {
         char v[128];
-        versions(d, v, sizeof v);
+        pyu_profile_versions(d, v, sizeof v);
         fprintf(out, "%zu processes: CPython %s, %s mode, %" PRIu64
                      " samples in %.2f s",
                 d->nprocesses, *v ? v : "?", pyu_profile_mode_name(in->mode),
