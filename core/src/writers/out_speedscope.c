@@ -6,17 +6,22 @@
  *                   first line (speedscope merges a function's samples
  *                   whatever line they ran, as a flame graph should)
  *   profiles        one "sampled" profile per thread, named after it (main
- *                   threads first: speedscope shows the first one): each
+ *                   threads first: speedscope shows the first one); when
+ *                   the profile holds several processes, the threads of
+ *                   each process in turn, each named after its process
+ *                   too, "pid N (COMMAND): Thread M (main thread)": each
  *                   of its stacks once, frame indices from the outermost,
  *                   weighted by count x period in nanoseconds (the
  *                   schedule's period; at -r max the run's mean interval;
  *                   unit "none" and the bare counts when that is unknown)
- *   name            "pyunwind: PID N, CPython V, MODE mode"
+ *   name            "pyunwind: PID N, CPython V, MODE mode" ("N
+ *                   processes" for several)
  */
 #include "../internal.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
 {
@@ -26,8 +31,8 @@ int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
     uint64_t unit = period ? period : 1;
     uint32_t *path = NULL;
     size_t cap = 0;
-    char name[128];
-    pyu_profile_title(name, sizeof name, pi);
+    char name[160];
+    pyu_profile_name(name, sizeof name, d);
     fputs("{\"$schema\": \"https://www.speedscope.app/file-format-schema."
           "json\",\n \"exporter\": \"pyunwind\", \"name\": ",
           out);
@@ -47,18 +52,31 @@ int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
     fputs("]},\n \"profiles\": [", out);
     int rc = 0;
     size_t written = 0;
-    /* main threads first: speedscope opens the first profile */
-    for (size_t k = 0; k < 2 * d->nthreads && rc == 0; k++) {
-        size_t th = k % d->nthreads;
+    /* process by process; main threads first: speedscope opens the
+     * first profile */
+    bool many = d->nprocesses > 1;
+    for (size_t k = 0; k < 2 * d->nthreads * (many ? d->nprocesses : 1) &&
+                       rc == 0;
+         k++) {
+        size_t th = k % d->nthreads, pass = k / d->nthreads;
         const pyu_profile_thread *t = &d->threads[th];
-        if ((k < d->nthreads) != (t->main != 0) || !t->samples)
+        if ((pass % 2 == 0) != (t->main != 0) || !t->samples ||
+            (many && t->process != pass / 2))
             continue;
         uint64_t total = 0;
         for (size_t i = 0; i < d->nstacks; i++)
             if (d->stacks[i].thread == th)
                 total += d->stacks[i].count * unit;
-        char label[96];
-        pyu_profile_thread_label(label, sizeof label, t);
+        char label[1200];
+        size_t at = 0;
+        if (many) {
+            pyu_profile_process_label(label, sizeof label - 96,
+                                      &d->processes[t->process]);
+            at = strlen(label);
+            label[at++] = ':';
+            label[at++] = ' ';
+        }
+        pyu_profile_thread_label(label + at, sizeof label - at, t);
         fprintf(out, "%s{\"type\": \"sampled\", \"name\": ",
                 written++ ? ",\n " : "\n ");
         pyu_json_str(out, label);
