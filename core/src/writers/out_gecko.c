@@ -7,14 +7,20 @@
  *   meta      interval (ms), startTime (ms since the epoch), categories
  *             (Other, Python, Native, GC, GIL, CPU, Exception), the status
  *             marker's schema, and an "extra" section with the run's
- *             process, CPython version, mode and sample counts
+ *             process (or the number of processes), CPython version(s),
+ *             mode and sample counts
  *   shared    stringArray: the function names, then each source file's
  *             path and base name, then the marker names; sources and
  *             resources: one per file; funcTable: one per profile
  *             function; frameTable: one per profile frame (function and
  *             line); stackTable: one per profile node (stack i + 1 is node
  *             i, its prefix given as an offset back to its parent's)
- *   threads   one per profile thread, main threads first: its samples
+ *   threads   one per profile thread, main threads first, each with its
+ *             process's pid and name: the Profiler makes a track of each
+ *             process (pid) and puts its threads in it; a process first
+ *             sampled after the start, or that ended before the end, is
+ *             registered from, and unregistered at, those times (one
+ *             process: "Python (PID N)", over the whole run); its samples
  *             (stack and time in ms since the start, from the profile's
  *             timeline; weights when a sample counts more than one) and
  *             its status markers: an interval for each run of consecutive
@@ -190,8 +196,8 @@ static void put_meta(gecko *g)
 {
     FILE *out = g->out;
     const pyu_profile_info *pi = g->d->info;
-    char title[128];
-    pyu_profile_title(title, sizeof title, pi);
+    char title[160];
+    pyu_profile_name(title, sizeof title, g->d);
     fputs("{\"meta\": {\"interval\": ", out);
     put_ms(out, g->period);
     fputs(", \"startTime\": ", out);
@@ -219,11 +225,21 @@ static void put_meta(gecko *g)
           "\"samples\", \"label\": \"Samples\", \"format\": \"integer\"}]}],"
           "\n  \"extra\": [{\"label\": \"pyunwind\", \"entries\": [",
           out);
-    fprintf(out, "{\"label\": \"Process\", \"format\": \"pid\", "
-                 "\"value\": \"%d\"}, {\"label\": \"CPython\", \"format\": "
-                 "\"string\", \"value\": ",
-            pi->process.pid);
-    pyu_json_str(out, pi->process.python);
+    if (g->d->nprocesses > 1) {
+        char v[128];
+        pyu_profile_versions(g->d, v, sizeof v);
+        fprintf(out, "{\"label\": \"Processes\", \"format\": "
+                     "\"integer\", \"value\": %zu}, {\"label\": "
+                     "\"CPython\", \"format\": \"string\", \"value\": ",
+                g->d->nprocesses);
+        pyu_json_str(out, v);
+    } else {
+        fprintf(out, "{\"label\": \"Process\", \"format\": \"pid\", "
+                     "\"value\": \"%d\"}, {\"label\": \"CPython\", "
+                     "\"format\": \"string\", \"value\": ",
+                pi->process.pid);
+        pyu_json_str(out, pi->process.python);
+    }
     fprintf(out, "}, {\"label\": \"Mode\", \"format\": \"string\", "
                  "\"value\": \"%s\"}",
             pyu_profile_mode_name(pi->mode));
@@ -432,15 +448,36 @@ static void put_thread(gecko *g, size_t th, bool first_thread)
     fprintf(out, "%s  {\"name\": ", first_thread ? "" : ",\n");
     pyu_json_str(out, label);
     fprintf(out, ", \"isMainThread\": %s, \"processType\": \"default\", "
-                 "\"processName\": \"Python (PID %d)\", \"pid\": \"%d\", "
-                 "\"tid\": %" PRIu64 ", \"processStartupTime\": 0, "
-                 "\"processShutdownTime\": null, \"registerTime\": 0, "
-                 "\"unregisterTime\": null, \"pausedRanges\": [],\n"
+                 "\"processName\": ",
+            t->main ? "true" : "false");
+    if (d->nprocesses > 1) {
+        /* (the Profiler's process: its pid, a string; its times in ms
+         * since the start, as the samples') */
+        const pyu_profile_process *pr = &d->processes[t->process];
+        char name[1100];
+        pyu_profile_process_label(name, sizeof name, pr);
+        pyu_json_str(out, name);
+        fprintf(out, ", \"pid\": \"%d\", \"tid\": %" PRIu64
+                     ", \"processStartupTime\": ",
+                pr->pid, t->native_thread_id);
+        put_ms(out, pr->start_ns);
+        fputs(", \"processShutdownTime\": ", out);
+        pr->exited ? put_ms(out, pr->end_ns) : (void)fputs("null", out);
+        fputs(", \"registerTime\": ", out);
+        put_ms(out, pr->start_ns);
+        fputs(", \"unregisterTime\": ", out);
+        pr->exited ? put_ms(out, pr->end_ns) : (void)fputs("null", out);
+    } else {
+        fprintf(out, "\"Python (PID %d)\", \"pid\": \"%d\", \"tid\": %" PRIu64
+                     ", \"processStartupTime\": 0, \"processShutdownTime\": "
+                     "null, \"registerTime\": 0, \"unregisterTime\": null",
+                d->info->process.pid, d->info->process.pid,
+                t->native_thread_id);
+    }
+    fprintf(out, ", \"pausedRanges\": [],\n"
                  "   \"samples\": {\"weightType\": \"samples\", "
                  "\"length\": %zu,\n    ",
-            t->main ? "true" : "false", d->info->process.pid,
-            d->info->process.pid,
-            t->native_thread_id, n);
+            n);
     /* (stack k is node k + 1; the empty stack is null) */
     COLUMN(out, "stack", n, {
         uint32_t node = g->tl.events[s[i].event].node;
