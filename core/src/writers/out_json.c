@@ -48,6 +48,21 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
         }
         fputc('}', out);
     }
+    fputs("],\n \"processes\": [", out);
+    for (size_t i = 0; i < d->nprocesses; i++) {
+        const pyu_profile_process *pr = &d->processes[i];
+        fprintf(out, "%s\n  {\"pid\": %d, \"command\": ", i ? "," : "",
+                pr->pid);
+        pyu_json_str(out, pr->command);
+        fputs(", \"python\": ", out);
+        pyu_json_str(out, pr->python);
+        fprintf(out, ", \"free_threaded\": %s, \"start_ns\": %" PRIu64,
+                pr->free_threaded ? "true" : "false", pr->start_ns);
+        if (pr->exited)
+            fprintf(out, ", \"end_ns\": %" PRIu64 "}", pr->end_ns);
+        else
+            fputs(", \"end_ns\": null}", out);
+    }
     fputs("],\n \"threads\": [", out);
     for (size_t i = 0; i < d->nthreads; i++) {
         const pyu_profile_thread *t = &d->threads[i];
@@ -59,8 +74,10 @@ int pyu_profile_write_json(pyu_profile *p, FILE *out)
                 i ? "," : "", t->thread_id, t->native_thread_id,
                 t->interpreter_id, t->main ? "true" : "false");
         pyu_json_str(out, t->name ? t->name : "");
-        fprintf(out, ", \"samples\": %" PRIu64 ", \"status\": {",
-                t->samples);
+        fprintf(out,
+                ", \"process\": %" PRIu32 ", \"samples\": %" PRIu64
+                ", \"status\": {",
+                t->process, t->samples);
         bool first = true;
         for (unsigned b = 0; b < 8; b++) {
             const char *name = pyu_status_name(1u << b, 0);
