@@ -1,0 +1,210 @@
+"""The formats of a profile of several processes, each read by its real
+consumer: `pyunwind sample --subprocesses` over tests/targets/tree.py (a
+parent, a fork Pool's two workers, a spawn and a forkserver child, a child
+behind /bin/sh), one run per format, and `go tool pprof`, speedscope's
+own app in headless chromium and the Firefox Profiler's profiler-cli must
+each show every Python process of the tree under its pid, parked where it
+said it parked (the tree's truth), and not the shell."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import PYUNWIND, interpreters, labelled, pyunwind
+from test_formats import FirefoxProfiler, go_pprof, speedscope_app
+from test_subprocesses import tree
+
+PYTHONS = interpreters()
+ROLES = ("pool", "spawned", "forkserved", "shelled")
+
+
+@pytest.fixture(scope="module")
+def parked(tmp_path_factory):
+    """The tree under CPython 3.14.7, for the tests that leave it as it
+    is: (pid, truth, {pid: its park function}, {pid: its command line})."""
+    python = labelled(PYTHONS, "3.14.7")
+    with tree(python, str(tmp_path_factory.mktemp("tree"))) as (pid, truth):
+        yield (pid, truth) + parks_and_commands(pid, truth)
+
+
+def parks_and_commands(pid, truth):
+    parks = {pid: "parent_park"}
+    for role in ROLES:
+        for child in truth[role]:
+            parks[child] = "%s_park" % role
+    commands = {}
+    for p in parks:
+        with open("/proc/%d/cmdline" % p, "rb") as f:
+            args = f.read().rstrip(b"\0").split(b"\0")
+        commands[p] = b" ".join(args).decode()
+    return parks, commands
+
+
+def sample_tree(pid, fmt, out, seconds="1"):
+    r = pyunwind("sample", "--subprocesses", "-d", seconds, "--format", fmt,
+                 "-o", out, str(pid))
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def traces(path):
+    """go tool pprof -traces: [({label: value}, [functions, innermost
+    first])], one per sample."""
+    out = []
+    for block in go_pprof("-traces", path).split("-----------+-")[1:]:
+        labels, funcs = {}, []
+        for line in block.splitlines()[1:]:
+            key, sep, value = line.partition(":  ")
+            if sep and not funcs and " " not in key.strip():
+                labels[key.strip()] = value
+            elif line.strip():
+                # the first frame's line starts with the sample's value
+                funcs.append(line.split()[-1])
+        if funcs:  # (the last separator closes the last sample)
+            out.append((labels, funcs))
+    return out
+
+
+def test_pprof_labels_each_process(parked, workdir):
+    """go tool pprof: every sample carries its process's pid and command
+    line; each process of the tree is there with its park function under
+    its pid, the shell is not; -tagfocus pid=N keeps that process alone."""
+    pid, truth, parks, commands = parked
+    path = os.path.join(workdir, "tree.pb.gz")
+    sample_tree(pid, "pprof", path)
+    got = traces(path)
+    assert got and all("pid" in labels and "process" in labels
+                       for labels, _ in got), got[:3]
+    by_pid = {}
+    for labels, funcs in got:
+        by_pid.setdefault(int(labels["pid"]), []).append((labels, funcs))
+    assert truth["shell"] not in by_pid
+    for p, park in parks.items():
+        assert p in by_pid, (p, park, sorted(by_pid))
+        assert any(park in funcs for _, funcs in by_pid[p]), (p, park)
+        assert {labels["process"] for labels, _ in by_pid[p]} == \
+            {commands[p]}, p
+        # (a Python process's main thread is the process)
+        assert "tid:%d" % p in {labels["thread"] for labels, _ in by_pid[p]}
+    for p, stacks in by_pid.items():
+        for other in set(parks.values()) - {parks.get(p)}:
+            assert not any(other in f for _, f in stacks), (p, other)
+    worker = truth["pool"][0]
+    top = go_pprof("-top", "-tagfocus", "pid=%d" % worker, path)
+    assert "pool_park" in top and "parent_park" not in top, top
+    assert "pyunwind: %d processes, CPython 3.14.7, wall mode" % \
+        len(by_pid) in top, top
+
+
+def test_speedscope_names_each_process(parked, workdir):
+    """speedscope's app: a profile per thread of each process, named after
+    its process (pid and command line) and thread, the processes one after
+    the other, the parent's main thread first; each process of the tree's
+    main thread shows its park function."""
+    pid, truth, parks, commands = parked
+    path = os.path.join(workdir, "tree.speedscope.json")
+    sample_tree(pid, "speedscope", path)
+    title, errors, views, names = speedscope_app(path, "speedscope-processes")
+    assert errors == [], errors
+    assert title.startswith("pyunwind: "), title
+    assert names[0] == "pid %d (%s): Thread %d (main thread)" % (
+        pid, commands[pid], pid), names[0]
+    # (speedscope cuts nothing: the whole name is in its toolbar)
+    pids = [int(n.split()[1].rstrip(":")) for n in names]
+    assert all(n.startswith("pid ") for n in names), names
+    runs = [p for i, p in enumerate(pids) if i == 0 or pids[i - 1] != p]
+    assert len(runs) == len(set(runs)), pids  # one run of profiles each
+    assert truth["shell"] not in pids
+    for p, park in parks.items():
+        name = "pid %d (%s): Thread %d (main thread)" % (p, commands[p], p)
+        assert name in names, (name, names)
+        view = views[names.index(name)]
+        assert park in view and view[park][0] > 0, (p, park, view)
+        for other in set(parks.values()) - {park}:
+            assert other not in view, (p, other)
+
+
+def test_json_processes(parked, workdir):
+    """json: the processes, each with its pid, command line, CPython
+    version, first sampled near the start (the tree was there), not ended;
+    each thread's process, and the park function on its main thread."""
+    pid, truth, parks, commands = parked
+    path = os.path.join(workdir, "tree.json")
+    sample_tree(pid, "json", path)
+    with open(path) as f:
+        data = json.load(f)
+    procs = data["processes"]
+    assert procs[0]["pid"] == pid == data["pid"]
+    by_pid = {p["pid"]: i for i, p in enumerate(procs)}
+    assert len(by_pid) == len(procs) and truth["shell"] not in by_pid
+    for p in procs:
+        assert p["python"] == "3.14.7" and p["free_threaded"] is False, p
+        assert p["end_ns"] is None and p["start_ns"] < 5e8, p
+    funcs, frames = data["functions"], data["frames"]
+    for p, park in parks.items():
+        assert procs[by_pid[p]]["command"] == commands[p]
+        main = [i for i, t in enumerate(data["threads"])
+                if t["process"] == by_pid[p] and t["main"]]
+        assert len(main) == 1 and \
+            data["threads"][main[0]]["native_thread_id"] == p, p
+        names = {funcs[frames[fr]["function"]]["name"]
+                 for st in data["stacks"] if st["thread"] == main[0]
+                 for fr in st["frames"]}
+        assert park in names, (p, park, names)
+    assert {t["process"] for t in data["threads"]} == set(range(len(procs)))
+
+
+def test_gecko_a_track_per_process(workdir):
+    """The Firefox Profiler (profiler-cli): a process per pid, named after
+    its pid and command line, with its threads; each process of the tree
+    with its park function on its main thread.  A pool worker killed
+    during the run ends there (its process's end time), and the worker
+    the Pool starts in its place begins later (its start time)."""
+    python = labelled(PYTHONS, "3.14.7")
+    path = os.path.join(workdir, "tree.gecko.json")
+    with tree(python, workdir) as (pid, truth):
+        parks, commands = parks_and_commands(pid, truth)
+        killed = truth["pool"][0]
+        run = subprocess.Popen([PYUNWIND, "sample", "--subprocesses", "-d",
+                                "2", "--format", "gecko", "-o", path,
+                                str(pid)], stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(0.8)
+            os.kill(killed, signal.SIGKILL)
+            _, err = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        assert run.returncode == 0, err
+    fx = FirefoxProfiler(path, workdir)
+    try:
+        info = fx("profile", "info", "--all")
+        assert info["name"].startswith(
+            "pyunwind: %d processes, CPython 3.14.7" % len(info["processes"]))
+        procs = {int(p["pid"]): p for p in info["processes"]}
+        assert len(procs) == len(info["processes"])
+        assert truth["shell"] not in procs
+        for p, park in parks.items():
+            assert p in procs, (p, park, sorted(procs))
+            got = procs[p]
+            assert got["name"] == "pid %d (%s)" % (p, commands[p]), got
+            main = [t for t in got["threads"] if t["tid"] == p]
+            assert len(main) == 1 and main[0]["name"] == \
+                "Thread %d (main thread)" % p, got
+            funcs = fx.functions(main[0]["threadHandle"])
+            assert funcs[park][0] > 0, (p, park, dict(funcs))
+            if p != killed:
+                assert got["endTime"] is None, got
+                assert got["startTime"] < 500, got
+        end = procs[killed]["endTime"]
+        assert end is not None and 300 < end < 1900, procs[killed]
+        later = [p for p in procs if p not in parks and
+                 procs[p]["startTime"] > end - 1]
+        assert later, {p: (q["startTime"], q["endTime"])
+                       for p, q in procs.items()}
+    finally:
+        fx.close()
