@@ -4,16 +4,15 @@ parent, a fork Pool's two workers, a spawn and a forkserver child, a child
 behind /bin/sh), one run per format, and `go tool pprof`, speedscope's
 own app in headless chromium and the Firefox Profiler's profiler-cli must
 each show every Python process of the tree under its pid, parked where it
-said it parked (the tree's truth), and not the shell."""
+said it parked (the tree's truth), and not the shell; and gecko of a
+process that runs another program during the run."""
 import json
 import os
-import signal
 import subprocess
-import time
 
 import pytest
 
-from conftest import PYUNWIND, interpreters, labelled, pyunwind
+from conftest import interpreters, labelled, pyunwind
 from test_formats import FirefoxProfiler, go_pprof, speedscope_app
 from test_subprocesses import tree
 
@@ -157,34 +156,19 @@ def test_json_processes(parked, workdir):
     assert {t["process"] for t in data["threads"]} == set(range(len(procs)))
 
 
-def test_gecko_a_track_per_process(workdir):
+def test_gecko_a_track_per_process(parked, workdir):
     """The Firefox Profiler (profiler-cli): a process per pid, named after
     its pid and command line, with its threads; each process of the tree
-    with its park function on its main thread.  A pool worker killed
-    during the run ends there (its process's end time), and the worker
-    the Pool starts in its place begins later (its start time)."""
-    python = labelled(PYTHONS, "3.14.7")
+    with its park function on its main thread, sampled from near the start
+    (the tree was there) to the end."""
+    pid, truth, parks, commands = parked
     path = os.path.join(workdir, "tree.gecko.json")
-    with tree(python, workdir) as (pid, truth):
-        parks, commands = parks_and_commands(pid, truth)
-        killed = truth["pool"][0]
-        run = subprocess.Popen([PYUNWIND, "sample", "--subprocesses", "-d",
-                                "2", "--format", "gecko", "-o", path,
-                                str(pid)], stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(0.8)
-            os.kill(killed, signal.SIGKILL)
-            _, err = run.communicate(timeout=60)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
-        assert run.returncode == 0, err
+    sample_tree(pid, "gecko", path)
     fx = FirefoxProfiler(path, workdir)
     try:
         info = fx("profile", "info", "--all")
-        assert info["name"].startswith(
-            "pyunwind: %d processes, CPython 3.14.7" % len(info["processes"]))
+        assert info["name"] == "pyunwind: %d processes, CPython 3.14.7, " \
+            "wall mode" % len(info["processes"]), info["name"]
         procs = {int(p["pid"]): p for p in info["processes"]}
         assert len(procs) == len(info["processes"])
         assert truth["shell"] not in procs
@@ -197,14 +181,54 @@ def test_gecko_a_track_per_process(workdir):
                 "Thread %d (main thread)" % p, got
             funcs = fx.functions(main[0]["threadHandle"])
             assert funcs[park][0] > 0, (p, park, dict(funcs))
-            if p != killed:
-                assert got["endTime"] is None, got
-                assert got["startTime"] < 500, got
-        end = procs[killed]["endTime"]
-        assert end is not None and 300 < end < 1900, procs[killed]
-        later = [p for p in procs if p not in parks and
-                 procs[p]["startTime"] > end - 1]
-        assert later, {p: (q["startTime"], q["endTime"])
-                       for p, q in procs.items()}
+            assert got["startTime"] < 500 and got["endTime"] is None, got
+    finally:
+        fx.close()
+
+
+def test_gecko_a_process_that_runs_another_program(workdir):
+    """A process that runs another program (exec) during the run is two
+    processes of one pid: the Profiler shows the first ending when the
+    second begins (its end and start times), the second as "PID.1" (a
+    track of its own), each with its own stack."""
+    first = labelled(PYTHONS, "3.14.7")
+    then = labelled(PYTHONS, "3.11.2-debian")
+    code = ("import os, time\n"
+            "def before_exec():\n"
+            "    print('ready', flush=True)\n"
+            "    time.sleep(0.7)\n"
+            "    os.execv(%r, [%r, '-c', 'import time\\n"
+            "def after_exec():\\n    time.sleep(60)\\nafter_exec()'])\n"
+            "before_exec()\n" % (then, then))
+    target = subprocess.Popen([first, "-c", code], stdout=subprocess.PIPE,
+                              text=True)
+    path = os.path.join(workdir, "exec.gecko.json")
+    try:
+        assert target.stdout.readline() == "ready\n"
+        sample_tree(target.pid, "gecko", path, seconds="1.5")
+    finally:
+        target.kill()
+        target.wait()
+        target.stdout.close()
+    fx = FirefoxProfiler(path, workdir)
+    try:
+        procs = {p["pid"]: p for p in fx("profile", "info", "--all")
+                 ["processes"]}
+        before, after = str(target.pid), "%d.1" % target.pid
+        assert sorted(procs) == sorted([before, after]), procs
+        assert procs[before]["name"].startswith("pid %d (%s -c " % (
+            target.pid, first)), procs[before]
+        assert procs[after]["name"].startswith("pid %d (%s -c " % (
+            target.pid, then)), procs[after]
+        end = procs[before]["endTime"]
+        assert end is not None and 300 < end < 1400, procs[before]
+        start = procs[after]["startTime"]
+        assert end <= start < end + 200 and \
+            procs[after]["endTime"] is None, procs[after]
+        for p, func, other in ((before, "before_exec", "after_exec"),
+                               (after, "after_exec", "before_exec")):
+            thread, = procs[p]["threads"]
+            funcs = fx.functions(thread["threadHandle"])
+            assert funcs[func][0] > 0 and other not in funcs, (p, funcs)
     finally:
         fx.close()

@@ -17,7 +17,8 @@
  *             i, its prefix given as an offset back to its parent's)
  *   threads   one per profile thread, main threads first, each with its
  *             process's pid and name: the Profiler makes a track of each
- *             process (pid) and puts its threads in it; a process first
+ *             process (pid: "PID.K" for the Kth later process of a
+ *             pid) and puts its threads in it; a process first
  *             sampled after the start, or that ended before the end, is
  *             registered from, and unregistered at, those times (one
  *             process: "Python (PID N)", over the whole run); its samples
@@ -433,6 +434,17 @@ static size_t put_marker_column(gecko *g, const tsample *s, size_t n,
     return count;
 }
 
+/* How many processes before `proc` have its pid (one that ran another
+ * program, or a pid used again): the Profiler makes one track of a pid,
+ * so a later one is "PID.K". */
+static unsigned pid_repeats(const pyu_profile_data *d, uint32_t proc)
+{
+    unsigned k = 0;
+    for (uint32_t i = 0; i < proc; i++)
+        k += d->processes[i].pid == d->processes[proc].pid;
+    return k;
+}
+
 static void put_thread(gecko *g, size_t th, bool first_thread)
 {
     FILE *out = g->out;
@@ -457,9 +469,12 @@ static void put_thread(gecko *g, size_t th, bool first_thread)
         char name[1100];
         pyu_profile_process_label(name, sizeof name, pr);
         pyu_json_str(out, name);
-        fprintf(out, ", \"pid\": \"%d\", \"tid\": %" PRIu64
-                     ", \"processStartupTime\": ",
-                pr->pid, t->native_thread_id);
+        unsigned again = pid_repeats(d, t->process);
+        fprintf(out, ", \"pid\": \"%d", pr->pid);
+        if (again)
+            fprintf(out, ".%u", again);
+        fprintf(out, "\", \"tid\": %" PRIu64 ", \"processStartupTime\": ",
+                t->native_thread_id);
         put_ms(out, pr->start_ns);
         fputs(", \"processShutdownTime\": ", out);
         pr->exited ? put_ms(out, pr->end_ns) : (void)fputs("null", out);
