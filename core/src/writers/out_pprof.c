@@ -266,7 +266,7 @@ static int encode(const pyu_profile_data *d, buf *b)
                                                         : 0));
         field_msg(b, 5, &m);
     }
-    char comment[128];
+    char comment[160];
     pyu_profile_name(comment, sizeof comment, d);
     int64_t s_comment = str_index(&st, comment);
     for (size_t i = 0; i < st.n; i++)

@@ -21,7 +21,6 @@
 
 #include <inttypes.h>
 #include <stdlib.h>
-#include <string.h>
 
 int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
 {
@@ -67,19 +66,17 @@ int pyu_profile_write_speedscope(pyu_profile *p, FILE *out)
         for (size_t i = 0; i < d->nstacks; i++)
             if (d->stacks[i].thread == th)
                 total += d->stacks[i].count * unit;
-        char label[1200];
-        size_t at = 0;
+        char label[96], named[1200];
+        pyu_profile_thread_label(label, sizeof label, t);
         if (many) {
-            pyu_profile_process_label(label, sizeof label - 96,
+            char process[1100];
+            pyu_profile_process_label(process, sizeof process,
                                       &d->processes[t->process]);
-            at = strlen(label);
-            label[at++] = ':';
-            label[at++] = ' ';
+            snprintf(named, sizeof named, "%s: %s", process, label);
         }
-        pyu_profile_thread_label(label + at, sizeof label - at, t);
         fprintf(out, "%s{\"type\": \"sampled\", \"name\": ",
                 written++ ? ",\n " : "\n ");
-        pyu_json_str(out, label);
+        pyu_json_str(out, many ? named : label);
         fprintf(out,
                 ", \"unit\": \"%s\", \"startValue\": 0, \"endValue\": "
                 "%" PRIu64 ",\n  \"samples\": [",
