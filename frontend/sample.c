@@ -267,7 +267,7 @@ typedef struct target {
     bool done;      /* let go */
     bool have_exe;
     struct stat exe;
-    uint64_t mark;  /* exec_mark() when found (0: not checked) */
+    uint64_t mark;  /* exec_mark() when found (0: unknown) */
     uint64_t failing_since;
 } target;
 
@@ -331,7 +331,7 @@ static int add_target(run *r, pyu_session *s, int pid, bool own, bool named)
     *t = (target){.s = s, .sm = sm, .pid = pid ? pid : ti.pid,
                   .proc = (uint32_t)proc, .own = own, .named = named};
     t->have_exe = exe_of(t->pid, &t->exe);
-    t->mark = r->watch ? exec_mark(t->pid) : 0;
+    t->mark = exec_mark(t->pid);
     r->live++;
     return 0;
 }
@@ -400,20 +400,32 @@ static void open_descendant(run *r, int pid, uint64_t now)
 
 /* --subprocesses: the processes new in the tree, and the ones that were
  * not Python and may be now (young, or since an exec). */
-static void discover(run *r, uint64_t now)
+/* A few of the targets each time: has one run exec since the last look?
+ * (its reads may go on working: the same Python again, not
+ * position-independent, has its runtime at the same address, and the
+ * caches of the program before would name the new one's code.)  With
+ * several processes it is let go, and with --subprocesses its pid looked
+ * at again as new; returns true when the one target of a run did. */
+static bool check_execs(run *r, uint64_t now)
 {
-    /* a few of the targets each time: has one run exec since the last
-     * look?  (it is let go, and its pid looked at again as new) */
     for (size_t k = 0; k < EXEC_CHECKS && r->n; k++) {
         target *t = &r->t[r->exec_at++ % r->n];
         uint64_t mark;
         if (t->done || !t->mark || (mark = exec_mark(t->pid)) == t->mark ||
             !mark)
             continue;
+        if (!r->many)
+            return true;
         int pid = t->pid;
         let_go(r, t, true, now - r->start);
-        open_descendant(r, pid, now); /* (may move r->t) */
+        if (r->watch)
+            open_descendant(r, pid, now); /* (may move r->t) */
     }
+    return false;
+}
+
+static void discover(run *r, uint64_t now)
+{
     int pids[SCAN_BATCH];
     int n = pyu_proc_watch_scan(r->watch, pids, SCAN_BATCH);
     for (int i = 0; i < n; i++) {
@@ -477,9 +489,12 @@ static int sample_one(run *r, target *t, uint64_t t_ns,
     else if (rc < 0 && t->have_exe && t->pid > 0) {
         /* (a process that exits loses its /proc/PID/exe first: a zombie
          * has none) */
+        uint64_t mark;
         if (!exe_of(t->pid, &exe1))
             why = "the target exited";
-        else if ((exec = !same_file(&exe1, &t->exe)))
+        else if ((exec = !same_file(&exe1, &t->exe) ||
+                         (t->mark && (mark = exec_mark(t->pid)) &&
+                          mark != t->mark)))
             why = "the target ran exec (another program)";
     }
     if (why) {
@@ -628,8 +643,13 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         uint64_t t = now_ns();
         if (t >= deadline)
             break;
-        if (r.watch && t >= next_scan) {
-            discover(&r, t);
+        if (t >= next_scan) {
+            if (check_execs(&r, t)) {
+                ended = "the target ran exec (another program)";
+                break;
+            }
+            if (r.watch)
+                discover(&r, t);
             next_scan = t + SCAN_EVERY_NS;
         }
         if (r.many && h->gone)
@@ -682,6 +702,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         while (r.watch && next_scan < due && !(h->stop && *h->stop)) {
             wait_until(&wt, next_scan, h->stop);
             uint64_t ts = now_ns();
+            check_execs(&r, ts); /* (r.many: --subprocesses) */
             discover(&r, ts);
             next_scan = ts + SCAN_EVERY_NS;
             now = ts;

@@ -451,3 +451,40 @@ def test_a_child_in_another_pid_namespace(workdir):
         os.killpg(p.pid, signal.SIGKILL)
         p.wait()
         p.stdout.close()
+
+
+EXEC_SELF = r"""
+import os, sys, time
+def before_exec():
+    end = time.time() + 0.6
+    while time.time() < end:
+        pass
+if sys.argv[1:] == ["again"]:
+    time.sleep(0.6)
+    sys.exit()
+before_exec()
+os.execv(sys.executable, [sys.executable, sys.argv[0], "again"])
+"""
+
+
+@pytest.mark.parametrize("label", ["3.11.2-debian", "3.14.7"])
+def test_one_target_that_runs_itself_again(label, workdir):
+    """sample -- PROGRAM, a Python that runs exec of the same interpreter
+    (3.11 is not position-independent: its runtime is at the same address
+    and the reads go on working): the run ends at the exec and says so,
+    no sample of the new program taken with what was cached of the old."""
+    script = os.path.join(workdir, "exec_self.py")
+    with open(script, "w") as f:
+        f.write(EXEC_SELF)
+    out = os.path.join(workdir, "profile.txt")
+    r = pyunwind("sample", "-r", "200", "--format", "collapsed", "-o", out,
+                 "--", BY_LABEL[label], script)
+    assert r.returncode == 0, r.stderr
+    assert "; the target ran exec (another program)" in r.stderr, r.stderr
+    with open(out) as f:
+        lines = f.read().splitlines()
+    # (0.6 s of before_exec at 200/s; 0.1 s at most before the exec seen)
+    busy = sum(int(line.rpartition(" ")[2]) for line in lines
+               if "before_exec" in line)
+    total = sum(int(line.rpartition(" ")[2]) for line in lines)
+    assert busy > 90 and total - busy < 30, lines

@@ -132,12 +132,8 @@ int pyu_profile_write_flamegraph_diff(pyu_profile *p, pyu_profile *base,
         free(data);
         return -PYU_E_NOMEM;
     }
-    char title[128];
-    if (d->nprocesses > 1)
-        snprintf(title, sizeof title, "pyunwind: %zu processes, %s mode",
-                 d->nprocesses, pyu_profile_mode_name(d->info->mode));
-    else
-        pyu_profile_title(title, sizeof title, d->info);
+    char title[256];
+    pyu_profile_name(title, sizeof title, d);
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
           "\n<title>",
           out);

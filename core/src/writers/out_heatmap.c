@@ -356,8 +356,8 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
             rc = -PYU_E_NOMEM;
     }
     if (rc == 0) {
-        char title[128];
-        pyu_profile_title(title, sizeof title, d->info);
+        char title[256];
+        pyu_profile_name(title, sizeof title, d);
         fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta "
               "charset=\"utf-8\">\n<title>",
               out);
