@@ -5,7 +5,8 @@ in it.  It is installed beside each of them (CMakeLists.txt)."""
 
 def sample_argv(duration=None, rate=None, mode=None, thread=None, gc=False,
                 native=False, async_stacks=False, read_only=False,
-                no_cache=False, blocking=False, opcodes=False):
+                no_cache=False, blocking=False, opcodes=False,
+                subprocesses=False):
     """py-sample's command line for sample()'s keywords."""
     argv = []
     for value, opt in ((duration, "-d"), (rate, "-r"), (mode, "--mode"),
@@ -15,7 +16,8 @@ def sample_argv(duration=None, rate=None, mode=None, thread=None, gc=False,
     for flag, name in ((gc, "--gc"), (native, "--native"),
                        (async_stacks, "--async"), (read_only, "--read-only"),
                        (no_cache, "--no-cache"), (blocking, "--blocking"),
-                       (opcodes, "--opcodes")):
+                       (opcodes, "--opcodes"),
+                       (subprocesses, "--subprocesses")):
         if flag:
             argv.append(name)
     return argv

@@ -256,7 +256,8 @@ class Profile:
 
 def sample(debugger=None, duration=None, rate=None, mode=None, thread=None,
            gc=False, native=False, async_stacks=False, read_only=False,
-           no_cache=False, blocking=False, opcodes=False):
+           no_cache=False, blocking=False, opcodes=False,
+           subprocesses=False):
     """Runs the selected process for a sampling window, as py-sample does
     (duration seconds; None: until it stops by itself), and returns the
     Profile: py-sample's options as keywords.  The process is stopped
@@ -265,7 +266,7 @@ def sample(debugger=None, duration=None, rate=None, mode=None, thread=None,
     ended early (a breakpoint, a signal, the exit) or None."""
     argv = _shared().sample_argv(
         duration, rate, mode, thread, gc, native, async_stacks, read_only,
-        no_cache, blocking, opcodes)
+        no_cache, blocking, opcodes, subprocesses)
     prof = Profile(debugger)
     try:
         out = prof._run("sample", *argv)

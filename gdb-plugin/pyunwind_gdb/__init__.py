@@ -697,14 +697,15 @@ def _window(argv):
 
 def sample(duration=None, rate=None, mode=None, thread=None, gc=False,
            native=False, async_stacks=False, read_only=False,
-           no_cache=False, blocking=False, opcodes=False):
+           no_cache=False, blocking=False, opcodes=False,
+           subprocesses=False):
     """Runs the selected live inferior for a sampling window (duration
     seconds; None: until it stops or Ctrl-C) and returns the Profile:
     py-sample's options as keywords.  The inferior is stopped again at the
     end, with the selected thread and frame as they were."""
     argv = pyunwind_shared.sample_argv(
         duration, rate, mode, thread, gc, native, async_stacks, read_only,
-        no_cache, blocking, opcodes)
+        no_cache, blocking, opcodes, subprocesses)
     return _window(argv)[0]
 
 

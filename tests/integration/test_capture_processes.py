@@ -63,23 +63,11 @@ def roles_of(truth):
     return roles
 
 
-def processes_of(path, workdir):
-    """The report's processes of a capture, as [{pid, start_ns, end_ns,
-    exited, ...}]: the json format's "processes" when it has them, else
-    the flame graph page's data (its processes' table)."""
-    data = json.loads(report(path, "--format", "json"))
-    if "processes" in data:
-        return data["processes"]
-    page = os.path.join(workdir, "processes.html")
-    report(path, "--format", "flamegraph", "-o", page)
-    with open(page, encoding="utf-8") as f:
-        html = f.read()
-    m = re.search(r'<script type="application/json" id="pyu-data">(.*?)'
-                  r'</script>', html, re.S)
-    assert m, "no data in the page"
-    keys = ("pid", "command", "python", "free_threaded", "start_ns",
-            "end_ns", "exited")
-    return [dict(zip(keys, pr)) for pr in json.loads(m.group(1))["processes"]]
+def processes_of(path):
+    """The report's processes of a capture, from the json format
+    (docs/json.md#profiles): [{pid, command, python, start_ns, end_ns (None
+    while it lived), ...}]."""
+    return json.loads(report(path, "--format", "json"))["processes"]
 
 
 def test_a_capture_of_a_tree(workdir):
@@ -147,18 +135,18 @@ def test_a_process_that_exits_during_the_run(workdir):
                 run.kill()
                 run.wait()
         assert run.returncode == 0, err
-    procs = processes_of(raw, workdir)
+    procs = processes_of(raw)
     mine = [p for p in procs if p["pid"] == worker]
     assert len(mine) == 1, procs
     ended = mine[0]
-    assert ended["exited"], ended
+    assert ended["end_ns"] is not None, ended
     # (killed about 1.5 s in; the sampler sees it go at its next sample)
     assert 0.5e9 < ended["end_ns"] < 3.9e9, ended
     assert ended["end_ns"] > ended["start_ns"]
     lived = [p for p in procs if p["pid"] in roles_of(truth) and
              p["pid"] != worker]
     assert len(lived) == len(roles_of(truth)) - 1, procs
-    assert not any(p["exited"] for p in lived), lived
+    assert all(p["end_ns"] is None for p in lived), lived
     # the pool's new worker: found during the run, sampled from then
     new = [p for p in procs if p["pid"] not in roles_of(truth) and
            p["start_ns"] > ended["end_ns"] - 0.1e9]

@@ -342,10 +342,17 @@ def test_the_debuggers_read_the_inferiors_descendants(dbg, workdir):
         parent = truth["parent"]
         setup, args, teardown = dbg.attach(parent)
         before = measured(workdir, truth["workers"])
+        # (gdb's scripting API too: its profile keeps the processes)
+        script = ["python print('procs', sorted(x['pid'] for x in "
+                  "pyunwind_gdb.sample(duration=0.3, subprocesses=True)"
+                  ".data()['processes']))"] if dbg.name == "gdb" else []
         tr = dbg.run(["py-dump --subprocesses --no-source",
                       "py-sample --subprocesses -d 2 --format collapsed",
-                      *teardown], args=args, setup=setup)
+                      *script, *teardown], args=args, setup=setup)
         after = measured(workdir, truth["workers"])
+        if script:
+            assert "procs %s" % sorted([parent] + truth["workers"]) in \
+                tr[script[0]], tr[script[0]]
         dump = tr["py-dump --subprocesses"]
         heads = [int(line.split()[1].rstrip(":")) for line in dump.splitlines()
                  if line.startswith("Process ") and "CPython" in line]
