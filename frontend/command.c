@@ -448,9 +448,9 @@ static int take_pids(pyu_cmd_opts *o, int argc, char **argv, char *msg,
     take_pid(o, argv[optind], msg, msglen);
     o->targets = argv + optind;
     o->ntargets = argc - optind;
-    if (o->thread && (o->ntargets > 1 || o->subprocesses))
+    if (o->thread && o->ntargets > 1)
         return usage(msg, msglen, "--thread names a thread of one process: "
-                     "give one PID, without --subprocesses");
+                     "give one PID");
     return PYU_EXIT_OK;
 }
 
@@ -490,9 +490,6 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
     if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
         o->launch = argv + optind;
         o->nlaunch = argc - optind;
-        if (o->thread && o->subprocesses)
-            return usage(msg, msglen, "--thread names a thread of one "
-                         "process: not with --subprocesses");
         return PYU_EXIT_OK;
     }
     if (optind == argc)
@@ -630,6 +627,9 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                          argv[optind - 1], name);
         }
     }
+    if (o->thread && o->subprocesses)
+        return usage(msg, msglen, "--thread names a thread of one process: "
+                     "not with --subprocesses");
     if (kind == PYU_CMD_SAMPLE)
         return check_sample(o, fe, argc, argv, name, msg, msglen);
     if (kind == PYU_CMD_REPORT) {

@@ -263,7 +263,6 @@ typedef struct target {
     int pid;
     uint32_t proc;  /* its process in the profile */
     bool own;       /* its session was opened here */
-    bool named;     /* given by the caller (else a descendant found) */
     bool done;      /* let go */
     bool have_exe;
     struct stat exe;
@@ -298,9 +297,9 @@ typedef struct run {
     int ex;      /* the worst of what went wrong with a single process */
 } run;
 
-/* Adds session s (of live process pid, or 0) to the run: its sampler, its process in
- * the profile.  Returns 0, or a negated error (s is then not taken). */
-static int add_target(run *r, pyu_session *s, int pid, bool own, bool named)
+/* Adds session s (of live process pid, or 0) to the run: its sampler, its
+ * process in the profile.  Returns 0, or a negated error (s is then not taken). */
+static int add_target(run *r, pyu_session *s, int pid, bool own)
 {
     if (r->n == r->cap_t) {
         size_t ncap = r->cap_t ? r->cap_t * 2 : 8;
@@ -329,11 +328,18 @@ static int add_target(run *r, pyu_session *s, int pid, bool own, bool named)
     }
     target *t = &r->t[r->n++];
     *t = (target){.s = s, .sm = sm, .pid = pid ? pid : ti.pid,
-                  .proc = (uint32_t)proc, .own = own, .named = named};
+                  .proc = (uint32_t)proc, .own = own};
     t->have_exe = exe_of(t->pid, &t->exe);
     t->mark = exec_mark(t->pid);
     r->live++;
     return 0;
+}
+
+/* How a target is opened: stopped for each read with --blocking (its
+ * sampler then stops it), else running. */
+static unsigned open_flags(const pyu_cmd_opts *o)
+{
+    return o->sample_flags & PYU_SAMPLE_BLOCKING ? 0 : PYU_OPEN_NONBLOCKING;
 }
 
 /* Lets target t go: it ended at elapsed (when it exited: `exited`). */
@@ -380,11 +386,8 @@ static void open_descendant(run *r, int pid, uint64_t now)
     pyu_session *s = pyu_session_new();
     if (!s)
         return;
-    unsigned flags = r->o->sample_flags & PYU_SAMPLE_BLOCKING
-                         ? 0
-                         : PYU_OPEN_NONBLOCKING;
-    int rc = pyu_open_pid(s, pid, flags);
-    if (rc == 0 && (rc = add_target(r, s, pid, true, false)) == 0)
+    int rc = pyu_open_pid(s, pid, open_flags(r->o));
+    if (rc == 0 && (rc = add_target(r, s, pid, true)) == 0)
         return;
     if (rc == -PYU_E_NOTPY || rc == -PYU_E_VERSION || rc == -PYU_E_STATE)
         note_notpy(r, pid, now); /* (STATE: a runtime not set up yet) */
@@ -398,8 +401,6 @@ static void open_descendant(run *r, int pid, uint64_t now)
     pyu_session_free(s);
 }
 
-/* --subprocesses: the processes new in the tree, and the ones that were
- * not Python and may be now (young, or since an exec). */
 /* A few of the targets each time: has one run exec since the last look?
  * (its reads may go on working: the same Python again, not
  * position-independent, has its runtime at the same address, and the
@@ -424,6 +425,8 @@ static bool check_execs(run *r, uint64_t now)
     return false;
 }
 
+/* --subprocesses: the processes new in the tree, and the ones that were
+ * not Python and may be now (young, or since an exec). */
 static void discover(run *r, uint64_t now)
 {
     int pids[SCAN_BATCH];
@@ -511,7 +514,7 @@ static int sample_one(run *r, target *t, uint64_t t_ns,
         int pid = t->pid;
         let_go(r, t, true, t_ns - r->start);
         if (exec && r->watch) /* (the program it runs now may be Python) */
-            note_notpy(r, pid, t_ns);
+            open_descendant(r, pid, t_ns); /* (may move r->t) */
         return PYU_EXIT_OK;
     }
     if (rc < 0 && (fatal(rc) || (t->failing_since &&
@@ -558,9 +561,6 @@ static void many_summary(FILE *diag, const pyu_profile_data *d,
 static int more_targets(run *r, const pyu_cmd_opts *o, int first_pid,
                         char *msg, size_t msglen)
 {
-    unsigned flags = o->sample_flags & PYU_SAMPLE_BLOCKING
-                         ? 0
-                         : PYU_OPEN_NONBLOCKING;
     for (int i = 1; i < o->ntargets; i++) {
         int pid = (int)strtol(o->targets[i], NULL, 10);
         pyu_session *s = pyu_session_new();
@@ -568,8 +568,8 @@ static int more_targets(run *r, const pyu_cmd_opts *o, int first_pid,
             snprintf(msg, msglen, "out of memory");
             return PYU_EXIT_INTERNAL;
         }
-        int rc = pyu_open_pid(s, pid, flags);
-        if (rc == 0 && (rc = add_target(r, s, pid, true, true)) == 0)
+        int rc = pyu_open_pid(s, pid, open_flags(o));
+        if (rc == 0 && (rc = add_target(r, s, pid, true)) == 0)
             continue;
         if (r->diag)
             fprintf(r->diag, "pyunwind: error: process %d: %s\n", pid,
@@ -597,7 +597,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                        FILE *diag, char *msg, size_t msglen)
 {
     run r = {.o = o, .p = p, .diag = diag};
-    int rc = add_target(&r, s, h->pid, false, true);
+    int rc = add_target(&r, s, h->pid, false);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(s));
         free(r.t);
