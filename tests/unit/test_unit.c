@@ -1191,6 +1191,8 @@ static void sim_init(sim *x, uint64_t seed)
     put64(&x->m, FRAMES - 0x18, 0xC00);
     put_frame(&x->m, SIM_FRAME(0), CODE, TSTATE + 0x80, 0, 0);
     put64(&x->m, SIM_FRAME(0) + 0x10, SIM_FUNC);
+    /* the function's code object, after its header and four fields */
+    put64(&x->m, SIM_FUNC + 0x30, CODE);
     x->m.img[TSTATE + 0x80 + 0x4A - IMG_BASE] = 3;
     x->depth = 1;
     for (int i = 0; i < 12; i++)

@@ -31,10 +31,11 @@
  *     stack that started an eval loop and has no previous.  A walk that
  *     meets NULL anywhere else went through a frame left behind: a
  *     suspended generator's frame has no previous.
- *   - Every Python frame runs a code object, and its instruction pointer
- *     lies inside that code object's bytecode.  A frame being written
- *     while it was copied (a new call filling a reused slot) shows one
- *     call's code object with another call's instruction pointer.
+ *   - Every Python frame runs a code object, its instruction pointer
+ *     lies inside that code object's bytecode, and the function it names
+ *     runs that code object.  A frame being written while it was copied
+ *     (a new call filling a reused slot) shows one call's code object with
+ *     another call's instruction pointer or function.
  *   - A frame on the data stack was pushed by its caller's current
  *     instruction.  When that instruction is a call (CALL, CALL_KW,
  *     CALL_FUNCTION_EX and their specialised forms), the caller saved the
@@ -51,6 +52,14 @@
  *     must show the same call (at it, or gone on from it); a window's
  *     frames read elsewhere, copied once, want the callee's name in the
  *     caller's code, or a copy of the caller made then at that call.
+ *     A caller that has not started (3.11: before its first
+ *     instruction, a frame CPython does not show) has called nothing,
+ *     and a 3.11 caller at the call instruction itself is running it: it
+ *     moves to the call's last inline cache entry as it pushes the frame.
+ *     A caller whose copy ended before the words at its stack's top is
+ *     copied again with them, and must still be at the call: the words
+ *     read alone are of another moment, maybe of another call in its
+ *     place (a1's stack under b1's frame).
  *     A caller whose instruction pushes frames in
  *     another way (a property getter, __getitem__, a generator's send,
  *     the shim that runs __init__, an instrumented instruction) gives no
@@ -172,13 +181,19 @@ static uint8_t kind_of(pyu_sampler *sm, const pyu_frame_raw *f,
         if (!k->code)
             break;
     }
-    uint32_t instr = pyu_code_instr(s, c, f->instr_ptr, f->tlbc);
+    uint32_t instr = pyu_code_instr(s, c, f->instr_ptr, f->tlbc), at = instr;
     if (instr == PYU_INSTR_UNKNOWN)
         return PYU_AT_OTHER;
     const char *op, *base;
     pyu_code_opcode(s, f->instr_ptr - 2 * (uint64_t)instr, &instr, &op,
                     &base);
     uint8_t kind = classify(op, base);
+    /* (3.11 points a caller at its call's last inline cache entry when
+     * it pushes the frame: at the call itself it is running it, and has
+     * pushed nothing yet) */
+    if (kind == PYU_AT_CALL && s->off.instr_in_caches && at == instr &&
+        strcmp(base, "CALL") == 0)
+        kind = PYU_AT_OTHER;
     if (!*op)
         return kind; /* (not remembered: the read may work next time) */
     if (sm->kind_epoch != s->code_epoch) /* (a read flushed the caches) */
@@ -410,6 +425,13 @@ static bool pushed(pyu_sampler *sm, const pyu_sframe *c, const pyu_code *cc,
     uint8_t kind = kind_of(sm, &c->r, cc);
     if (kind == PYU_AT_PUSH)
         return true;
+    /* (the words at the caller's stack top not in its copy: read with the
+     * caller again, which must still be at that call -- read alone they
+     * are of another moment, maybe of another call in its place) */
+    if (kind == PYU_AT_CALL && c->r.sp &&
+        c->nslot < (sm->s->off.builtin ? 2 : 1))
+        return copied_again(sm, c, e) || is_none(sm, e->r.func) ||
+               names_callee(sm, c->r.code, e->r.code);
     if (kind == PYU_AT_CALL &&
         calls(sm, c->r.sp, c->slot, c->nslot, c->ret, e->r.func)) {
         /* the innermost frames were read twice: a copy can mix two
@@ -450,9 +472,38 @@ static bool complete(const pyu_sampler *sm, const pyu_sthread *t,
     }
 }
 
+/* Whether function func's code object is code (a frame of one call with
+ * the function of the next call in its slot, half written, has not).
+ * Remembered in sets of four by the function's address; checked against
+ * the target when it disagrees: a function freed and another made at its
+ * address, a __code__ assigned. */
+static bool func_runs(pyu_sampler *sm, uint64_t func, uint64_t code)
+{
+    pyu_func_slot *set = &sm->funcs[pyu_slot(func, PYU_FUNCS_MEMO) & ~3u];
+    size_t k = 0;
+    for (; k < 4 && set[k].func; k++)
+        if (set[k].func == func) {
+            if (set[k].code == code)
+                return true;
+            break;
+        }
+    if (k == 4)
+        k = sm->funcs_next++ & 3; /* (a full set: each in turn) */
+    /* (PyFunctionObject: the object's header, then globals, builtins,
+     * name, qualname, code, 3.11 to 3.15) */
+    uint64_t fc;
+    if (pyu_read_quiet(sm->s, func + PYU_OFF(&sm->s->off, ob_type) + 8 + 32,
+                       &fc, 8) < 0)
+        return is_none(sm, func);
+    set[k] = (pyu_func_slot){func, fc};
+    /* (None: a shim frame's, 3.13+ runs __init__'s that way) */
+    return fc == code || is_none(sm, func);
+}
+
 /* Whether the frame is one the rules take: an owner CPython has; a
- * Python frame runs a code object and its instruction lies in it.  1 or
- * 0, -1 on an error that ends the sample. */
+ * Python frame runs a code object and its instruction lies in it, and
+ * the function it names runs that code.  1 or 0, -1 on an error that
+ * ends the sample. */
 static int frame_ok(pyu_sampler *sm, const pyu_sframe *e)
 {
     pyu_session *s = sm->s;
@@ -466,9 +517,11 @@ static int frame_ok(pyu_sampler *sm, const pyu_sframe *e)
         return s->err.code == PYU_E_NOPROC || s->err.code == PYU_E_NOMEM
                    ? -1
                    : 0; /* (not a code object: torn) */
-    return pyu_code_instr(s, c, e->r.instr_ptr, e->r.tlbc) !=
-               PYU_INSTR_UNKNOWN ||
-           pyu_code_incomplete(s, c, e->r.owner, e->r.instr_ptr);
+    if (pyu_code_instr(s, c, e->r.instr_ptr, e->r.tlbc) ==
+            PYU_INSTR_UNKNOWN &&
+        !pyu_code_incomplete(s, c, e->r.owner, e->r.instr_ptr))
+        return 0;
+    return !e->r.func || func_runs(sm, e->r.func, e->r.code);
 }
 
 /* Whether the link from frame e down to its caller c has its evidence. */
@@ -483,6 +536,12 @@ static bool link_ok(pyu_sampler *sm, const pyu_sframe *c, const pyu_sframe *e)
     bool is_code;
     const pyu_code *cc = pyu_code_get(sm->s, c->r.code, &is_code);
     if (!cc)
+        return false;
+    /* a caller that has not started (3.11: before its first instruction)
+     * has made no call: the frame above is a leftover of its slot's
+     * earlier occupant, which its code may well name (b2's leaf above a
+     * b2 pushed anew, hidden as incomplete: b1 -> leaf) */
+    if (pyu_code_incomplete(sm->s, cc, c->r.owner, c->r.instr_ptr))
         return false;
     /* a frame popped before its copy has no evidence of its call left (its
      * caller, copied after that, has gone on): its caller's code must

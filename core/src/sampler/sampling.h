@@ -224,6 +224,12 @@ typedef struct pyu_sinterp {
     size_t first, n; /* its threads in sm->threads */
 } pyu_sinterp;
 
+/* A function object's code object, as last read (accept.c). */
+#define PYU_FUNCS_MEMO 1024
+typedef struct pyu_func_slot {
+    uint64_t func, code;
+} pyu_func_slot;
+
 /* Whether a code object names another's function (accept.c). */
 #define PYU_NAMES_MEMO 4096
 typedef struct pyu_names_slot {
@@ -287,6 +293,8 @@ struct pyu_sampler {
     uint64_t pick; /* snapshot.c: the state of its choices (xorshift) */
     pyu_names_slot names[PYU_NAMES_MEMO];
     uint64_t names_epoch;
+    pyu_func_slot funcs[PYU_FUNCS_MEMO]; /* function -> its code object */
+    unsigned funcs_next;
     /* sampler.c: (code object, instruction) -> profile frame; each
      * thread's result in this sample */
     struct pyu_memo_slot *memo;
