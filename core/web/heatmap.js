@@ -38,12 +38,23 @@
         .sort((a, b) => fileTotal(D.files[b]) - fileTotal(D.files[a]));
     for (const i of order) {
       const f = D.files[i];
-      const hot = Math.max(0, ...Object.values(f.total));
       const r = t.insertRow();
       r.className = 'file-row';
       r.insertCell().textContent = fileTotal(f);
       r.insertCell().textContent = pct(fileTotal(f));
-      r.insertCell().textContent = hot;
+      // the line with the most samples on it (total), linked, its count
+      const hot = r.insertCell();
+      hot.className = 'hot';
+      let best = 0;
+      for (const [line, n] of Object.entries(f.total))
+        if (n > (f.total[best] || 0)) best = line;
+      if (best) {
+        const a = document.createElement('a');
+        a.href = '#file=' + i + '&line=' + best;
+        a.textContent = 'line ' + best;
+        hot.appendChild(a);
+        hot.appendChild(document.createTextNode(' (' + f.total[best] + ')'));
+      }
       const c = r.insertCell();
       c.className = 'path';
       const a = document.createElement('a');

@@ -366,6 +366,8 @@ def test_every_format_from_a_capture(label, python, workdir):
     assert data["total"] == stacks and data["mode"] == "wall"
     top = report(path, "--format", "top", "--limit", "0").stdout
     assert "%d stacks from 2 threads" % stacks in top, top
+    one = report(path, "--format", "top", "--thread", str(main)).stdout
+    assert re.search(r"^\d+ stacks from 1 thread$", one, re.M), one
     pb = os.path.join(workdir, "run.pb.gz")
     report(path, "--format", "pprof", "-o", pb)
     assert "Total samples = %d" % stacks in go_pprof(
@@ -911,6 +913,16 @@ def test_heatmap_in_chromium(workdir):
                        "path": os.path.dirname(src)}, tree[:2]
     assert tree[1]["path"] == src, tree[:2]
     assert got["lines"] == line_counts(data, src), got["lines"]
+    # each file's hottest line: its number, linked, and its total samples
+    for row in got["hot"]:
+        if row["path"] != src:
+            continue
+        counts = line_counts(data, src)
+        line = max(counts, key=lambda k: (counts[k][1], -int(k)))
+        assert row["text"] == "line %s (%d)" % (line, counts[line][1]), row
+        assert row["href"].endswith("&line=" + line), row
+        assert got["hotOpened"] == int(line), (got["hotOpened"], row)
+    assert any(row["path"] == src for row in got["hot"]), got["hot"]
     with open(src, encoding="utf-8") as f:
         lines = f.read().splitlines()
     assert lines[got["link"]["line"] - 1].startswith("def busy(")
@@ -969,7 +981,7 @@ def test_live_view_on_a_terminal(workdir):
     assert "sorted by self; all threads" in views[0], views[0]
     assert any("sorted by total; all threads" in v for v in views)
     threads = [v for v in views if "sorted by total; thread " in v]
-    assert threads and "from 1 threads" in threads[-1], views[-1][:500]
+    assert threads and "from 1 thread\r" in threads[-1], views[-1][:500]
     assert "; interrupted" in views[-1]
     with open(out) as f:
         data = json.load(f)

@@ -2,7 +2,9 @@
 // reads the index, opens the file FILE, reads every line's counts, then
 // clicks the first "calls FUNC" link twice and reports how many times the
 // target line started to flash (each click must restart it).  Prints one
-// JSON object {errors, index: [[self, path]], tree: [{kind (dir or file),
+// JSON object {errors, index: [[self, path]], hot: [{path, text, href}]
+// (the index's hottest line of each file), hotOpened (the line FILE's
+// hottest-line link opened, highlighted), tree: [{kind (dir or file),
 // depth, self, path}], lines: {LINE: [self,
 // total]}, link: {file, line}, flashes, visible}; screenshots OUT-*.png.
 //
@@ -19,7 +21,23 @@ await run(modules, fileUrl(page_), { width: 1200, height: 700 },
         kind: r.className === 'dir-row' ? 'dir' : 'file',
         depth: Number(r.dataset.depth), self: Number(r.dataset.self),
         path: r.dataset.path })));
+  // each file's hottest line as the index shows it, then where its link
+  // leads: the file's page, scrolled to that line, highlighted
+  out.hot = await page.evaluate(() => [...document.querySelectorAll('.file-row')]
+      .map((r) => ({ path: r.cells[3].textContent, text: r.cells[2].textContent,
+                     href: r.cells[2].querySelector('a')?.getAttribute('href') })));
   await page.screenshot({ path: out_ + '-index.png', fullPage: true });
+  await page.evaluate((f) => [...document.querySelectorAll('.file-row')]
+      .find((r) => r.cells[3].textContent === f).cells[2].querySelector('a')
+      .click(), file);
+  await page.waitForSelector('table.src');
+  await new Promise((r) => setTimeout(r, 100));
+  out.hotOpened = await page.evaluate(() => {
+    const r = document.querySelector('tr.flash');
+    return r ? Number(r.dataset.line) : null;
+  });
+  await page.evaluate(() => { location.hash = ''; });
+  await page.waitForSelector('.file-row');
   const opened = await page.evaluate((f) => {
     const a = [...document.querySelectorAll('.file-row a')]
         .find((x) => x.textContent === f);

@@ -211,18 +211,33 @@ int pyu_profile_write_top(pyu_profile *p, FILE *out, int sort, size_t limit)
         free(stamp);
         return -PYU_E_NOMEM;
     }
+    /* (the threads with stacks: a profile selected by thread keeps the
+     * others, without any) */
+    size_t nthreads = 0;
+    bool *seen = calloc(d->nthreads ? d->nthreads : 1, sizeof *seen);
+    if (!seen) {
+        free(rows);
+        free(stamp);
+        return -PYU_E_NOMEM;
+    }
+    for (size_t i = 0; i < d->nstacks; i++) {
+        const pyu_profile_stack *st = &d->stacks[i];
+        if (st->count && st->thread < d->nthreads && !seen[st->thread]) {
+            seen[st->thread] = true;
+            nthreads++;
+        }
+    }
+    free(seen);
     sort_data = d;
     sort_key = sort;
     qsort(rows, n, sizeof *rows, cmp_rows);
     pyu_profile_summary(out, d);
     double all = d->total ? (double)d->total : 1.0;
+    fprintf(out, "%" PRIu64 " stack%s from %zu thread%s", d->total,
+            d->total == 1 ? "" : "s", nthreads, nthreads == 1 ? "" : "s");
     if (many)
-        fprintf(out, "%" PRIu64 " stacks from %zu threads of %zu processes"
-                     "\n\n",
-                d->total, d->nthreads, d->nprocesses);
-    else
-        fprintf(out, "%" PRIu64 " stacks from %zu threads\n\n", d->total,
-                d->nthreads);
+        fprintf(out, " of %zu processes", d->nprocesses);
+    fputs("\n\n", out);
     fprintf(out, "%10s %7s %10s %7s  %s%s\n", "self", "self%", "total",
             "total%", many ? "    pid  " : "", "function (file:line)");
     if (limit && n > limit)
