@@ -25,6 +25,10 @@
 // sampled from or ended), a process choice (the thread choice then lists
 // that process's threads), and in each frame's tooltip the processes its
 // samples came from.  With one process the page is as it always was.
+//
+// "lines" (l) splits each function's frame by the line it was on (a frame
+// per function and line, labelled fn:LINE); the theme follows the
+// system's dark preference unless chosen; "SVG" saves the view as drawn.
 'use strict';
 (function () {
   const RAW = JSON.parse(document.getElementById('pyu-data').textContent);
@@ -36,7 +40,7 @@
   const many = P.length > 1;
   const state = { process: -1, thread: -1, status: 0, inverted: false, zoom: [],
                   search: '', files: false, modules: false, selected: null,
-                  elided: false, sandwich: null };
+                  elided: false, sandwich: null, lines: false };
 
   // a function's identity across profiles (its name and file) as a
   // number: one per distinct name and file, shared by the profile and its
@@ -58,14 +62,40 @@
     return X.fkeys;
   }
   function keyOf(X, f) { return funcKeys(X)[f]; }
+  // a frame's key: its function's, or with "lines" its function's and
+  // line's (frames of one line that ran other instructions are one)
+  function frameKey(X, fr) {
+    const f = X.frames[fr][0];
+    if (!state.lines) return keyOf(X, f);
+    if (!X.lkeys) X.lkeys = new Map();
+    let id = X.lkeys.get(fr);
+    if (id === undefined) {
+      const fn = X.functions[f], line = X.frames[fr][1];
+      const s = fn[0] + '\u0000' + fn[1] + '\u0000' + line;
+      id = keyIds.get(s);
+      if (id === undefined) {
+        id = keyNames.length;
+        keyIds.set(s, id);
+        keyNames.push(line > 0 ? fn[0] + ':' + line : fn[0]);
+      }
+      X.lkeys.set(fr, id);
+    }
+    return id;
+  }
+  // a tree node for frame fr of X
+  function nodeFor(X, fr, k, parent) {
+    return { fn: X.frames[fr][0], line: state.lines ? X.frames[fr][1] : 0,
+             key: k, total: 0, self: 0, kids: new Map(), parent };
+  }
 
+  // the frames (indices into X.frames) of a stack, outermost first
   function pathOf(X, node) {
     if (!X.paths) X.paths = new Map();
     let p = X.paths.get(node);
     if (p) return p;
     const out = [];
     for (let n = node, guard = 0; n !== 0 && guard < 100000; guard++) {
-      out.push(X.frames[X.nodes[n][1]][0]);
+      out.push(X.nodes[n][1]);
       n = X.nodes[n][0];
     }
     out.reverse();
@@ -92,14 +122,24 @@
     return p.split('/').join('.');
   }
   // a frame's label: the function, with its file and line or its module
-  // when asked for
-  function label(f) {
-    const extra = state.files ? fnWhere(f) : state.modules ? fnModule(f) : '';
-    return fnName(f) + (extra ? ' (' + extra + ')' : '');
+  // when asked for; with "lines" the line it was on (fn:LINE, or
+  // fn (module:LINE))
+  function label(n) {
+    const line = n.line > 0 ? n.line : 0;
+    const extra = state.files ? where(n)
+                : state.modules ? fnModule(n.fn) + (line ? ':' + line : '')
+                : '';
+    if (!extra) return nodeName(n);
+    return fnName(n.fn) + ' (' + extra + ')';
   }
-  function fnWhere(f) {
-    const fn = D.functions[f];
-    return fn[3] === 0 ? fn[1] + ':' + fn[2] : '';
+  function nodeName(n) {
+    return fnName(n.fn) + (n.line > 0 ? ':' + n.line : '');
+  }
+  // the file and line of a node: the function's first line, or with
+  // "lines" the node's
+  function where(n) {
+    const fn = D.functions[n.fn];
+    return fn[3] !== 0 ? '' : fn[1] + ':' + (n.line > 0 ? n.line : fn[2]);
   }
 
   // a stack the status choice keeps (status bits of the thread then)
@@ -146,17 +186,17 @@
     for (const st of X.stacks) {
       const [th, node, count] = st;
       if (!keepThread(X, th) || !keepStatus(st)) continue;
-      const seq = pathOf(X, node), keys = funcKeys(X);
+      const seq = pathOf(X, node);
       const inv = state.inverted, len = seq.length;
       const pr = byProc ? procOf(X, th) : -1;
       let n = root, leaf = null;
       root.total += count;
       for (let j = 0; j < len; j++) {
-        const f = seq[inv ? len - 1 - j : j];
-        const k = keys[f];
+        const fr = seq[inv ? len - 1 - j : j];
+        const k = frameKey(X, fr);
         let c = n.kids.get(k);
         if (!c) {
-          c = { fn: f, key: k, total: 0, self: 0, kids: new Map(), parent: n };
+          c = nodeFor(X, fr, k, n);
           n.kids.set(k, c);
         }
         c.total += count;
@@ -182,17 +222,16 @@
   // the sandwich of the function with key k: [callers, callees] trees,
   // each rooted at that function
   function buildSandwich(k) {
-    const mk = (f) => ({ fn: f, key: k, total: 0, self: 0, kids: new Map(),
-                         parent: null });
+    const mk = (fr) => nodeFor(D, fr, k, null);
     let callers = null, callees = null;
     const add = (root, seq, count) => {
       let n = root;
       root.total += count;
-      for (const f of seq) {
-        const kk = keyOf(D, f);
+      for (const fr of seq) {
+        const kk = frameKey(D, fr);
         let c = n.kids.get(kk);
         if (!c) {
-          c = { fn: f, key: kk, total: 0, self: 0, kids: new Map(), parent: n };
+          c = nodeFor(D, fr, kk, n);
           n.kids.set(kk, c);
         }
         c.total += count;
@@ -204,7 +243,7 @@
       const [th, node, count] = st;
       if (!keepThread(D, th) || !keepStatus(st)) continue;
       const seq = pathOf(D, node);
-      const i = seq.findIndex((f) => keyOf(D, f) === k);
+      const i = seq.findIndex((fr) => frameKey(D, fr) === k);
       if (i < 0) continue;
       if (!callers) { callers = mk(seq[i]); callees = mk(seq[i]); }
       add(callers, seq.slice(0, i).reverse(), count);
@@ -254,25 +293,25 @@
            (58 + (h >> 8) % 14) + '%)';
   }
 
-  function matches(f) {
+  function matches(n) {
     if (!state.search) return false;
     const s = state.search.toLowerCase();
-    return fnName(f).toLowerCase().includes(s) ||
-           (state.files && fnWhere(f).toLowerCase().includes(s)) ||
-           (state.modules && fnModule(f).toLowerCase().includes(s));
+    return nodeName(n).toLowerCase().includes(s) ||
+           (state.files && where(n).toLowerCase().includes(s)) ||
+           (state.modules && fnModule(n.fn).toLowerCase().includes(s));
   }
 
   let root = null, baseRoot = null, zoomNode = null, all = 0;
 
   function describe(n) {
-    const name = fnName(n.fn), where = fnWhere(n.fn);
-    let t = name + (where ? ' (' + where + ')' : '') + '\n' +
+    const at = where(n);
+    let t = fnName(n.fn) + (at ? ' (' + at + ')' : '') + '\n' +
             'total ' + n.total + ' samples, ' + pct(n.total, all) +
             ' of all; self ' + n.self + ' samples, ' + pct(n.self, all) +
             ' of all';
     if (zoomNode && zoomNode !== root && zoomNode !== n)
       t += '; ' + pct(n.total, zoomNode.total) + ' of ' +
-           fnName(zoomNode.fn);
+           nodeName(zoomNode);
     if (n.procs) {
       const ps = [...n.procs.entries()].sort((a, b) => b[1] - a[1] ||
                                                        a[0] - b[0]);
@@ -301,7 +340,7 @@
 
   function render() {
     const key = state.process + '/' + state.thread + '/' + state.status +
-                '/' + state.inverted;
+                '/' + state.inverted + '/' + state.lines;
     if (key !== builtFor) {
       built = build(D);
       if (B) baseRoot = build(B);
@@ -320,11 +359,20 @@
     const W = g.clientWidth || 1000;
     let maxDepth = 0, matched = 0, off = 0, part = '';
     const frag = document.createDocumentFragment();
+    // (the samples of matches too narrow to draw count all the same)
+    const unseen = (n, inMatch) => {
+      const m = matches(n);
+      if (m && !inMatch) matched += n.total;
+      for (const c of n.kids.values()) unseen(c, inMatch || m);
+    };
     const draw = (n, x, w, depth, inMatch) => {
-      if (w < 0.5) return;
+      if (w < 0.5) {
+        if (state.search) unseen(n, inMatch);
+        return;
+      }
       const el = document.createElement('div');
       el.className = 'frame';
-      const m = matches(n.fn);
+      const m = matches(n);
       if (m) {
         el.classList.add('match');
         if (!inMatch) matched += n.total;
@@ -343,9 +391,10 @@
       } else {
         el.style.background = colour(n.fn);
       }
-      if (w > 24) el.textContent = label(n.fn);
+      if (w > 24) el.textContent = label(n);
       el.title = describe(n);
       el.dataset.fn = fnName(n.fn);
+      if (n.line > 0) el.dataset.line = n.line;
       el.dataset.total = n.total;
       el.dataset.self = n.self;
       el.dataset.depth = depth;
@@ -371,7 +420,7 @@
         t.textContent = text;
         frag.appendChild(t);
       };
-      const name = fnName(sw[0].fn);
+      const name = nodeName(sw[0]);
       title('callers of ' + name + ' (its callers below it, then theirs)', 0);
       off = 1;
       part = 'callers';
@@ -410,7 +459,7 @@
     link('all', 0);
     state.zoom.forEach((k, i) => link('› ' + keyNames[k], i + 1));
     $('info').textContent = sw
-        ? 'sandwich of ' + fnName(sw[0].fn) + ': in ' + sw[0].total +
+        ? 'sandwich of ' + nodeName(sw[0]) + ': in ' + sw[0].total +
           ' samples, ' + pct(sw[0].total, all) + ' of all (Esc: back)'
         : state.selected && state.selected.fn >= 0
         ? describe(state.selected) + '  (w: its callers and callees)'
@@ -432,7 +481,8 @@
     const walk = (b, n, names) => {
       for (const [k, c] of b.kids) {
         const m = n && n.kids.get(k);
-        const here = names.concat(B.functions[c.fn][0]);
+        const here = names.concat(B.functions[c.fn][0] +
+                                  (c.line > 0 ? ':' + c.line : ''));
         if (!m) rows.push([here, c.total]);
         else walk(c, m, here);
       }
@@ -467,6 +517,50 @@
       el.classList.toggle('selected', el._node === z);
   }
 
+  // the view as drawn, as an SVG document: the title and the info line
+  // above the frames, each frame a box clipped to its width with its
+  // label and its tooltip, in the page's colours
+  function svgOfView() {
+    const esc = (t) => t.replace(/[&<>"]/g, (c) => ({ '&': '&amp;',
+      '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c]));
+    const g = $('graph'), W = g.clientWidth, TOP = 36;
+    const H = g.clientHeight + TOP;
+    const css = getComputedStyle(document.body);
+    const out = ['<svg xmlns="http://www.w3.org/2000/svg" width="' + W +
+                 '" height="' + H + '" viewBox="0 0 ' + W + ' ' + H +
+                 '" font-family="monospace" font-size="11">',
+                 '<rect width="100%" height="100%" fill="' +
+                 css.backgroundColor + '"/>',
+                 '<text x="2" y="13" font-size="13" fill="' + css.color +
+                 '">' + esc($('title').textContent) + '</text>',
+                 '<text x="2" y="29" fill="' + css.color + '">' +
+                 esc($('info').textContent.split('\n')[0]) + '</text>'];
+    for (const el of g.children) {
+      const x = parseFloat(el.style.left) || 0;
+      const y = (parseFloat(el.style.top) || 0) + TOP;
+      if (el.classList.contains('part-title')) {
+        out.push('<text x="' + x + '" y="' + (y + 13) +
+                 '" font-weight="bold" fill="' + css.color + '">' +
+                 esc(el.textContent) + '</text>');
+        continue;
+      }
+      const w = parseFloat(el.style.width) || 0;
+      const fill = el.classList.contains('match')
+          ? '#e040fb' : el.style.backgroundColor;
+      out.push('<svg x="' + x.toFixed(2) + '" y="' + y + '" width="' +
+               w.toFixed(2) + '" height="' + (ROW - 1) + '"' +
+               (el.classList.contains('dim') ? ' opacity="0.35"' : '') +
+               '><title>' + esc(el.title) + '</title>' +
+               '<rect width="100%" height="100%" rx="2" fill="' + fill +
+               '" stroke="' + css.backgroundColor + '"/>' +
+               (el.textContent ? '<text x="3" y="12">' +
+                                 esc(el.textContent) + '</text>' : '') +
+               '</svg>');
+    }
+    out.push('</svg>');
+    return out.join('\n') + '\n';
+  }
+
   // samples (stacks counted) per thread of D, and per process
   const threadCounts = D.threads.map(() => 0);
   for (const st of D.stacks) threadCounts[st[0]] += st[2];
@@ -486,8 +580,8 @@
       total += count;
       const p = pathOf(D, node);
       if (!p.length) continue;
-      const k = keyOf(D, p[p.length - 1]);
-      self.set(k, (self.get(k) || [p[p.length - 1], 0]));
+      const fr = p[p.length - 1], k = frameKey(D, fr);
+      self.set(k, (self.get(k) || [nodeFor(D, fr, k, null), 0]));
       self.get(k)[1] += count;
     }
     const hot = [...self.entries()].sort((a, b) => b[1][1] - a[1][1])
@@ -496,12 +590,12 @@
     hs.textContent = 'hotspots (self' +
         (state.process >= 0 ? ', process ' + P[state.process][0] : '') +
         '): ';
-    for (const [k, [f, n]] of hot) {
+    for (const [k, [nd, n]] of hot) {
       const a = document.createElement('a');
       a.className = 'hotspot';
-      a.dataset.fn = fnName(f);
+      a.dataset.fn = fnName(nd.fn);
       a.dataset.self = n;
-      a.textContent = fnName(f) + ' ' + pct(n, total);
+      a.textContent = nodeName(nd) + ' ' + pct(n, total);
       a.onclick = () => {
         state.sandwich = k;
         state.zoom = [];
@@ -733,6 +827,26 @@
     state.modules = e.target.checked;
     render();
   });
+  $('lines').addEventListener('change', (e) => {
+    state.lines = e.target.checked;
+    state.zoom = [];
+    state.selected = null;
+    state.sandwich = null;
+    hotspots();
+    render();
+  });
+  // (no choice: the system's preference, through the style sheet)
+  $('theme').addEventListener('change', (e) => {
+    if (e.target.value) document.documentElement.dataset.theme = e.target.value;
+    else delete document.documentElement.dataset.theme;
+  });
+  $('svg').addEventListener('click', () => {
+    const a = $('svg-link');
+    if (a.href) URL.revokeObjectURL(a.href);
+    a.href = URL.createObjectURL(new Blob([svgOfView()],
+                                          { type: 'image/svg+xml' }));
+    a.click();
+  });
   document.addEventListener('keydown', (e) => {
     if (e.target.tagName === 'INPUT' && e.key !== 'Escape') return;
     if (e.key === '/') {
@@ -747,9 +861,10 @@
       state.sandwich = null;
       $('search').blur();
       render();
-    } else if (e.key === 'i') {
-      $('inverted').checked = !$('inverted').checked;
-      $('inverted').dispatchEvent(new Event('change'));
+    } else if (e.key === 'i' || e.key === 'l') {
+      const box = $(e.key === 'i' ? 'inverted' : 'lines');
+      box.checked = !box.checked;
+      box.dispatchEvent(new Event('change'));
     } else if (e.key === 'ArrowUp' && state.zoom.length) {
       state.zoom = state.zoom.slice(0, -1);
       state.selected = null;

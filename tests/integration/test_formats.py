@@ -696,14 +696,19 @@ def test_flamegraph_in_chromium(label, python, workdir):
     profile's (json of the same capture); clicking three() tells its total
     and share of all; zoomed into main(), three() tells its share of
     main(); Esc zooms out; the inverted view's outermost row fills the
-    width; a search marks every busy() frame and tells their samples."""
+    width; a search marks every busy() frame and tells their samples;
+    by lines, busy()'s frames are its lines with the json's samples on
+    each; the theme follows the system's preference unless chosen; the
+    SVG export is a file chromium parses and draws, with every frame."""
     path, stacks, truth = capture(python, workdir)
     data = json.loads(report(path, "--format", "json").stdout)
     page = os.path.join(workdir, "flame.html")
     report(path, "--format", "flamegraph", "-o", page)
     with open(page, encoding="utf-8") as f:
         html = f.read()
-    assert "http:" not in html and "https:" not in html  # self-contained
+    # self-contained (the one URL is the SVG export's namespace, a name)
+    html = html.replace('"http://www.w3.org/2000/svg"', "")
+    assert "http:" not in html and "https:" not in html
     got = flamegraph_page(page, "flamegraph-" + label, "three", "main",
                           "busy")
     assert got["errors"] == [], got["errors"]
@@ -796,6 +801,44 @@ def test_flamegraph_in_chromium(label, python, workdir):
     m = re.search(r"GIL held ([\d.]+)%", got["summary"])
     assert m and abs(float(m.group(1)) - held) <= 0.0051, got["summary"]
     assert 40 < held <= 50.01, held
+    # lines: a frame per function and line, labelled fn:LINE, each with
+    # the samples the json has on that line (busy's loop: two lines at
+    # least), its tooltip naming the file and line; search and hotspots
+    # work on them too
+    for f in got["lines"]:
+        assert f["line"] > 0 or f["fn"].startswith("<"), f
+        assert f["text"] in ("", "%s:%d" % (f["fn"], f["line"])), f
+    shown = collections.Counter()
+    for f in got["lines"]:
+        if f["fn"] == "busy":
+            shown[f["line"]] += f["total"]
+            assert f["title"].startswith("busy (%s:%d)\n" % (
+                truth["file"], f["line"])), f["title"]
+    want = collections.Counter()
+    for st in data["stacks"]:
+        for fr in st["frames"]:
+            if funcs[frames[fr]["function"]]["name"] == "busy":
+                want[frames[fr]["line"]] += st["count"]
+    assert len([n for n in want.values() if n > stacks / 100]) >= 2, want
+    for line in set(want) | set(shown):
+        assert abs(shown[line] - want[line]) <= stacks / 500, (shown, want)
+    m = re.search(r"matched: (\d+) samples", got["linesMatched"])
+    assert m and int(m.group(1)) == busy, got["linesMatched"]
+    assert any(re.match(r"busy:\d+ ", h) for h in got["linesHotspots"]), \
+        got["linesHotspots"]
+    # the theme: the system's preference, unless one is chosen
+    theme = got["theme"]
+    assert theme["light"] == theme["chosenLight"] == "rgb(250, 250, 250)", \
+        theme
+    assert theme["systemDark"] == theme["chosenDark"] == "rgb(27, 28, 31)", \
+        theme
+    # the view as SVG: a file chromium parses and draws, of the graph's
+    # width, with every frame the page drew and its label
+    svg = got["svg"]
+    assert svg["download"] == "flamegraph.svg" and svg["parsed"], svg
+    assert svg["frames"] == len(got["load"]), (svg["frames"], len(got["load"]))
+    assert svg["labels"] == svg["drawn"] and "busy" in svg["labels"], svg
+    assert svg["width"] == svg["graphWidth"] and svg["height"] > 100, svg
 
 
 def share(data, func):

@@ -14,6 +14,14 @@
 //   gil       Status "holding the GIL" chosen: the outermost row
 //   modules   "modules" checked (any status): the frames' labels
 //   summary   the summary line
+//   lines     "lines" checked (modules off): the frames with their line
+//             and label; linesMatched, the "matched" line of a search for
+//             SEARCH then; linesHotspots, the hotspot links' texts
+//   theme     the page's background: light, the system preferring dark,
+//             "light" chosen then, "dark" chosen with a light system
+//   svg       "SVG" clicked: the file it offers (name, whether chromium
+//             parses it, its frames and their labels, its size as an
+//             image chromium drew) and the frames the page drew
 //   errors    console errors and page errors
 // and saves a screenshot of each step as OUT_PREFIX-STEP.png.
 //
@@ -27,7 +35,8 @@ const frames = (page) => page.evaluate(() =>
     fn: e.dataset.fn, total: Number(e.dataset.total),
     self: Number(e.dataset.self), depth: Number(e.dataset.depth),
     left: parseFloat(e.style.left), width: parseFloat(e.style.width),
-    match: e.classList.contains('match'), title: e.title })));
+    match: e.classList.contains('match'), title: e.title,
+    line: Number(e.dataset.line || 0), text: e.textContent })));
 const clickFrame = (page, name) => page.evaluate((n) => {
   const el = [...document.querySelectorAll('#graph .frame')]
       .find((e) => e.dataset.fn === n);
@@ -98,4 +107,62 @@ await run(modules, fileUrl(page_), { width: 1400, height: 800 },
   out.summary = await page.evaluate(
       () => document.getElementById('summary').textContent);
   await shot(page, 'modules');
+  await page.click('#modules');
+  const clearSearch = async () => {
+    await page.evaluate(() => {
+      const s = document.getElementById('search');
+      s.value = '';
+      s.dispatchEvent(new Event('input'));
+      s.blur();
+    });
+    await new Promise((r) => setTimeout(r, 400));
+  };
+  await clearSearch();
+  await page.evaluate(() => document.activeElement.blur());
+  await page.keyboard.press('l');
+  out.lines = (await frames(page)).map((f) => ({ fn: f.fn, line: f.line,
+      total: f.total, depth: f.depth, text: f.text, title: f.title }));
+  out.linesHotspots = await page.evaluate(() => [...document.querySelectorAll(
+      '#hotspots a')].map((a) => a.textContent));
+  await shot(page, 'lines');
+  await page.type('#search', searchText);
+  await new Promise((r) => setTimeout(r, 400));
+  out.linesMatched = await page.evaluate(
+      () => document.getElementById('matched').textContent);
+  await clearSearch();
+  await page.click('#lines');
+  const bg = () => page.evaluate(
+      () => getComputedStyle(document.body).backgroundColor);
+  out.theme = { light: await bg() };
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme',
+                                     value: 'dark' }]);
+  out.theme.systemDark = await bg();
+  await shot(page, 'dark');
+  await page.select('#theme', 'light');
+  out.theme.chosenLight = await bg();
+  await page.emulateMediaFeatures([{ name: 'prefers-color-scheme',
+                                     value: 'light' }]);
+  await page.select('#theme', 'dark');
+  out.theme.chosenDark = await bg();
+  await page.click('#svg');
+  out.svg = await page.evaluate(async () => {
+    const a = document.getElementById('svg-link');
+    const text = await (await fetch(a.href)).text();
+    const doc = new DOMParser().parseFromString(text, 'image/svg+xml');
+    const img = new Image();
+    img.src = a.href;
+    await img.decode();
+    const boxes = [...doc.documentElement.children]
+        .filter((e) => e.tagName === 'svg');
+    return { download: a.getAttribute('download'),
+             parsed: !doc.querySelector('parsererror'),
+             frames: boxes.length,
+             labels: boxes.map((b) => b.querySelector('text')?.textContent || '')
+                 .filter((t) => t),
+             drawn: [...document.querySelectorAll('#graph .frame')]
+                 .map((e) => e.textContent).filter((t) => t),
+             width: img.naturalWidth, height: img.naturalHeight,
+             graphWidth: document.getElementById('graph').clientWidth };
+  });
+  await page.select('#theme', '');
 });
