@@ -148,7 +148,8 @@ static const char cli_tasks_help[] =
 
 static const char debugger_tasks_help[] =
     "Print the asyncio tasks of the debugged CPython (3.14+).\n"
-    "usage: py-tasks [--tree] [--json] [-o FILE] [--verbose]\n"
+    "usage: py-tasks [--tree] [--json] [-o FILE] [--subprocesses] "
+    "[--verbose]\n"
     "\n"
     "Each task, its coroutine stack and the tasks awaiting it, as a table\n"
     "like `python -m asyncio ps`, from a live process, a core file or a\n"
@@ -167,7 +168,8 @@ static const char debugger_help[] =
     "Print the Python stack of every thread of the debugged CPython.\n"
     "usage: py-dump [--json] [-o FILE] [--thread TID] [--no-source] "
     "[--async] [--locals]\n"
-    "               [--native | --native-last] [--verbose]\n"
+    "               [--native | --native-last] [--subprocesses] "
+    "[--verbose]\n"
     "\n"
     "Works on a live process (attached or started here), on a core file\n"
     "and on a remote target, with or without debug symbols (CPython 3.11\n"

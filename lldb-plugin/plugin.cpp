@@ -999,10 +999,12 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
         {PYU_CMD_DUMP,
          "Print the Python stack of every thread of the debugged CPython.",
          "py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--async] "
+         "[--locals] [--native | --native-last] [--subprocesses] "
          "[--verbose]"},
         {PYU_CMD_TASKS,
          "Print the asyncio tasks of the debugged CPython (3.14+).",
-         "py-tasks [--tree] [--json] [-o FILE] [--verbose]"},
+         "py-tasks [--tree] [--json] [-o FILE] [--subprocesses] "
+         "[--verbose]"},
         {PYU_CMD_SAMPLE,
          "Sample the Python stacks of the debugged CPython for a while.",
          "py-sample [-d SECONDS] [-r RATE] [--mode MODE] [--format FORMAT] "

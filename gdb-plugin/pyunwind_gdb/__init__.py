@@ -3,8 +3,9 @@ commands and a scripting API.
 
     (gdb) source /path/to/pyunwind-gdb.py      # or `import pyunwind_gdb`
     (gdb) py-dump [--json] [-o FILE] [--thread TID] [--no-source] [--async]
+                  [--locals] [--native | --native-last] [--subprocesses]
                   [--verbose]
-    (gdb) py-tasks [--tree] [--json] [-o FILE] [--verbose]
+    (gdb) py-tasks [--tree] [--json] [-o FILE] [--subprocesses] [--verbose]
     (gdb) py-sample [-d SECONDS] [-r RATE] [--mode MODE] [--format FORMAT]
                     [-o FILE] ...   (py-sample --help)
 
