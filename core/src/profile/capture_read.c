@@ -188,6 +188,13 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
             rc = bad(&r, "no process record first");
             break;
         }
+        if (version < 4 && (tag == 'R' || tag == 'X')) {
+            /* (processes came with version 4) */
+            r.at = rec_at;
+            rc = bad(&r, "unknown record '%c' (0x%02x) in a version %" PRIu64
+                     " capture", tag, tag, version);
+            break;
+        }
         bool ok = true;
         switch (tag) {
         case 'P':
@@ -225,14 +232,9 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 rc = -PYU_E_NOMEM;
             break;
         case 'R':
-            ok = version >= 4 && get_u(&r, &v[0]) && get_str(&r, &s1, &c1) &&
+            ok = get_u(&r, &v[0]) && get_str(&r, &s1, &c1) &&
                  get_str(&r, &s2, &c2) && get_u(&r, &v[1]) &&
                  get_u(&r, &v[2]);
-            if (!ok && version < 4) {
-                r.at = rec_at;
-                rc = bad(&r, "unknown record 'R' (0x52) in a version %"
-                         PRIu64 " capture", version);
-            }
             if (!ok)
                 break;
             note_pid(pids, &npids, &more_pids, (int)(v[0] & 0x7fffffff));
@@ -243,12 +245,7 @@ int pyu_capture_read(FILE *in, const pyu_capture_filter *f, pyu_profile *p,
                 rc = -PYU_E_NOMEM;
             break;
         case 'X':
-            ok = version >= 4 && get_u(&r, &v[0]) && get_u(&r, &v[1]);
-            if (!ok && version < 4) {
-                r.at = rec_at;
-                rc = bad(&r, "unknown record 'X' (0x58) in a version %"
-                         PRIu64 " capture", version);
-            }
+            ok = get_u(&r, &v[0]) && get_u(&r, &v[1]);
             if (!ok)
                 break;
             if (v[0] >= procs.n) {
