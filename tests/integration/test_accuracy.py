@@ -457,12 +457,16 @@ def test_churny_targets_are_read_cleanly(label, python, mode):
 def test_no_impossible_stacks(label, python, workdir):
     """20,000 samples a second of a target whose stacks never stand still:
     no stack it cannot have (3.15, whose anchors prove stacks: none;
-    before, 33 of 11,553 on 3.14 and 60 of 16,416 on 3.13t), and every
-    sample counted, almost all of them read whole."""
+    before the rules, 33 of 11,553 on 3.14 and 60 of 16,416 on 3.13t), and
+    every sample counted, almost all of them read whole.  Before 3.15 most
+    runs have none and about one in eight a few to 33 in 40,000 (a slot
+    reused by the other half of the loop between two reads, which the
+    rules do not always see): at most 1 in 1,000 (3.11 had 1 in 100,
+    b1 -> leaf, in every run until 28f1d22)."""
     r = sample_workload(python, "alternate", "20000", "2")
     total, bad, unknown = impossible(r.stdout)
     assert total > 10000, r.stderr
-    allowed = 0 if label.startswith("3.15") else total // 10000
+    allowed = 0 if label.startswith("3.15") else total // 1000
     assert bad <= allowed, (bad, total)
     assert unknown * 100 <= total, (unknown, total)
     # both halves of the loop are there, about equally
