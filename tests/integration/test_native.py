@@ -76,21 +76,27 @@ class NativeTarget(Target):
         if threads:
             with open(self.truth_path + ".thread") as f:
                 self.thread_truth = json.load(f)
-        if how == "block":  # every thread inside pause() (syscall 34)
-            deadline = time.time() + 20
-            while not self._all_paused():
-                if time.time() > deadline:
-                    self.close()
-                    raise RuntimeError("the target's threads never blocked")
-                time.sleep(0.02)
+        if how == "block":
+            wait_paused(self)
 
-    def _all_paused(self):
-        task = "/proc/%d/task" % self.pid
+
+def wait_paused(target):
+    """Until every thread of the target is inside pause() (syscall 34)."""
+    task = "/proc/%d/task" % target.pid
+
+    def paused():
         try:
             return all(open(os.path.join(task, t, "syscall")).read()
                        .split()[0] == "34" for t in os.listdir(task))
         except (OSError, IndexError):
             return False
+
+    deadline = time.time() + 20
+    while not paused():
+        if time.time() > deadline:
+            target.close()
+            raise RuntimeError("the target's threads never blocked")
+        time.sleep(0.02)
 
 
 def crashed(python, tmp_path):
@@ -122,7 +128,9 @@ for th in gdb.selected_inferior().threads():
     th.switch()
     f, pcs = gdb.newest_frame(), []
     while f is not None and len(pcs) < 1024:
-        if f.type() != gdb.INLINE_FRAME:  # (the physical frames only)
+        # (the physical frames only: not inlined calls, nor the calls
+        # that ended in a tail call, which gdb rebuilds from DWARF)
+        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
             pcs.append(f.pc())
         try:
             f = f.older()
@@ -135,8 +143,8 @@ json.dump(out, open(OUT, "w"))
 
 def gdb_pcs(args, tmp):
     """Every thread's frames as gdb's unwinder finds them: {tid: [pc]}
-    (inlined calls, which gdb shows as frames of their own, are part of
-    their physical frame)."""
+    (inlined calls and tail calls, which gdb shows as frames of their
+    own, are not physical frames)."""
     out = os.path.join(tmp, "gdb-pcs.json")
     script = os.path.join(tmp, "gdb-pcs.py")
     with open(script, "w") as f:
@@ -314,6 +322,68 @@ def test_refused_combinations():
     assert r.returncode == 2 and "do not go together" in r.stderr
 
 
+# ------------------------------------------------- ctypes callbacks
+
+def build_callback_lib(out_dir):
+    """tests/targets/ext/callback.c without unwind tables, with frame
+    pointers."""
+    lib = os.path.join(out_dir, "libcallback.so")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2",
+                    "-fno-omit-frame-pointer", "-fno-asynchronous-unwind-tables",
+                    "-fno-unwind-tables", "-o", lib,
+                    os.path.join(TARGETS, "ext", "callback.c")], check=True)
+    return lib
+
+
+def check_callbacks(thread, truth):
+    """inner, compare and outer/<module> each run in an eval-loop frame;
+    between the first two, the C library without unwind tables; between
+    the last two, libc's qsort and libffi's ffi_call."""
+    check_truth(thread, truth)
+    assert thread["native_error"] is None
+    assert thread["python_unplaced"] == 0
+    native = thread["native"]
+    runs = [(i, n["python_frames"]) for i, n in enumerate(native)
+            if n["python_frames"]]
+    covered = [k for _, (first, count) in runs
+               for k in range(first, first + count)]
+    assert covered == list(range(len(thread["frames"]))), runs
+    names = [n["symbol"] or "?" for n in native]
+    py = [[thread["frames"][k]["name"] for k in range(f, f + c)]
+          for _, (f, c) in runs]
+    assert py[:3] == [["inner"], ["compare"], ["outer", "<module>"]], py
+    between = names[runs[0][0] + 1:runs[1][0]]
+    assert [n for n in between if n.startswith("callback_")] == [
+        "callback_apply", "callback_twice"], between
+    between = names[runs[1][0] + 1:runs[2][0]]
+    assert any(n.startswith("qsort") for n in between), between
+    assert "ffi_call" in between, between
+
+
+@pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_ctypes_callbacks(label, python, tmp_path):
+    """Native stacks through libffi's closures and a C library without
+    unwind tables, live and from the kernel's core, frame for frame as
+    gdb's unwinder finds them.  (Debian's python3.15 brings a libffi
+    that maps a page of its own file below itself, which once put every
+    libffi frame at the wrong place in its file.)"""
+    lib = build_callback_lib(str(tmp_path))
+    t = Target(python, "callbacks.py", str(tmp_path), [lib],
+               expect_threads=False)
+    try:
+        wait_paused(t)
+        dump = dump_native(str(t.pid))
+        check_callbacks(by_tid(dump, t.truth), t.truth)
+        check_against_gdb(dump, gdb_pcs(["-p", str(t.pid)], str(tmp_path)))
+        core = t.abort() if kernel_cores_land_here() else None
+    finally:
+        t.close()
+    if core:
+        dump = dump_native("--core", core)
+        check_callbacks(by_tid(dump, t.truth), t.truth)
+        check_against_gdb(dump, gdb_pcs([python, core], str(tmp_path)))
+
+
 # ------------------------------------------------------------ debuggers
 
 from debuggers import DEBUGGERS, require_plugin  # noqa: E402
@@ -388,6 +458,25 @@ def test_debugger_attach(dbg, blocked, tmp_path):
         th = by_tid(dump, truth)
         check_truth(th, truth)
         check_placement(th, "crashext_block_here")
+    assert text == cli
+
+
+@pytest.mark.debugger
+def test_debugger_ctypes_callbacks(dbg, tmp_path):
+    """py-dump --native in the debugger, on the ctypes callbacks of
+    Debian's python3.15 and its libffi: the debugger's unwinder gives the
+    frames libdwfl gives the CLI."""
+    python = labelled(PYTHONS, "3.15.2-debian")
+    lib = build_callback_lib(str(tmp_path))
+    t = Target(python, "callbacks.py", str(tmp_path), [lib],
+               expect_threads=False)
+    try:
+        wait_paused(t)
+        dump, text, cli = debugger_native(dbg, dbg.attach(t.pid), tmp_path,
+                                          str(t.pid))
+    finally:
+        t.close()
+    check_callbacks(by_tid(dump, t.truth), t.truth)
     assert text == cli
 
 

@@ -121,6 +121,79 @@ static pyu_dwfl *make(const char *root, pyu_err *err)
     return d;
 }
 
+/* The files a live process maps, as libdwfl's dwfl_linux_proc_report
+ * reports them (a module per run of one file's mappings, the vdso by
+ * the name dwfl_linux_proc_find_elf reads from memory), but a module
+ * starts only at its file's offset 0.  libdwfl starts one at the first
+ * mapping of a file and takes its load address from there; libffi 3.4+
+ * maps a page of its own file (its closure trampolines, file offset
+ * 0xd000 in Debian's libffi 8.5) just below the library, which then
+ * put every libffi address at the wrong offset in the file: the CFI of
+ * another function unwound the frames of a ctypes callback to a return
+ * address in some other library, and the stack ended there.  gdb takes
+ * load addresses from the dynamic linker's list, as libdwfl does for a
+ * core.  A mapping of a file that starts no module and continues none
+ * (that trampoline page) is left out: a pc there is in no module, as
+ * in an anonymous mapping. */
+static int report_maps(Dwfl *dwfl, int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/maps", pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char *line = NULL, *file = NULL;
+    size_t cap = 0;
+    unsigned long long low = 0, high = 0, ino = 0;
+    unsigned dmaj = 0, dmin = 0;
+    bool ok = true;
+    while (ok && getline(&line, &cap, f) > 0) {
+        unsigned long long start, end, off, i;
+        unsigned ma, mi;
+        int n = -1;
+        line[strcspn(line, "\n")] = '\0';
+        if (sscanf(line, "%llx-%llx %*s %llx %x:%x %llu %n", &start, &end,
+                   &off, &ma, &mi, &i, &n) < 6 || n <= 0) {
+            ok = false;
+            break;
+        }
+        const char *name = line + n;
+        bool vdso = strcmp(name, "[vdso]") == 0;
+        bool same = file && i == ino && ma == dmaj && mi == dmin &&
+                    strcmp(name, file) == 0;
+        if (!vdso && (name[0] != '/' || (i == 0 && ma == 0 && mi == 0)))
+            continue; /* not a file: a file's run goes on past it */
+        if (same) {
+            high = end;
+            continue;
+        }
+        if (file && !dwfl_report_module(dwfl, file, low, high))
+            ok = false;
+        free(file);
+        file = NULL;
+        char vname[48];
+        if (vdso) {
+            snprintf(vname, sizeof vname, "[vdso: %d]", pid);
+            if (!dwfl_report_module(dwfl, vname, start, end))
+                ok = false;
+        } else if (off == 0) {
+            if (!(file = strdup(name)))
+                ok = false;
+            low = start;
+            high = end;
+            ino = i;
+            dmaj = ma;
+            dmin = mi;
+        }
+    }
+    if (ok && file && !dwfl_report_module(dwfl, file, low, high))
+        ok = false;
+    free(file);
+    free(line);
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
 int pyu_dwfl_live(int pid, pyu_dwfl **out, pyu_err *err)
 {
     char root[64];
@@ -129,7 +202,7 @@ int pyu_dwfl_live(int pid, pyu_dwfl **out, pyu_err *err)
     if (!d)
         return -err->code;
     d->pid = pid;
-    int rc = dwfl_linux_proc_report(d->dwfl, pid);
+    int rc = report_maps(d->dwfl, pid);
     if (rc != 0 || dwfl_report_end(d->dwfl, NULL, NULL) != 0) {
         current = NULL;
         return fail(d, err, "listing the process's mapped files");
@@ -236,7 +309,11 @@ static void describe(Dwfl *dwfl, uint64_t pc, bool caller,
 {
     Dwarf_Addr at = caller && pc ? pc - 1 : pc;
     Dwfl_Module *m = dwfl_addrmodule(dwfl, at);
-    if (!m)
+    Dwarf_Addr low = 0, high = 0;
+    /* (libdwfl gives the last module for an address past every module,
+     * a return address that was a word of the stack) */
+    if (!m || !dwfl_module_info(m, NULL, &low, &high, NULL, NULL, NULL,
+                                NULL) || at < low || at >= high)
         return;
     GElf_Off off = 0;
     GElf_Sym sym;
