@@ -1173,4 +1173,20 @@ PYU_HIDDEN void pyu_jo_process_signal(pyu_json_out *o, const pyu_process *p);
 /* A frame object of the dump's and the tasks' JSON. */
 PYU_HIDDEN void pyu_jo_frame(pyu_json_out *o, const pyu_frame *f);
 
+/* ====================== a frame's source lines (writers/source_lines.c) */
+
+/* Writes the source lines of a frame as CPython 3.<minor>'s traceback
+ * module writes them under a frame's "  File ..., line N, in F" line
+ * (StackSummary.format_frame_summary, without colour): the source line
+ * or lines, and the carets under the running expression where that
+ * version shows them.  text (len bytes, UTF-8, need not end in a
+ * newline) is the whole source file; line and end_line are 1-based,
+ * col and end_col 0-based UTF-8 byte offsets, as co_positions gives
+ * them; end_line 0 and col/end_col -1 when unknown (then the stripped
+ * line alone, as a frame without positions).  Writes nothing when line
+ * is not in text or line <= 0. */
+PYU_HIDDEN void pyu_source_lines(FILE *out, const char *text, size_t len,
+                                 int minor, int line, int end_line, int col,
+                                 int end_col);
+
 #endif
