@@ -693,6 +693,10 @@ PYU_HIDDEN bool pyu_code_incomplete(const pyu_session *s, const pyu_code *c,
                                     uint8_t owner, uint64_t instr_ptr);
 /* The line of instruction `instr` (0 when unknown). */
 PYU_HIDDEN int pyu_code_line(const pyu_code *c, uint32_t instr);
+/* The position of instruction `instr` into f's line, end_line, col and
+ * end_col (the line as pyu_code_line's; unknown ones 0 and -1). */
+PYU_HIDDEN void pyu_code_position(const pyu_code *c, uint32_t instr,
+                                  pyu_frame *f);
 /* The instruction a frame runs, for PYU_SAMPLE_OPCODES: *instr (its
  * index in code units in the bytecode at `bytecode`: the code object's, or
  * a thread's copy of it) moved to the instruction itself when the frame

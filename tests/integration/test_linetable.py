@@ -1,5 +1,6 @@
-"""The location-table decoder against CPython's own co_lines(), for code
-objects of the standard library of every interpreter."""
+"""The location-table decoder against CPython's own co_lines() and
+co_positions(), for code objects of the standard library of every
+interpreter."""
 
 import json
 import os
@@ -25,8 +26,16 @@ def walk(code):
     for start, end, line in code.co_lines():
         for b in range(start, end, 2):
             lines[b // 2] = line or 0
+    positions = [[p[0] or 0, p[1] or 0, p[2], p[3]]
+                 for p in code.co_positions()]
+    for p in positions:  # (a column unknown: both, as pyunwind keeps them)
+        if p[0] == 0 or p[2] is None or p[3] is None:
+            p[2] = p[3] = -1
+        if p[0] == 0:
+            p[1] = 0
     out.append({"first": code.co_firstlineno, "table": code.co_linetable.hex(),
-                "lines": lines, "name": code.co_qualname})
+                "lines": lines, "positions": positions,
+                "name": code.co_qualname})
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             walk(c)
@@ -47,3 +56,15 @@ def test_lines_match_co_lines(label, python):
                               str(len(c["lines"]))],
                              check=True, capture_output=True, text=True).stdout
         assert [int(x) for x in got.split()] == c["lines"], c["name"]
+
+
+@pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
+def test_positions_match_co_positions(label, python):
+    codes = json.loads(subprocess.run([python, "-c", SNIPPET], check=True,
+                                      capture_output=True, text=True).stdout)
+    for c in codes[1::3]:
+        got = subprocess.run([TEST_UNIT, "positions", str(c["first"]),
+                              c["table"], str(len(c["positions"]))],
+                             check=True, capture_output=True, text=True).stdout
+        got = [[int(x) for x in line.split()] for line in got.splitlines()]
+        assert got == c["positions"], c["name"]

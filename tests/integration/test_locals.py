@@ -123,7 +123,9 @@ def test_text(target):
     assert main.count("in spread\n") == 21
     lines = main.splitlines()
     at = next(i for i, line in enumerate(lines) if line.endswith("in inner"))
-    body = lines[at + 2:]  # (after the source line)
+    body = lines[at + 2:]  # (after the source line and its carets)
+    while body and not body[0].strip(" ^~"):
+        body = body[1:]
     assert body[0] == "      Arguments:"
     assert body[1] == "        out = '%s'" % target.truth_path
     assert "      Locals:" in body

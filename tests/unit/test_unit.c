@@ -1386,8 +1386,16 @@ static int print_lines(int argc, char **argv)
         t[i] = (uint8_t)b;
     }
     long n = atol(argv[4]);
-    for (long i = 0; i < n; i++)
-        printf("%d\n", pyu_linetable_line(t, len, first, (uint64_t)i));
+    bool positions = strcmp(argv[1], "positions") == 0;
+    for (long i = 0; i < n; i++) {
+        pyu_position p;
+        if (!positions)
+            printf("%d\n", pyu_linetable_line(t, len, first, (uint64_t)i));
+        else if (pyu_linetable_position(t, len, first, (uint64_t)i, &p) < 0)
+            printf("-1\n");
+        else
+            printf("%d %d %d %d\n", p.line, p.end_line, p.col, p.end_col);
+    }
     free(t);
     return 0;
 }
@@ -1983,9 +1991,9 @@ static void test_json_sink(void)
     pyu_var vars[2] = {{.name = "x", .type = "int", .value = "1", .addr = 8},
                        {.name = "y", .type = "str", .value = "'a'"}};
     pyu_frame frames[3] = {
-        {"f", "f", "a.py", 3, 0, vars, 2, NULL},
-        {"g", "g", "a.py", 0, 0, NULL, 0, "unreadable"},
-        {"<module>", "<module>", "a.py", 9, 0, NULL, 0, NULL}};
+        {"f", "f", "a.py", 3, 0, vars, 2, NULL, 3, 4, 9},
+        {"g", "g", "a.py", 0, 0, NULL, 0, "unreadable", 0, -1, -1},
+        {"<module>", "<module>", "a.py", 9, 0, NULL, 0, NULL, 9, -1, -1}};
     pyu_thread threads[2] = {
         {.thread_id = 1, .native_thread_id = 11, .main = 1,
          .status = PYU_STATUS_HAS_GIL | PYU_STATUS_ON_CPU, .frames = frames,
@@ -2017,7 +2025,9 @@ static void test_json_sink(void)
     CHECK(f && pyu_dump_write_json(&d, f) == 0);
     fclose(f);
     CHECK(buf && strstr(buf, "\"frames\": [\n    {\"function\": \"f\"") &&
-          strstr(buf, "\"line\": null, \"locals\": [], \"locals_error\": "
+          strstr(buf, "\"line\": null, \"end_line\": null, \"column\": null, "
+                      "\"end_column\": null, \"source_changed\": null, "
+                      "\"locals\": [], \"locals_error\": "
                       "\"unreadable\"}") &&
           strstr(buf, "\"status\": [\"has_gil\", \"on_cpu\"]") &&
           strstr(buf, "\"truncated\": \"depth\", \"error\": \"torn\"}\n], "
@@ -2056,7 +2066,8 @@ static void test_ticks(void)
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && strcmp(argv[1], "lines") == 0)
+    if (argc > 1 && (strcmp(argv[1], "lines") == 0 ||
+                     strcmp(argv[1], "positions") == 0))
         return print_lines(argc, argv);
     test_linetable();
     test_strings();

@@ -145,6 +145,10 @@ typedef int (*pyu_native_fn)(void *arg, const pyu_native_frame *f);
  *           when fn returns non-zero and returns that value.  Returns 0,
  *           or a negated error with why (size whylen) saying why in one
  *           line.
+ * source_time May be NULL.  Stores the time (seconds since the epoch)
+ *           after which a source file may no longer hold what the target
+ *           runs: a live process's start (*core 0), the writing of a core
+ *           file (*core 1); returns 0, or a negated error when unknown.
  */
 typedef struct pyu_memory_ops {
     int (*read)(void *ctx, const pyu_range *ranges, size_t nranges);
@@ -159,6 +163,7 @@ typedef struct pyu_memory_ops {
     int (*thread_name)(void *ctx, uint64_t tid, char *out, size_t outlen);
     int (*native_frames)(void *ctx, uint64_t tid, pyu_native_fn fn,
                          void *arg, char *why, size_t whylen);
+    int (*source_time)(void *ctx, int64_t *sec, int *core);
 } pyu_memory_ops;
 
 /* ---------------------------------------------------------------- sessions */
@@ -268,6 +273,11 @@ typedef struct pyu_process {
     char python[32];        /* its CPython's version ("3.14.7",
                                "3.15.0b4"), or "" */
     int free_threaded;      /* a free-threaded build */
+    int64_t source_time;    /* seconds since the epoch after which its
+                               source files may have changed under it (the
+                               memory source's source_time), or 0 */
+    int source_time_core;   /* source_time is when the core was written,
+                               not when the process started */
 } pyu_process;
 
 /* Fills *out; returns 0, or -PYU_E_STATE before a successful open. */
@@ -471,6 +481,10 @@ typedef struct pyu_frame {
     pyu_var *locals;      /* as pyu_frame_locals reports them */
     size_t nlocals;
     const char *locals_error; /* why they could not be read, or NULL */
+    /* where on its lines (co_positions; the line is `line`): the last
+     * line, 0 when unknown; the columns, 0-based UTF-8 byte offsets into
+     * the first and the last line, -1 when unknown */
+    int end_line, col, end_col;
 } pyu_frame;
 
 /* Fills *out for a frame a walk reported (its code object is cached).  The
@@ -1160,6 +1174,21 @@ PYU_API void pyu_sampler_free(pyu_sampler *sm);
  * -1 when index is past the table or the table is malformed. */
 PYU_API int pyu_linetable_line(const uint8_t *table, size_t len,
                                int first_line, uint64_t index);
+
+/* Where in the source an instruction comes from, as code.co_positions()
+ * says: lines 1-based (line 0: none), columns 0-based UTF-8 byte offsets
+ * into their lines; end_line 0 and col/end_col -1 where the table has
+ * none. */
+typedef struct pyu_position {
+    int line, end_line, col, end_col;
+} pyu_position;
+
+/* The position of code unit `index` in a CPython 3.11+ location table.
+ * Returns 0 (the instruction has no position: out->line 0), or -1 when
+ * index is past the table or the table is malformed. */
+PYU_API int pyu_linetable_position(const uint8_t *table, size_t len,
+                                   int first_line, uint64_t index,
+                                   pyu_position *out);
 
 /* Converts `count` characters of `kind` bytes each (1, 2 or 4: a CPython
  * compact string's payload) to UTF-8 in out (NUL-terminated, at most outlen

@@ -506,3 +506,17 @@ int pyu_code_line(const pyu_code *cc, uint32_t instr)
     c->memo_line = line;
     return line;
 }
+
+void pyu_code_position(const pyu_code *c, uint32_t instr, pyu_frame *f)
+{
+    pyu_position p = {0, 0, -1, -1};
+    f->line = pyu_code_line(c, instr);
+    if (instr != PYU_INSTR_UNKNOWN && f->line > 0 &&
+        (pyu_linetable_position(c->linetable, c->linetable_len,
+                                c->firstlineno, instr, &p) < 0 ||
+         p.line != f->line))
+        p = (pyu_position){0, 0, -1, -1};
+    f->end_line = p.end_line;
+    f->col = p.col;
+    f->end_col = p.end_col;
+}

@@ -79,3 +79,83 @@ int pyu_linetable_line(const uint8_t *t, size_t len, int first_line,
     }
     return -1;
 }
+
+/* Where instruction `index` comes from in the source: as
+ * code.co_positions() reports it (lines 1-based, columns 0-based UTF-8
+ * byte offsets; -1 and end_line 0 where the table has none).  The same
+ * walk of the table as pyu_linetable_line, keeping the columns. */
+int pyu_linetable_position(const uint8_t *t, size_t len, int first_line,
+                           uint64_t index, pyu_position *out)
+{
+    int64_t line = first_line;
+    uint64_t addr = 0;
+    size_t i = 0;
+    while (i < len) {
+        uint8_t b = t[i++];
+        if (!(b & 0x80))
+            return -1;
+        int code = (b >> 3) & 15;
+        uint64_t length = (uint64_t)(b & 7) + 1, v;
+        int64_t delta = 0, end_line = -1, col = -1, end_col = -1;
+        bool no_line = false;
+        switch (code) {
+        case 15:
+            no_line = true;
+            break;
+        case 14: /* long: line delta, end line delta, columns + 1 */
+            if (!read_svarint(t, len, &i, &delta) ||
+                !read_varint(t, len, &i, &v))
+                return -1;
+            end_line = (int64_t)v;
+            if (!read_varint(t, len, &i, &v))
+                return -1;
+            col = (int64_t)v - 1;
+            if (!read_varint(t, len, &i, &v))
+                return -1;
+            end_col = (int64_t)v - 1;
+            break;
+        case 13: /* no columns */
+            if (!read_svarint(t, len, &i, &delta))
+                return -1;
+            end_line = 0;
+            break;
+        case 10:
+        case 11:
+        case 12: /* one line: columns in a byte each */
+            if (i + 2 > len)
+                return -1;
+            delta = code - 10;
+            end_line = 0;
+            col = t[i];
+            end_col = t[i + 1];
+            i += 2;
+            break;
+        default: /* short: same line, columns packed in one byte */
+            if (i + 1 > len)
+                return -1;
+            end_line = 0;
+            col = code * 8 + ((t[i] >> 4) & 7);
+            end_col = col + (t[i] & 15);
+            i += 1;
+            break;
+        }
+        line += delta;
+        if (index < addr + length) {
+            *out = (pyu_position){.line = 0, .end_line = 0, .col = -1,
+                                  .end_col = -1};
+            if (no_line || line <= 0 || line > INT32_MAX)
+                return 0;
+            out->line = (int)line;
+            int64_t el = line + (end_line > 0 ? end_line : 0);
+            out->end_line = el <= INT32_MAX ? (int)el : 0;
+            if (col >= 0 && end_col >= 0 && col <= INT32_MAX &&
+                end_col <= INT32_MAX) {
+                out->col = (int)col;
+                out->end_col = (int)end_col;
+            }
+            return 0;
+        }
+        addr += length;
+    }
+    return -1;
+}

@@ -55,6 +55,7 @@ typedef struct core_ctx {
     uint64_t signal_tid;
     bool have_prstatus;
     uint64_t truncated_want; /* file size the segments need, if larger */
+    int64_t written;         /* the core file's mtime (seconds) */
     pyu_dwfl *dwfl;          /* native stacks, made on first need */
     char dwfl_error[512];    /* why it could not be made, or "" */
 } core_ctx;
@@ -272,6 +273,14 @@ static int core_native_frames(void *ctx, uint64_t tid, pyu_native_fn fn,
     return rc;
 }
 
+static int core_source_time(void *ctx, int64_t *sec, int *core)
+{
+    const core_ctx *c = ctx;
+    *sec = c->written;
+    *core = 1;
+    return c->written > 0 ? 0 : -PYU_E_STATE;
+}
+
 const pyu_memory_ops pyu_core_ops = {
     .read = core_read,
     .mappings = core_mappings,
@@ -279,6 +288,7 @@ const pyu_memory_ops pyu_core_ops = {
     .fatal_signal = core_fatal_signal,
     .destroy = core_destroy,
     .native_frames = core_native_frames,
+    .source_time = core_source_time,
 };
 
 /* ----------------------------------------------------------------- notes */
@@ -570,6 +580,8 @@ int pyu_core_create(const char *path, const char *exe, const char *sysroot,
                          "%s is not a regular file, not a core file", path);
         goto fail;
     }
+    c->written = (int64_t)st.st_mtime; /* (the file given, compressed or
+                                          not) */
     int plain;
     if ((rc = pyu_core_decompress(c->fd, path, &plain, err)) < 0)
         goto fail;

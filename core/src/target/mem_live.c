@@ -537,6 +537,41 @@ static int live_thread_name(void *ctx, uint64_t ns_tid, char *out,
     return 0;
 }
 
+/* The process's start: its start in clock ticks since boot (field 22 of
+ * /proc/PID/stat, counted on the boot-time clock), put on the wall clock
+ * by the two clocks' difference now. */
+static int live_source_time(void *ctx, int64_t *sec, int *core)
+{
+    const live_ctx *c = ctx;
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", c->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -PYU_E_NOPROC;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -PYU_E_IO;
+    buf[n] = '\0';
+    /* (after the command's closing parenthesis: field 3 on) */
+    const char *p = strrchr(buf, ')');
+    unsigned long long ticks = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+                     "%*u %*u %*d %*d %*d %*d %*d %*d %llu", &ticks) != 1)
+        return -PYU_E_IO;
+    long hz = sysconf(_SC_CLK_TCK);
+    struct timespec wall, boot;
+    if (hz <= 0 || clock_gettime(CLOCK_REALTIME, &wall) < 0 ||
+        clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+        return -PYU_E_IO;
+    double start = (double)wall.tv_sec - (double)boot.tv_sec +
+                   (wall.tv_nsec - boot.tv_nsec) / 1e9 +
+                   (double)ticks / (double)hz;
+    *sec = (int64_t)start;
+    *core = 0;
+    return *sec > 0 ? 0 : -PYU_E_IO;
+}
+
 static int live_native_frames(void *ctx, uint64_t ns_tid, pyu_native_fn fn,
                               void *arg, char *why, size_t whylen)
 {
@@ -604,6 +639,7 @@ const pyu_memory_ops pyu_live_ops = {
     .write = live_write,
     .thread_name = live_thread_name,
     .native_frames = live_native_frames,
+    .source_time = live_source_time,
 };
 
 int pyu_live_create(int pid, unsigned flags, void **out, pyu_err *err)

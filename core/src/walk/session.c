@@ -67,6 +67,10 @@ int pyu_target(const pyu_session *s, pyu_process *out)
         out->signal = 0;
     snprintf(out->python, sizeof out->python, "%s", s->version);
     out->free_threaded = s->off.free_threaded;
+    if (s->ops->source_time &&
+        s->ops->source_time(s->ctx, &out->source_time,
+                            &out->source_time_core) < 0)
+        out->source_time = out->source_time_core = 0;
     return 0;
 }
 

@@ -107,7 +107,7 @@ int pyu_store_frame(pyu_store *st, pyu_session *s, const pyu_walk_frame *f,
     out->function = m->function;
     out->name = m->name;
     out->file = m->file;
-    out->line = pyu_code_line(m->c, f->instr);
+    pyu_code_position(m->c, f->instr, out);
     out->code_addr = f->code_addr;
     out->locals = NULL;
     out->nlocals = 0;

@@ -265,7 +265,7 @@ int pyu_frame_describe(pyu_session *s, const pyu_walk_frame *f,
     out->function = code->qualname;
     out->name = code->name;
     out->file = code->filename;
-    out->line = pyu_code_line(code, f->instr);
+    pyu_code_position(code, f->instr, out);
     out->code_addr = f->code_addr;
     out->locals = NULL;
     out->nlocals = 0;

@@ -13,17 +13,33 @@
 
 /* ------------------------------------------------------------ a frame */
 
-/* (the dump's and the task JSON's frame objects) */
-static void jo_frame(pyu_json_out *o, const pyu_frame *f, bool locals)
+static void jo_int_or_null(pyu_json_out *o, const char *key, int v, int none)
+{
+    if (v == none)
+        pyu_jo_null(o, key);
+    else
+        pyu_jo_int(o, key, v);
+}
+
+/* (the dump's and the task JSON's frame objects; changed: the dump's
+ * "source_changed", SOURCE_UNSAID to leave it out) */
+#define SOURCE_UNSAID (-2)
+static void jo_frame(pyu_json_out *o, const pyu_frame *f, bool locals,
+                     int changed)
 {
     pyu_jo_open(o, NULL, '{', 0);
     pyu_jo_str(o, "function", f->function);
     pyu_jo_str(o, "name", f->name);
     pyu_jo_str(o, "file", f->file);
-    if (f->line > 0)
-        pyu_jo_int(o, "line", f->line);
-    else
-        pyu_jo_null(o, "line");
+    bool known = f->line > 0;
+    jo_int_or_null(o, "line", known ? f->line : 0, 0);
+    jo_int_or_null(o, "end_line", known ? f->end_line : 0, 0);
+    jo_int_or_null(o, "column", known ? f->col : -1, -1);
+    jo_int_or_null(o, "end_column", known ? f->end_col : -1, -1);
+    if (changed == 0 || changed == 1)
+        pyu_jo_bool(o, "source_changed", changed);
+    else if (changed != SOURCE_UNSAID)
+        pyu_jo_null(o, "source_changed");
     if (locals) {
         pyu_jo_open(o, "locals", '[', 0);
         for (size_t i = 0; i < f->nlocals && o->rc == 0; i++) {
@@ -47,14 +63,14 @@ static void jo_frame(pyu_json_out *o, const pyu_frame *f, bool locals)
 
 void pyu_jo_frame(pyu_json_out *o, const pyu_frame *f)
 {
-    jo_frame(o, f, false);
+    jo_frame(o, f, false, SOURCE_UNSAID);
 }
 
 int pyu_frame_emit(const pyu_frame *f, int with_locals,
                    const pyu_json_sink *sink)
 {
     pyu_json_out o = {sink, 0};
-    jo_frame(&o, f, with_locals != 0);
+    jo_frame(&o, f, with_locals != 0, SOURCE_UNSAID);
     return o.rc;
 }
 
@@ -67,12 +83,16 @@ typedef struct src_file {
     char *path;
     char *text; /* NULL when unreadable */
     size_t len;
+    bool found;    /* a regular file was found at the path */
+    int64_t mtime; /* its time, seconds since the epoch */
 } src_file;
 
 typedef struct src_cache {
     src_file f[SRC_CACHE];
     unsigned next;
     const char *root; /* the dump's source_root */
+    const pyu_process *process;
+    bool stat_only; /* (JSON: the files' times, not their text) */
 } src_cache;
 
 static const src_file *src_load(src_cache *c, const char *path)
@@ -101,8 +121,11 @@ static const src_file *src_load(src_cache *c, const char *path)
     if (fd < 0 && path[0])
         fd = pyu_open_regular(path);
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        st.st_size <= (off_t)SRC_MAX) {
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        f->found = true;
+        f->mtime = (int64_t)st.st_mtime;
+    }
+    if (f->found && !c->stat_only && st.st_size <= (off_t)SRC_MAX) {
         f->text = malloc((size_t)st.st_size + 1);
         size_t got = 0;
         while (f->text && got < (size_t)st.st_size) {
@@ -129,30 +152,35 @@ static void src_free(src_cache *c)
     }
 }
 
-/* Writes source line `line` of path, stripped, or nothing. */
-static void print_source(FILE *out, src_cache *c, const char *path, int line)
+/* Whether the file changed after the target's source time (1), did not
+ * (0), or either is unknown (-1).  (A second of slack: the process's
+ * start is known to a clock tick, a file's time to its file system's.) */
+static int src_changed(const src_file *f, const pyu_process *p)
 {
-    const src_file *f = src_load(c, path);
-    if (!f->text || line <= 0)
+    if (!f->found || !p || p->source_time <= 0)
+        return -1;
+    return f->mtime > p->source_time + 1;
+}
+
+/* The frame's lines in the target's version's traceback form, or why
+ * they are not shown; nothing when the file cannot be read. */
+static void print_source(FILE *out, src_cache *c, const pyu_frame *fr)
+{
+    const src_file *f = src_load(c, fr->file);
+    if (!f->text || fr->line <= 0)
         return;
-    const char *p = f->text, *end = f->text + f->len;
-    for (int n = 1; n < line && p < end; n++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        if (!nl)
-            return;
-        p = nl + 1;
+    if (src_changed(f, c->process) == 1) {
+        fprintf(out, "    [source not shown: the file changed after the "
+                     "%s]\n", c->process->source_time_core
+                                ? "core was written" : "process started");
+        return;
     }
-    if (p >= end)
-        return;
-    const char *e = memchr(p, '\n', (size_t)(end - p));
-    if (!e)
-        e = end;
-    while (p < e && (*p == ' ' || *p == '\t'))
-        p++;
-    while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
-        e--;
-    if (e > p)
-        fprintf(out, "    %.*s\n", (int)(e - p), p);
+    int major = 0, minor = 0;
+    if (sscanf(c->process ? c->process->python : "", "%d.%d", &major,
+               &minor) != 2 || major != 3)
+        minor = 0;
+    pyu_source_lines(out, f->text, f->len, minor, fr->line, fr->end_line,
+                     fr->col, fr->end_col);
 }
 
 /* ------------------------------------------------------------------- text */
@@ -232,7 +260,7 @@ static void print_py_frame(FILE *out, const pyu_frame *f, src_cache *src,
     else
         fprintf(out, "  File \"%s\", in %s\n", f->file, f->function);
     if (!(flags & PYU_TEXT_NO_SOURCE))
-        print_source(out, src, f->file, f->line);
+        print_source(out, src, f);
     if (locals)
         print_locals(out, f);
 }
@@ -384,7 +412,7 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
 
 int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags)
 {
-    src_cache src = {.root = d->source_root};
+    src_cache src = {.root = d->source_root, .process = &d->process};
     if (d->process.pid > 0)
         fprintf(out, "Process %d: ", d->process.pid);
     fprintf(out, "CPython %s%s, %zu thread%s", d->process.python,
@@ -442,7 +470,8 @@ static void jo_native(pyu_json_out *o, const pyu_thread *t)
     pyu_jo_str(o, "native_error", t->native_error);
 }
 
-static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t)
+static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t,
+                      src_cache *src)
 {
     pyu_jo_open(o, NULL, '{', 0);
     pyu_jo_int(o, "interpreter_id", t->interpreter_id);
@@ -456,7 +485,8 @@ static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t)
     pyu_jo_close(o, '[');
     pyu_jo_open(o, "frames", '[', PYU_JSON_ROWS);
     for (size_t k = 0; k < t->nframes && o->rc == 0; k++)
-        jo_frame(o, &t->frames[k], d->has_locals);
+        jo_frame(o, &t->frames[k], d->has_locals,
+                 src_changed(src_load(src, t->frames[k].file), &d->process));
     pyu_jo_close(o, '[');
     if (d->has_async) {
         pyu_jo_open(o, "tasks", '[', 0);
@@ -484,15 +514,18 @@ static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t)
 int pyu_dump_emit(const pyu_dump *d, const pyu_json_sink *sink)
 {
     pyu_json_out o = {sink, 0};
+    src_cache src = {.root = d->source_root, .process = &d->process,
+                     .stat_only = true};
     pyu_jo_open(&o, NULL, '{', 0);
     pyu_jo_process_head(&o, &d->process);
     pyu_jo_open(&o, "threads", '[', PYU_JSON_ROWS | PYU_JSON_ROWS_END);
     for (size_t i = 0; i < d->nthreads && o.rc == 0; i++)
-        jo_thread(&o, d, &d->threads[i]);
+        jo_thread(&o, d, &d->threads[i], &src);
     pyu_jo_close(&o, '[');
     pyu_jo_bool(&o, "threads_truncated", d->threads_truncated);
     pyu_jo_process_signal(&o, &d->process);
     pyu_jo_close(&o, '{');
+    src_free(&src);
     return o.rc;
 }
 
