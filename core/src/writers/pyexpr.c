@@ -45,7 +45,7 @@
 /* ======================================================== Unicode facts */
 
 /* str.isspace(): Python's whitespace (Zs, and bidi classes WS, B, S). */
-bool u_isspace(uint32_t c)
+bool pyu_u_isspace(uint32_t c)
 {
     if (c <= 0x20)
         return c == 0x20 || (c >= 0x09 && c <= 0x0d) ||
@@ -68,7 +68,7 @@ static size_t u_utf8_len(uint32_t c)
     return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
 }
 
-bool u_in(const urange *r, size_t n, uint32_t c, int minor)
+bool pyu_u_in(const urange *r, size_t n, uint32_t c, int minor)
 {
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -85,25 +85,25 @@ bool u_in(const urange *r, size_t n, uint32_t c, int minor)
 
 /* ============================================================== strings */
 
-void us_free(ustr *s)
+void pyu_us_free(ustr *s)
 {
     free(s->p);
     *s = (ustr){0};
 }
 
-void ul_free(uvlist *l)
+void pyu_ul_free(uvlist *l)
 {
     free(l->v);
     *l = (uvlist){0};
 }
 
-uv us_view(const ustr *s)
+uv pyu_us_view(const ustr *s)
 {
     return (uv){s->p, s->n};
 }
 
 /* Room for more code points; false (and c->failed) when there is none. */
-bool us_room(sl *c, ustr *s, size_t more)
+bool pyu_us_room(sl *c, ustr *s, size_t more)
 {
     if (c->failed)
         return false;
@@ -127,23 +127,23 @@ bool us_room(sl *c, ustr *s, size_t more)
     return true;
 }
 
-void us_add(sl *c, ustr *s, uv v)
+void pyu_us_add(sl *c, ustr *s, uv v)
 {
-    if (v.n && us_room(c, s, v.n)) {
+    if (v.n && pyu_us_room(c, s, v.n)) {
         memcpy(s->p + s->n, v.p, v.n * sizeof *v.p);
         s->n += v.n;
     }
 }
 
-void us_adda(sl *c, ustr *s, const char *ascii)
+void pyu_us_adda(sl *c, ustr *s, const char *ascii)
 {
     size_t n = strlen(ascii);
-    if (us_room(c, s, n))
+    if (pyu_us_room(c, s, n))
         for (size_t i = 0; i < n; i++)
             s->p[s->n++] = (unsigned char)ascii[i];
 }
 
-void ul_add(sl *c, uvlist *l, uv v)
+void pyu_ul_add(sl *c, uvlist *l, uv v)
 {
     if (c->failed)
         return;
@@ -162,32 +162,32 @@ void ul_add(sl *c, uvlist *l, uv v)
 }
 
 /* n code points from p + off (an empty string's p may be NULL) */
-uv uv_at(const uint32_t *p, size_t off, size_t n)
+uv pyu_uv_at(const uint32_t *p, size_t off, size_t n)
 {
     return (uv){p ? p + off : p, n};
 }
 
 /* s[a:b] for a, b >= 0, as Python slices (clamped, empty when a >= b). */
-uv uv_slice(uv s, long a, long b)
+uv pyu_uv_slice(uv s, long a, long b)
 {
     size_t lo = a < 0 ? 0 : (size_t)a, hi = b < 0 ? 0 : (size_t)b;
     if (hi > s.n)
         hi = s.n;
     if (lo > hi)
         lo = hi;
-    return uv_at(s.p, lo, hi - lo);
+    return pyu_uv_at(s.p, lo, hi - lo);
 }
 
-size_t uv_lspace(uv s)
+size_t pyu_uv_lspace(uv s)
 {
     size_t i = 0;
-    while (i < s.n && u_isspace(s.p[i]))
+    while (i < s.n && pyu_u_isspace(s.p[i]))
         i++;
     return i;
 }
 
 /* str.splitlines(keepends) */
-void uv_splitlines(sl *c, uv s, bool keepends, uvlist *out)
+void pyu_uv_splitlines(sl *c, uv s, bool keepends, uvlist *out)
 {
     size_t i = 0;
     while (i < s.n) {
@@ -201,13 +201,13 @@ void uv_splitlines(sl *c, uv s, bool keepends, uvlist *out)
             if (keepends)
                 end = i;
         }
-        ul_add(c, out, uv_at(s.p, start, end - start));
+        pyu_ul_add(c, out, pyu_uv_at(s.p, start, end - start));
     }
 }
 
 /* Python's l[i] for an int i: negative counts from the end; false for an
  * IndexError. */
-bool ul_get(const uvlist *l, long i, uv *out)
+bool pyu_ul_get(const uvlist *l, long i, uv *out)
 {
     if (i < 0)
         i += (long)l->n;
@@ -220,7 +220,7 @@ bool ul_get(const uvlist *l, long i, uv *out)
 /* _byte_offset_to_character_offset(s, off): the length of
  * s.encode()[:off].decode(errors="replace"), i.e. the number of code
  * points that begin before byte off (a cut one becomes one U+FFFD). */
-long uv_b2c(uv s, long off)
+long pyu_uv_b2c(uv s, long off)
 {
     long bytes = 0, n = 0;
     for (size_t i = 0; i < s.n && bytes < off; i++, n++)
@@ -346,7 +346,7 @@ static bool is_id_start(uint32_t ch)
 {
     if (ch < 0x80)
         return is_ascii_alpha(ch) || ch == '_';
-    return !u_isspace(ch) && !u_in(not_id, COUNT(not_id), ch, 0);
+    return !pyu_u_isspace(ch) && !pyu_u_in(not_id, COUNT(not_id), ch, 0);
 }
 
 static bool is_id_char(uint32_t ch)
@@ -1636,7 +1636,7 @@ static bool spans_lines(const uint32_t *t, const node *n, long start,
  * either have no statement, or begin with "return f(...)" (f a name) or
  * "x = ...(...)" whose call is the instruction's whole span: no carets
  * then. */
-bool hide_carets(sl *c, uv text, long start, long end, long nlines)
+bool pyu_hide_carets(sl *c, uv text, long start, long end, long nlines)
 {
     size_t nv;
     tok *v = tokenize(c, text.p, text.n, &nv);
@@ -1668,9 +1668,9 @@ bool hide_carets(sl *c, uv text, long start, long end, long nlines)
 static bool a_normalize(const uvlist *l, long ln, long off, long *col)
 {
     uv line;
-    if (!ul_get(l, ln, &line))
+    if (!pyu_ul_get(l, ln, &line))
         return false;
-    *col = uv_b2c(line, off);
+    *col = pyu_uv_b2c(line, off);
     return true;
 }
 
@@ -1679,14 +1679,14 @@ static bool a_next_valid(const uvlist *l, long *ln, long *col)
 {
     uv line;
     while (*ln < (long)l->n) {
-        if (!ul_get(l, *ln, &line))
+        if (!pyu_ul_get(l, *ln, &line))
             return false;
         if (*col < (long)line.n)
             break;
         *col = 0;
         (*ln)++;
     }
-    return *ln < (long)l->n && ul_get(l, *ln, &line) && *col < (long)line.n;
+    return *ln < (long)l->n && pyu_ul_get(l, *ln, &line) && *col < (long)line.n;
 }
 
 enum stop { STOP_OPERATOR, STOP_LSQB, STOP_LPAR };
@@ -1694,7 +1694,7 @@ enum stop { STOP_OPERATOR, STOP_LSQB, STOP_LPAR };
 static bool a_stops(int stop, uint32_t ch)
 {
     if (stop == STOP_OPERATOR)
-        return !u_isspace(ch) && ch != ')';
+        return !pyu_u_isspace(ch) && ch != ')';
     return ch == (stop == STOP_LSQB ? '[' : '(');
 }
 
@@ -1705,7 +1705,7 @@ static bool a_until(const uvlist *l, long *ln, long *col, int stop,
 {
     for (size_t guard = 0; guard <= 2 * chars + 2 * l->n + 4; guard++) {
         uv line;
-        if (!ul_get(l, *ln, &line) || *col < 0 || *col >= (long)line.n)
+        if (!pyu_ul_get(l, *ln, &line) || *col < 0 || *col >= (long)line.n)
             return false;
         uint32_t ch = line.p[*col];
         if (ch == '\\' || ch == '#') {
@@ -1746,7 +1746,7 @@ static bool a_binop(const uvlist *l, const uint32_t *w, const node *top,
         !a_until(l, &ln, &col, STOP_OPERATOR, chars))
         return false;
     uv line;
-    if (!ul_get(l, ln, &line))
+    if (!pyu_ul_get(l, ln, &line))
         return false;
     long right = col + 1;
     if (right < (long)line.n) {
@@ -1759,7 +1759,7 @@ static bool a_binop(const uvlist *l, const uint32_t *w, const node *top,
             before = right < rc;
         }
         uint32_t ch = line.p[right];
-        if (before && !u_isspace(ch) && ch != '\\' && ch != '#')
+        if (before && !pyu_u_isspace(ch) && ch != '\\' && ch != '#')
             right++;
     }
     *a = (anchors){ln, col, ln, right};
@@ -1778,25 +1778,25 @@ static bool a_brackets(const uvlist *l, const uint32_t *w, const node *top,
 }
 
 /* 3.13's anchors of a segment, parsed as "(\n" segment "\n)". */
-bool anchors313(sl *c, uv seg, anchors *a)
+bool pyu_anchors313(sl *c, uv seg, anchors *a)
 {
     ustr w = {0};
-    us_adda(c, &w, "(\n");
-    us_add(c, &w, seg);
-    us_adda(c, &w, "\n)");
+    pyu_us_adda(c, &w, "(\n");
+    pyu_us_add(c, &w, seg);
+    pyu_us_adda(c, &w, "\n)");
     node top;
-    bool ok = !c->failed && expr_statement(c, us_view(&w), &top) &&
+    bool ok = !c->failed && expr_statement(c, pyu_us_view(&w), &top) &&
               (top.kind == K_BINOP || top.kind == K_SUBSCRIPT ||
                top.kind == K_CALL);
     uvlist lines = {0};
     if (ok) {
-        uv_splitlines(c, seg, false, &lines);
+        pyu_uv_splitlines(c, seg, false, &lines);
         ok = !c->failed &&
              (top.kind == K_BINOP ? a_binop(&lines, w.p, &top, seg.n, a)
                                   : a_brackets(&lines, w.p, &top, seg.n, a));
     }
-    ul_free(&lines);
-    us_free(&w);
+    pyu_ul_free(&lines);
+    pyu_us_free(&w);
     return ok;
 }
 
@@ -1804,7 +1804,7 @@ bool anchors313(sl *c, uv seg, anchors *a)
  * or two characters after the left operand's end (skipping spaces, but
  * not a ')'); for a Subscript, from the value's end to one past the
  * slice's.  Offsets in characters of the segment. */
-bool anchors311(sl *c, uv seg, long *left, long *right)
+bool pyu_anchors311(sl *c, uv seg, long *left, long *right)
 {
     node top;
     if (!expr_statement(c, seg, &top))
@@ -1813,20 +1813,20 @@ bool anchors311(sl *c, uv seg, long *left, long *right)
     if (top.kind == K_BINOP) {
         pos_of(seg.p, top.a_end, &ln, &lbc);
         pos_of(seg.p, top.b_start, &ln, &rbc);
-        uv op = uv_slice(seg, uv_b2c(seg, lbc), uv_b2c(seg, rbc));
-        long skip = (long)uv_lspace(op);
+        uv op = pyu_uv_slice(seg, pyu_uv_b2c(seg, lbc), pyu_uv_b2c(seg, rbc));
+        long skip = (long)pyu_uv_lspace(op);
         long la = lbc + skip, ra = la + 1;
-        if (skip + 1 < (long)op.n && !u_isspace(op.p[skip + 1]))
+        if (skip + 1 < (long)op.n && !pyu_u_isspace(op.p[skip + 1]))
             ra++;
-        *left = uv_b2c(seg, la);
-        *right = uv_b2c(seg, ra);
+        *left = pyu_uv_b2c(seg, la);
+        *right = pyu_uv_b2c(seg, ra);
         return true;
     }
     if (top.kind == K_SUBSCRIPT) {
         pos_of(seg.p, top.a_end, &ln, &lbc);
         pos_of(seg.p, top.b_end, &ln, &rbc);
-        *left = uv_b2c(seg, lbc);
-        *right = uv_b2c(seg, rbc + 1);
+        *left = pyu_uv_b2c(seg, lbc);
+        *right = pyu_uv_b2c(seg, rbc + 1);
         return true;
     }
     return false;

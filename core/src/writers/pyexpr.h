@@ -36,11 +36,11 @@ typedef struct urange {
 } urange;
 
 /* str.isspace() of one character: Python's whitespace. */
-bool u_isspace(uint32_t c);
+bool pyu_u_isspace(uint32_t c);
 
 /* Is c in the n ranges of r (sorted, not overlapping) as minor's
  * unicodedata has them (a range's since <= minor)? */
-bool u_in(const urange *r, size_t n, uint32_t c, int minor);
+bool pyu_u_in(const urange *r, size_t n, uint32_t c, int minor);
 
 /* ============================================================== strings */
 
@@ -64,47 +64,47 @@ typedef struct uvlist {
 } uvlist;
 
 /* Frees s's buffer; s is empty after. */
-void us_free(ustr *s);
+void pyu_us_free(ustr *s);
 
 /* Frees l's array (not what its views point into); l is empty after. */
-void ul_free(uvlist *l);
+void pyu_ul_free(uvlist *l);
 
 /* A view of all of s. */
-uv us_view(const ustr *s);
+uv pyu_us_view(const ustr *s);
 
 /* Room in s for more code points; false (and c->failed) when there is
  * none, or c has failed already. */
-bool us_room(sl *c, ustr *s, size_t more);
+bool pyu_us_room(sl *c, ustr *s, size_t more);
 
 /* Appends v to s. */
-void us_add(sl *c, ustr *s, uv v);
+void pyu_us_add(sl *c, ustr *s, uv v);
 
 /* Appends the ASCII string ascii to s. */
-void us_adda(sl *c, ustr *s, const char *ascii);
+void pyu_us_adda(sl *c, ustr *s, const char *ascii);
 
 /* Appends v to l. */
-void ul_add(sl *c, uvlist *l, uv v);
+void pyu_ul_add(sl *c, uvlist *l, uv v);
 
 /* n code points from p + off (an empty string's p may be NULL). */
-uv uv_at(const uint32_t *p, size_t off, size_t n);
+uv pyu_uv_at(const uint32_t *p, size_t off, size_t n);
 
 /* s[a:b] as Python slices it, for a, b >= 0 (clamped, empty when
  * a >= b). */
-uv uv_slice(uv s, long a, long b);
+uv pyu_uv_slice(uv s, long a, long b);
 
 /* The number of whitespace characters s begins with. */
-size_t uv_lspace(uv s);
+size_t pyu_uv_lspace(uv s);
 
 /* str.splitlines(keepends): s's lines, as views into s, added to out. */
-void uv_splitlines(sl *c, uv s, bool keepends, uvlist *out);
+void pyu_uv_splitlines(sl *c, uv s, bool keepends, uvlist *out);
 
 /* Python's l[i] for an int i: negative counts from the end; false for an
  * IndexError. */
-bool ul_get(const uvlist *l, long i, uv *out);
+bool pyu_ul_get(const uvlist *l, long i, uv *out);
 
 /* traceback's _byte_offset_to_character_offset(s, off): the number of
  * code points of s that begin before its UTF-8 byte off. */
-long uv_b2c(uv s, long off);
+long pyu_uv_b2c(uv s, long off);
 
 /* ============================================================== anchors */
 
@@ -120,18 +120,18 @@ typedef struct anchors {
  * begins with "return f(...)" (f a name) or "x = ...(...)" whose call
  * is the instruction's whole span: from column start of the first line
  * to column end of line nlines.  Then no carets. */
-bool hide_carets(sl *c, uv text, long start, long end, long nlines);
+bool pyu_hide_carets(sl *c, uv text, long start, long end, long nlines);
 
 /* 3.13's (and later) anchors of a segment (the span's text, its lines
  * joined with '\n'), parsed as "(\n" segment "\n)": for a BinOp its
  * operator, for a Subscript or a Call its brackets after the value or
  * function.  False when there are none (no such node, or the segment
  * does not parse). */
-bool anchors313(sl *c, uv seg, anchors *a);
+bool pyu_anchors313(sl *c, uv seg, anchors *a);
 
 /* 3.11's anchors of a one-line segment, in characters of the segment:
  * for a BinOp its operator's one or two characters, for a Subscript from
  * the value's end to one past the slice's; false when there are none. */
-bool anchors311(sl *c, uv seg, long *left, long *right);
+bool pyu_anchors311(sl *c, uv seg, long *left, long *right);
 
 #endif

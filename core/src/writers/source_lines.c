@@ -179,7 +179,7 @@ static const urange zero_width[] = {
 /* 3.13 and 3.14: 2 columns for a wide character, else 1. */
 static long u_width313(uint32_t c, int minor)
 {
-    return c >= 0x1100 && u_in(wide, COUNT(wide), c, minor) ? 2 : 1;
+    return c >= 0x1100 && pyu_u_in(wide, COUNT(wide), c, minor) ? 2 : 1;
 }
 
 /* 3.15's _str_width: ASCII 1, combining and format characters 0, wide 2,
@@ -188,16 +188,16 @@ static long u_width315(uint32_t c)
 {
     if (c < 0x80)
         return 1;
-    if (u_in(zero_width, COUNT(zero_width), c, 15))
+    if (pyu_u_in(zero_width, COUNT(zero_width), c, 15))
         return 0;
-    return u_in(wide, COUNT(wide), c, 15) ? 2 : 1;
+    return pyu_u_in(wide, COUNT(wide), c, 15) ? 2 : 1;
 }
 
 /* ============================================================== strings */
 
 static void us_addc(sl *c, ustr *s, uint32_t ch, long times)
 {
-    if (times > 0 && us_room(c, s, (size_t)times))
+    if (times > 0 && pyu_us_room(c, s, (size_t)times))
         for (long i = 0; i < times; i++)
             s->p[s->n++] = ch;
 }
@@ -205,15 +205,15 @@ static void us_addc(sl *c, ustr *s, uint32_t ch, long times)
 static size_t uv_rspace(uv s)
 {
     size_t i = 0;
-    while (i < s.n && u_isspace(s.p[s.n - 1 - i]))
+    while (i < s.n && pyu_u_isspace(s.p[s.n - 1 - i]))
         i++;
     return i;
 }
 
 static uv uv_lstrip(uv s)
 {
-    size_t k = uv_lspace(s);
-    return uv_at(s.p, k, s.n - k);
+    size_t k = pyu_uv_lspace(s);
+    return pyu_uv_at(s.p, k, s.n - k);
 }
 
 static uv uv_rstrip(uv s)
@@ -229,7 +229,7 @@ static uv uv_strip(uv s)
 /* str.isspace(): not empty, and all whitespace. */
 static bool uv_isspace(uv s)
 {
-    return s.n > 0 && uv_lspace(s) == s.n;
+    return s.n > 0 && pyu_uv_lspace(s) == s.n;
 }
 
 static bool uv_isascii(uv s)
@@ -256,7 +256,7 @@ static void uv_split_nl(sl *c, uv s, uvlist *out)
     size_t start = 0;
     for (size_t i = 0; i <= s.n; i++)
         if (i == s.n || s.p[i] == '\n') {
-            ul_add(c, out, uv_at(s.p, start, i - start));
+            pyu_ul_add(c, out, pyu_uv_at(s.p, start, i - start));
             start = i + 1;
         }
 }
@@ -268,7 +268,7 @@ static void ul_join_nl(sl *c, const uvlist *l, size_t from, size_t to,
     for (size_t i = from; i < to && i < l->n; i++) {
         if (i > from)
             us_addc(c, out, '\n', 1);
-        us_add(c, out, l->v[i]);
+        pyu_us_add(c, out, l->v[i]);
     }
 }
 
@@ -312,10 +312,10 @@ static void dedent313(sl *c, uv text, ustr *out)
             continue;
         if (margin.n && l.n >= margin.n &&
             !memcmp(l.p, margin.p, margin.n * sizeof *l.p))
-            l = uv_slice(l, (long)margin.n, (long)l.n);
-        us_add(c, out, l);
+            l = pyu_uv_slice(l, (long)margin.n, (long)l.n);
+        pyu_us_add(c, out, l);
     }
-    ul_free(&lines);
+    pyu_ul_free(&lines);
 }
 
 /* 3.14's dedent: the margin is where the smallest and the largest
@@ -349,9 +349,9 @@ static void dedent314(sl *c, uv text, ustr *out)
             us_addc(c, out, '\n', 1);
         uv l = lines.v[i];
         if (!uv_isspace(l))
-            us_add(c, out, uv_slice(l, (long)margin, (long)l.n));
+            pyu_us_add(c, out, pyu_uv_slice(l, (long)margin, (long)l.n));
     }
-    ul_free(&lines);
+    pyu_ul_free(&lines);
 }
 
 static void dedent(sl *c, uv text, ustr *out)
@@ -367,13 +367,13 @@ static void dedent(sl *c, uv text, ustr *out)
 static void indent(sl *c, uv text, const char *prefix, bool all, ustr *out)
 {
     uvlist pieces = {0};
-    uv_splitlines(c, text, true, &pieces);
+    pyu_uv_splitlines(c, text, true, &pieces);
     for (size_t i = 0; i < pieces.n; i++) {
         if (all || !uv_isspace(pieces.v[i]))
-            us_adda(c, out, prefix);
-        us_add(c, out, pieces.v[i]);
+            pyu_us_adda(c, out, prefix);
+        pyu_us_add(c, out, pieces.v[i]);
     }
-    ul_free(&pieces);
+    pyu_ul_free(&pieces);
 }
 
 /* ------------------------------------------------- _display_width */
@@ -404,12 +404,12 @@ static long wlen315(uv s)
 static long display_width(const sl *c, uv line, long offset)
 {
     if (c->minor >= 15)
-        return wlen315(offset < 0 ? line : uv_slice(line, 0, offset));
+        return wlen315(offset < 0 ? line : pyu_uv_slice(line, 0, offset));
     if (offset < 0)
         offset = (long)line.n;
     if (uv_isascii(line))
         return offset;
-    uv s = uv_slice(line, 0, offset);
+    uv s = pyu_uv_slice(line, 0, offset);
     long w = 0;
     for (size_t i = 0; i < s.n; i++)
         w += u_width313(s.p[i], c->minor);
@@ -657,7 +657,7 @@ static bool src_next_line(const src *s, size_t *pos, size_t *a, size_t *e)
 /* The bytes [a, e) of the file as code points, appended to out. */
 static void src_decode(sl *c, const src *s, size_t a, size_t e, ustr *out)
 {
-    if (!us_room(c, out, e - a))
+    if (!pyu_us_room(c, out, e - a))
         return;
     size_t i = a;
     while (i < e) {
@@ -705,27 +705,27 @@ static void fmt311(sl *c, const src *s, long line, long end_line, long col,
     ustr raw = {0};
     bool found;
     src_lines(c, s, line, 1, &raw, &found);
-    uv r = us_view(&raw); /* the line with its '\n', as linecache's */
+    uv r = pyu_us_view(&raw); /* the line with its '\n', as linecache's */
     uv st = uv_strip(r);
     if (!found || !st.n || c->failed)
         goto out;
-    us_adda(c, out, "    ");
-    us_add(c, out, st);
+    pyu_us_adda(c, out, "    ");
+    pyu_us_add(c, out, st);
     us_addc(c, out, '\n', 1);
     if (col < 0 || end_col < 0)
         goto out;
     /* (counts the newline and any trailing spaces as indentation, which
      * the 1-based offsets make up for when there are no trailing ones) */
     long stripped = (long)r.n - (long)st.n;
-    long start = uv_b2c(r, col) + 1, end = uv_b2c(r, end_col) + 1;
+    long start = pyu_uv_b2c(r, col) + 1, end = pyu_uv_b2c(r, end_col) + 1;
     long left = 0, right = 0;
     bool have = false;
     if (line == end_line)
-        have = anchors311(c, uv_slice(r, start - 1, end - 1), &left, &right);
+        have = pyu_anchors311(c, pyu_uv_slice(r, start - 1, end - 1), &left, &right);
     else
         end = stripped + (long)st.n;
     if (end - start < (long)st.n || (have && right - left > 0)) {
-        us_adda(c, out, "    ");
+        pyu_us_adda(c, out, "    ");
         us_addc(c, out, ' ', start - stripped);
         if (have) {
             us_addc(c, out, '~', left);
@@ -737,12 +737,12 @@ static void fmt311(sl *c, const src *s, long line, long end_line, long col,
         us_addc(c, out, '\n', 1);
     }
 out:
-    us_free(&raw);
+    pyu_us_free(&raw);
 }
 
 /* ======================================================= 3.13 and later */
 
-/* _should_show_carets: not when hide_carets says so; else when there are
+/* _should_show_carets: not when pyu_hide_carets says so; else when there are
  * anchors, or code before the span on its first line or after it on its
  * last. */
 static bool show_carets(sl *c, long start, long end, const uvlist *all,
@@ -750,15 +750,15 @@ static bool show_carets(sl *c, long start, long end, const uvlist *all,
 {
     ustr text = {0};
     ul_join_nl(c, all, 0, all->n, &text);
-    bool hide = hide_carets(c, us_view(&text), start, end, (long)all->n);
-    us_free(&text);
+    bool hide = pyu_hide_carets(c, pyu_us_view(&text), start, end, (long)all->n);
+    pyu_us_free(&text);
     if (hide)
         return false;
     if (have)
         return true;
     uv first = all->v[0], last = all->v[all->n - 1];
-    return uv_lstrip(uv_slice(first, 0, start)).n ||
-           uv_rstrip(uv_slice(last, end, (long)last.n)).n;
+    return uv_lstrip(pyu_uv_slice(first, 0, start)).n ||
+           uv_rstrip(pyu_uv_slice(last, end, (long)last.n)).n;
 }
 
 /* What format_frame_summary's output_line works from. */
@@ -782,18 +782,18 @@ static bool in_anchors(const span *sp, long ln, long col)
 static void output_line(sl *c, const span *sp, long ln, ustr *res)
 {
     uv line;
-    if (!ul_get(sp->all, ln, &line)) { /* (an IndexError in Python) */
+    if (!pyu_ul_get(sp->all, ln, &line)) { /* (an IndexError in Python) */
         c->failed = true;
         return;
     }
-    us_add(c, res, line);
+    pyu_us_add(c, res, line);
     us_addc(c, res, '\n', 1);
     if (!sp->show)
         return;
-    long spaces = (long)uv_lspace(line);
+    long spaces = (long)pyu_uv_lspace(line);
     long carets = ln == (long)sp->all->n - 1 ? sp->dp_end
                                              : display_width(c, line, -1);
-    if (carets > 0 && !us_room(c, res, (size_t)carets))
+    if (carets > 0 && !pyu_us_room(c, res, (size_t)carets))
         return;
     for (long col = 0; col < carets; col++) {
         uint32_t ch = (col < spaces || (ln == 0 && col < sp->dp_start)) ? ' '
@@ -832,7 +832,7 @@ static void output_lines(sl *c, const span *sp, ustr *res)
         } else if (any && ln - prev > 2) {
             char buf[64];
             snprintf(buf, sizeof buf, "...<%ld lines>...\n", ln - prev - 1);
-            us_adda(c, res, buf);
+            pyu_us_adda(c, res, buf);
         }
         output_line(c, sp, ln, res);
         prev = ln;
@@ -848,8 +848,8 @@ static bool anchors_display(sl *c, span *sp, long start)
     long l = a->left_col + (a->left_line == 0 ? start : 0);
     long r = a->right_col + (a->right_line == 0 ? start : 0);
     uv ll, rl;
-    if (!ul_get(sp->all, a->left_line, &ll) ||
-        !ul_get(sp->all, a->right_line, &rl)) {
+    if (!pyu_ul_get(sp->all, a->left_line, &ll) ||
+        !pyu_ul_get(sp->all, a->right_line, &rl)) {
         c->failed = true;
         return false;
     }
@@ -870,17 +870,17 @@ static void frame_lines(sl *c, const src *s, long line, long count,
     uvlist raw = {0};
     bool found;
     src_lines(c, s, line, count, &buf, &found);
-    uv_split_nl(c, us_view(&buf), &raw);
+    uv_split_nl(c, pyu_us_view(&buf), &raw);
     for (long i = 0; i < count && (size_t)i < raw.n; i++) {
         if (i)
             us_addc(c, joined, '\n', 1);
-        us_add(c, joined, uv_rstrip(raw.v[i]));
+        pyu_us_add(c, joined, uv_rstrip(raw.v[i]));
     }
     us_addc(c, joined, '\n', 1);
     if (raw.n)
-        us_add(c, first, uv_strip(raw.v[0]));
-    ul_free(&raw);
-    us_free(&buf);
+        pyu_us_add(c, first, uv_strip(raw.v[0]));
+    pyu_ul_free(&raw);
+    pyu_us_free(&buf);
 }
 
 /* With columns: the carets' lines, from the original and dedented
@@ -891,18 +891,18 @@ static void fmt313_span(sl *c, uv joined, uv ded, long count, long col,
     uvlist orig = {0}, all = {0};
     ustr segbuf = {0}, res = {0}, res_ded = {0};
     uv first, last;
-    uv_splitlines(c, joined, false, &orig);
-    uv_splitlines(c, ded, false, &all);
+    pyu_uv_splitlines(c, joined, false, &orig);
+    pyu_uv_splitlines(c, ded, false, &all);
     if (all.n > (size_t)count)
         all.n = (size_t)count;
-    if (c->failed || !all.n || !ul_get(&orig, 0, &first) ||
-        !ul_get(&orig, count - 1, &last)) {
+    if (c->failed || !all.n || !pyu_ul_get(&orig, 0, &first) ||
+        !pyu_ul_get(&orig, count - 1, &last)) {
         c->failed = true;
         goto out;
     }
     long dedented = (long)first.n - (long)all.v[0].n;
-    long start = uv_b2c(first, col) - dedented;
-    long end = uv_b2c(last, end_col) - dedented;
+    long start = pyu_uv_b2c(first, col) - dedented;
+    long end = pyu_uv_b2c(last, end_col) - dedented;
     start = start < 0 ? 0 : start;
     end = end < 0 ? 0 : end;
     uv l0 = all.v[0], ll = all.v[all.n - 1];
@@ -910,21 +910,21 @@ static void fmt313_span(sl *c, uv joined, uv ded, long count, long col,
     sp.dp_start = display_width(c, l0, start);
     sp.dp_end = display_width(c, ll, end);
     ul_join_nl(c, &all, 0, all.n, &segbuf);
-    uv seg = uv_slice(us_view(&segbuf), start,
+    uv seg = pyu_uv_slice(pyu_us_view(&segbuf), start,
                       (long)segbuf.n - ((long)ll.n - end));
-    sp.have = anchors313(c, seg, &sp.a);
+    sp.have = pyu_anchors313(c, seg, &sp.a);
     sp.show = show_carets(c, start, end, &all, sp.have);
     if (sp.have && !anchors_display(c, &sp, start))
         goto out;
     output_lines(c, &sp, &res);
-    dedent(c, us_view(&res), &res_ded);
-    indent(c, us_view(&res_ded), "    ", true, out);
+    dedent(c, pyu_us_view(&res), &res_ded);
+    indent(c, pyu_us_view(&res_ded), "    ", true, out);
 out:
-    ul_free(&orig);
-    ul_free(&all);
-    us_free(&segbuf);
-    us_free(&res);
-    us_free(&res_ded);
+    pyu_ul_free(&orig);
+    pyu_ul_free(&all);
+    pyu_us_free(&segbuf);
+    pyu_us_free(&res);
+    pyu_us_free(&res_ded);
 }
 
 /* A span of more lines than this is no real instruction's: nothing. */
@@ -941,20 +941,20 @@ static void fmt313(sl *c, const src *s, long line, long end_line, long col,
     long count = end_line - line + 1;
     ustr joined = {0}, first = {0}, ded = {0};
     frame_lines(c, s, line, count, &joined, &first);
-    dedent(c, us_view(&joined), &ded);
-    if (c->failed || !uv_strip(us_view(&ded)).n)
+    dedent(c, pyu_us_view(&joined), &ded);
+    if (c->failed || !uv_strip(pyu_us_view(&ded)).n)
         goto out;
     if (col < 0 || end_col < 0) { /* the first line only */
-        indent(c, us_view(&first), "    ", false, out);
+        indent(c, pyu_us_view(&first), "    ", false, out);
         us_addc(c, out, '\n', 1);
     } else {
-        fmt313_span(c, us_view(&joined), us_view(&ded), count, col, end_col,
+        fmt313_span(c, pyu_us_view(&joined), pyu_us_view(&ded), count, col, end_col,
                     out);
     }
 out:
-    us_free(&joined);
-    us_free(&first);
-    us_free(&ded);
+    pyu_us_free(&joined);
+    pyu_us_free(&first);
+    pyu_us_free(&ded);
 }
 
 /* ================================================================ entry */
@@ -1006,6 +1006,6 @@ void pyu_source_lines(FILE *out, const char *text, size_t len, int minor,
     else
         fmt313(&c, &s, line, end_line, col, end_col, &o);
     if (!c.failed)
-        write_utf8(out, us_view(&o));
-    us_free(&o);
+        write_utf8(out, pyu_us_view(&o));
+    pyu_us_free(&o);
 }
