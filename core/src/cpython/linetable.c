@@ -28,62 +28,11 @@ static bool read_svarint(const uint8_t *t, size_t len, size_t *i, int64_t *v)
     return true;
 }
 
-int pyu_linetable_line(const uint8_t *t, size_t len, int first_line,
-                       uint64_t index)
-{
-    int64_t line = first_line;
-    uint64_t addr = 0;
-    size_t i = 0;
-    while (i < len) {
-        uint8_t b = t[i++];
-        if (!(b & 0x80))
-            return -1; /* not at the start of an entry */
-        int code = (b >> 3) & 15;
-        uint64_t length = (uint64_t)(b & 7) + 1, skip;
-        int64_t delta = 0;
-        bool no_line = false;
-        switch (code) {
-        case 15:
-            no_line = true;
-            break;
-        case 14:
-            if (!read_svarint(t, len, &i, &delta) ||
-                !read_varint(t, len, &i, &skip) ||
-                !read_varint(t, len, &i, &skip) ||
-                !read_varint(t, len, &i, &skip))
-                return -1;
-            break;
-        case 13:
-            if (!read_svarint(t, len, &i, &delta))
-                return -1;
-            break;
-        case 10:
-        case 11:
-        case 12:
-            delta = code - 10;
-            i += 2;
-            break;
-        default:
-            i += 1;
-            break;
-        }
-        if (i > len)
-            return -1;
-        line += delta;
-        if (index < addr + length) {
-            if (no_line)
-                return 0;
-            return (line > 0 && line <= INT32_MAX) ? (int)line : 0;
-        }
-        addr += length;
-    }
-    return -1;
-}
-
 /* Where instruction `index` comes from in the source: as
  * code.co_positions() reports it (lines 1-based, columns 0-based UTF-8
- * byte offsets; -1 and end_line 0 where the table has none).  The same
- * walk of the table as pyu_linetable_line, keeping the columns. */
+ * byte offsets; -1 and end_line 0 where the table has none).  Each entry
+ * covers `length` code units and moves the line by its delta; the
+ * instruction's entry is the one whose units hold it. */
 int pyu_linetable_position(const uint8_t *t, size_t len, int first_line,
                            uint64_t index, pyu_position *out)
 {
@@ -158,4 +107,13 @@ int pyu_linetable_position(const uint8_t *t, size_t len, int first_line,
         addr += length;
     }
     return -1;
+}
+
+int pyu_linetable_line(const uint8_t *t, size_t len, int first_line,
+                       uint64_t index)
+{
+    pyu_position p;
+    return pyu_linetable_position(t, len, first_line, index, &p) < 0
+               ? -1
+               : p.line;
 }
