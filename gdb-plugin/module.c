@@ -9,11 +9,14 @@
  *                       memory) -> (retry_torn, source)
  *        where: "local", "core" or "other"; conn: gdb's connection type;
  *        forced: read through gdb's memory always; memory(with_signal) ->
- *        (read, hint, mappings, signal), called when gdb's memory is used:
+ *        (read, hint, mappings, signal, source_time), called when gdb's
+ *        memory is used:
  *        read(addr, size) -> bytes-like   memory of the target
  *        hint: the address of _PyRuntime, or 0
  *        mappings: [(start, end, offset, prot, path or None)] or None
  *        signal: (signo, native thread id) or None
+ *        source_time: (seconds, core) or None: the memory source's
+ *        source_time (a local process's start, a core file's time)
  *   Session.run(command, argv, retry_torn, source) -> (code, out, diag, msg)
  *   Session.dump(thread, async_stacks, retry_torn) -> dict (the dump's
  *        JSON as Python objects, built from the walk)
@@ -140,6 +143,8 @@ typedef struct {
     size_t nmaps;
     int signo;
     uint64_t signal_tid;
+    long long source_time; /* 0: unknown */
+    int source_core;
     int interrupted;    /* a KeyboardInterrupt is pending */
 } pymem;
 
@@ -196,6 +201,14 @@ static int pymem_signal(void *ctx, int *signo, uint64_t *tid)
     return 0;
 }
 
+static int pymem_source_time(void *ctx, int64_t *sec, int *core)
+{
+    pymem *m = ctx;
+    *sec = m->source_time;
+    *core = m->source_core;
+    return m->source_time > 0 ? 0 : -PYU_E_STATE;
+}
+
 static void pymem_destroy(void *ctx)
 {
     pymem *m = ctx;
@@ -214,11 +227,13 @@ static const pyu_memory_ops pymem_ops = {
     .mappings = pymem_mappings,
     .fatal_signal = pymem_signal,
     .destroy = pymem_destroy,
+    .source_time = pymem_source_time,
 };
 static const pyu_memory_ops pymem_ops_nomaps = {
     .read = pymem_read,
     .fatal_signal = pymem_signal,
     .destroy = pymem_destroy,
+    .source_time = pymem_source_time,
 };
 
 static int cmp_maps(const void *a, const void *b)
@@ -319,7 +334,8 @@ static int check_fresh(Session *self)
 
 /* gdb's memory, for pyu_cmd_open_target: asks Python for how to read it. */
 typedef struct {
-    PyObject *memory; /* memory(with_signal) -> (read, hint, maps, signal) */
+    PyObject *memory; /* memory(with_signal) -> (read, hint, maps, signal,
+                         source_time) */
     int pid;
     pymem *opened;    /* the source made, once pyu_open_memory has it */
     int python_error; /* a Python exception is set */
@@ -328,11 +344,12 @@ typedef struct {
 static int open_gdb_memory(void *arg, pyu_session *s, bool with_signal)
 {
     gdb_memory *g = arg;
-    PyObject *read, *maps, *sig;
+    PyObject *read, *maps, *sig, *when;
     unsigned long long hint;
     PyObject *res = PyObject_CallFunction(g->memory, "O",
                                           with_signal ? Py_True : Py_False);
-    if (!res || !PyArg_ParseTuple(res, "OKOO", &read, &hint, &maps, &sig) ||
+    if (!res || !PyArg_ParseTuple(res, "OKOOO", &read, &hint, &maps, &sig,
+                                 &when) ||
         !PyCallable_Check(read)) {
         if (res && !PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "read must be callable");
@@ -351,7 +368,9 @@ static int open_gdb_memory(void *arg, pyu_session *s, bool with_signal)
     m->read = read;
     if ((maps != Py_None && pymem_set_maps(m, maps) < 0) ||
         (sig != Py_None && !PyArg_ParseTuple(sig, "iK", &m->signo,
-                                             &m->signal_tid))) {
+                                             &m->signal_tid)) ||
+        (when != Py_None && !PyArg_ParseTuple(when, "Lp", &m->source_time,
+                                              &m->source_core))) {
         Py_DECREF(res);
         pymem_destroy(m);
         g->python_error = 1;

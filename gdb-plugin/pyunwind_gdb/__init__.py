@@ -35,6 +35,7 @@ import json
 import os
 import re
 import socket
+import time
 
 import gdb
 
@@ -227,6 +228,24 @@ def _native_frames(tid):
     return frames
 
 
+def _source_time(where, pid, core):
+    """(seconds, core) after which a source file may differ from what the
+    target runs, as pyunwind's own sources say it (a local process's
+    start, a core file's time); None when unknown (a remote target)."""
+    try:
+        if where == "core" and core:
+            return (int(os.stat(core).st_mtime), True)
+        if where == "local":
+            with open("/proc/%d/stat" % pid) as f:
+                ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+            start = (time.time() - time.clock_gettime(time.CLOCK_BOOTTIME) +
+                     ticks / os.sysconf("SC_CLK_TCK"))
+            return (int(start), False)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def _open(through_gdb=False):
     """A session for the selected inferior: (session, retry_torn, source).
     through_gdb: read gdb's memory even when pyunwind could read the
@@ -251,7 +270,8 @@ def _open(through_gdb=False):
 
     def memory(with_signal):
         return (inf.read_memory, _runtime_hint(), _mappings(),
-                _fatal_signal(inf) if with_signal else None)
+                _fatal_signal(inf) if with_signal else None,
+                _source_time(where, inf.pid, core))
 
     s = _pyunwind.Session()
     retry, source = s.open_target(where, kind, inf.pid, core, exe, sysroot,
