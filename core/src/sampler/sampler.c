@@ -495,11 +495,12 @@ static int ws_thread_end(void *arg, const pyu_walk_thread *t,
     sm->st.cache_miss += !unknown;
     long node = 0;
     for (size_t i = w->n; i-- > 0 && node >= 0;) {
-        pyu_frame d;
-        if (pyu_frame_describe(s, &w->frames[i], &d) < 0)
-            return w->err = -PYU_E_STATE, 2;
+        /* (the code object's names alone: a frame's line and position
+         * are the profile's, by instruction, not read here) */
         const pyu_code *c = pyu_walk_code(s, &w->frames[i]);
-        long func = pyu_profile_add_func(sm->p, d.function, d.file,
+        if (!c)
+            return w->err = -PYU_E_STATE, 2;
+        long func = pyu_profile_add_func(sm->p, c->qualname, c->filename,
                                          c->firstlineno,
                                          PYU_FUNC_PYTHON);
         /* (the instruction in the code object's own bytecode: a thread's
