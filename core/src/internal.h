@@ -1177,6 +1177,15 @@ PYU_HIDDEN void pyu_jo_process_signal(pyu_json_out *o, const pyu_process *p);
 /* A frame object of the dump's and the tasks' JSON. */
 PYU_HIDDEN void pyu_jo_frame(pyu_json_out *o, const pyu_frame *f);
 
+/* ======================== a target's source files (writers/source_file.c) */
+
+/* pyu_source_read's work: path below root, then as it is; whether it
+ * changed after p's source time (p may be NULL); stat_only: its time
+ * only, not its text (0 then when found). */
+PYU_HIDDEN int pyu_source_load(const char *root, const char *path,
+                               const pyu_process *p, bool stat_only,
+                               pyu_source *out);
+
 /* ====================== a frame's source lines (writers/source_lines.c) */
 
 /* Writes the source lines of a frame as CPython 3.<minor>'s traceback

@@ -585,6 +585,36 @@ PYU_API void pyu_dump_free(pyu_dump *d);
 PYU_API int pyu_dump_write_text(const pyu_dump *d, FILE *out, unsigned flags);
 PYU_API int pyu_dump_write_json(const pyu_dump *d, FILE *out);
 
+/* Writes a frame's variables of a PYU_WALK_LOCALS dump as the text dump
+ * shows them under the frame: "      Arguments:" then "        name =
+ * value" lines, "      Locals:" and the others likewise (or the line
+ * saying why they are not shown).  Returns 0, or -PYU_E_IO when the
+ * stream failed. */
+PYU_API int pyu_frame_write_locals(const pyu_frame *f, FILE *out);
+
+/* A source file of the target, as the text dump reads it to show a
+ * frame's lines (pyu_source_read). */
+typedef struct pyu_source {
+    char *text;  /* its bytes with a NUL after them (owned: free with
+                    pyu_source_free), or NULL when not read */
+    size_t len;
+    int error;   /* why it was not read: an errno (ENOENT; EINVAL: not a
+                    regular file; EFBIG: larger than 8 MiB), else 0 */
+    int changed; /* 1: it changed after the target's source time (the
+                    process's start, the core's writing: the text dump
+                    then does not show its lines), 0: it did not, -1:
+                    unknown */
+} pyu_source;
+
+/* Reads the source file `path` (a frame's file) of dump d's target the
+ * way the text dump does: below d->source_root first, then as it is;
+ * regular files only, never blocking on a FIFO or a device.  Returns 0
+ * (out->text set), -PYU_E_IO (out->error says why) or -PYU_E_NOMEM.
+ * Free out with pyu_source_free in every case. */
+PYU_API int pyu_source_read(const pyu_dump *d, const char *path,
+                            pyu_source *out);
+PYU_API void pyu_source_free(pyu_source *src);
+
 /* ------------------------------------------------------- asyncio tasks */
 
 /* One asyncio task (CPython 3.14+). */

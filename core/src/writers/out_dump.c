@@ -7,9 +7,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------ a frame */
 
@@ -77,14 +74,10 @@ int pyu_frame_emit(const pyu_frame *f, int with_locals,
 /* ------------------------------------------------------------ source lines */
 
 #define SRC_CACHE 16
-#define SRC_MAX (8u << 20)
 
 typedef struct src_file {
-    char *path;
-    char *text; /* NULL when unreadable */
-    size_t len;
-    bool found;    /* a regular file was found at the path */
-    int64_t mtime; /* its time, seconds since the epoch */
+    char *path;     /* owned; NULL: an empty slot */
+    pyu_source src; /* (source_file.c) */
 } src_file;
 
 typedef struct src_cache {
@@ -95,81 +88,35 @@ typedef struct src_cache {
     bool stat_only; /* (JSON: the files' times, not their text) */
 } src_cache;
 
-static const src_file *src_load(src_cache *c, const char *path)
+static const pyu_source *src_load(src_cache *c, const char *path)
 {
-    const char *root = c->root;
     for (unsigned i = 0; i < SRC_CACHE; i++)
         if (c->f[i].path && strcmp(c->f[i].path, path) == 0)
-            return &c->f[i];
+            return &c->f[i].src;
     src_file *f = &c->f[c->next++ % SRC_CACHE];
     free(f->path);
-    free(f->text);
-    memset(f, 0, sizeof *f);
+    pyu_source_free(&f->src);
     f->path = strdup(path);
-    /* the path comes from the target: never block on a FIFO or a device;
-     * below the target's root first (a container's file, a sysroot's) */
-    int fd = -1;
-    if (path[0] == '/' && root && root[0]) {
-        char *full = malloc(strlen(root) + strlen(path) + 1);
-        if (full) {
-            strcpy(full, root);
-            strcat(full, path);
-            fd = pyu_open_regular(full);
-            free(full);
-        }
-    }
-    if (fd < 0 && path[0])
-        fd = pyu_open_regular(path);
-    struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        f->found = true;
-        f->mtime = (int64_t)st.st_mtime;
-    }
-    if (f->found && !c->stat_only && st.st_size <= (off_t)SRC_MAX) {
-        f->text = malloc((size_t)st.st_size + 1);
-        size_t got = 0;
-        while (f->text && got < (size_t)st.st_size) {
-            ssize_t k = read(fd, f->text + got, (size_t)st.st_size - got);
-            if (k <= 0)
-                break;
-            got += (size_t)k;
-        }
-        if (f->text) {
-            f->len = got;
-            f->text[got] = '\0';
-        }
-    }
-    if (fd >= 0)
-        close(fd);
-    return f;
+    pyu_source_load(c->root, path, c->process, c->stat_only, &f->src);
+    return &f->src;
 }
 
 static void src_free(src_cache *c)
 {
     for (unsigned i = 0; i < SRC_CACHE; i++) {
         free(c->f[i].path);
-        free(c->f[i].text);
+        pyu_source_free(&c->f[i].src);
     }
-}
-
-/* Whether the file changed after the target's source time (1), did not
- * (0), or either is unknown (-1).  (A second of slack: the process's
- * start is known to a clock tick, a file's time to its file system's.) */
-static int src_changed(const src_file *f, const pyu_process *p)
-{
-    if (!f->found || !p || p->source_time <= 0)
-        return -1;
-    return f->mtime > p->source_time + 1;
 }
 
 /* The frame's lines in the target's version's traceback form, or why
  * they are not shown; nothing when the file cannot be read. */
 static void print_source(FILE *out, src_cache *c, const pyu_frame *fr)
 {
-    const src_file *f = src_load(c, fr->file);
+    const pyu_source *f = src_load(c, fr->file);
     if (!f->text || fr->line <= 0)
         return;
-    if (src_changed(f, c->process) == 1) {
+    if (f->changed == 1) {
         fprintf(out, "    [source not shown: the file changed after the "
                      "%s]\n", c->process->source_time_core
                                 ? "core was written" : "process started");
@@ -228,11 +175,11 @@ static bool same_frame(const pyu_frame *a, const pyu_frame *b, bool locals)
 }
 
 /* A frame's variables under its lines: arguments, then the others. */
-static void print_locals(FILE *out, const pyu_frame *f)
+int pyu_frame_write_locals(const pyu_frame *f, FILE *out)
 {
     if (f->locals_error) {
         fprintf(out, "      [variables not shown: %s]\n", f->locals_error);
-        return;
+        return ferror(out) ? -PYU_E_IO : 0;
     }
     for (int args = 1; args >= 0; args--) {
         bool head = false;
@@ -246,6 +193,7 @@ static void print_locals(FILE *out, const pyu_frame *f)
             fprintf(out, "        %s = %s\n", v->name, v->value);
         }
     }
+    return ferror(out) ? -PYU_E_IO : 0;
 }
 
 #define RECURSIVE_CUTOFF 3 /* as CPython's traceback module */
@@ -262,7 +210,7 @@ static void print_py_frame(FILE *out, const pyu_frame *f, src_cache *src,
     if (!(flags & PYU_TEXT_NO_SOURCE))
         print_source(out, src, f);
     if (locals)
-        print_locals(out, f);
+        pyu_frame_write_locals(f, out);
 }
 
 static void print_native(FILE *out, const pyu_native_entry *e)
@@ -486,7 +434,7 @@ static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t,
     pyu_jo_open(o, "frames", '[', PYU_JSON_ROWS);
     for (size_t k = 0; k < t->nframes && o->rc == 0; k++)
         jo_frame(o, &t->frames[k], d->has_locals,
-                 src_changed(src_load(src, t->frames[k].file), &d->process));
+                 src_load(src, t->frames[k].file)->changed);
     pyu_jo_close(o, '[');
     if (d->has_async) {
         pyu_jo_open(o, "tasks", '[', 0);
