@@ -24,6 +24,10 @@
  *   Session.entries(tid) -> [(addr, [frame dicts])]: a thread's Python
  *        frames grouped by the eval-loop call that runs them (addr: its
  *        entry frame, on that call's native stack), innermost first
+ *   Session.pyframes(tid, retry_torn) -> PyFrames: one thread's Python
+ *        frames with their variables: .count, .error, text(what, k, arg)
+ *        -> bytes (py-bt, py-list...: frontend/pyframes.c), frame(k) ->
+ *        dict
  *   Session.set_native(fn)                 native stacks from gdb's unwinder:
  *        fn(tid) -> [(pc, sp, name or None, offset, module or None)]
  *        innermost first, or a one-line text saying why there is none
@@ -38,6 +42,7 @@
 
 #include "command.h"
 #include "module.h"
+#include "pyframes.h"
 #include "pyunwind/pyunwind.h"
 #include "target.h"
 
@@ -766,6 +771,183 @@ out:
     return res;
 }
 
+/* ------------------------------------------------------------ PyFrames */
+
+/* Session.pyframes(tid, retry_torn): one thread's Python frames with
+ * their variables, for py-bt, py-up, py-list... (frontend/pyframes.c
+ * renders them).  The dump outlives the session. */
+typedef struct {
+    PyObject_HEAD
+    pyu_dump *d;          /* owned */
+    const pyu_thread *t;  /* the thread: points into d */
+} PyFrames;
+
+static void PyFrames_dealloc(PyFrames *self)
+{
+    pyu_dump_free(self->d);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int frame_index(PyFrames *self, Py_ssize_t k)
+{
+    if (k < 0 || (size_t)k >= self->t->nframes) {
+        PyErr_Format(PyExc_IndexError, "no Python frame #%zd", k);
+        return -1;
+    }
+    return 0;
+}
+
+/* text(what, k, arg=None) -> bytes: "frame" (#k and its source line),
+ * "bt" (k: the selected frame), "bt-full", "list" (arg: (first, last),
+ * first 0 for the lines around the frame's), "locals", "print" (arg: the
+ * name).  Raises Error with the one-line message when it fails. */
+static PyObject *PyFrames_text(PyFrames *self, PyObject *args)
+{
+    const char *what;
+    Py_ssize_t k;
+    PyObject *arg = Py_None;
+    if (!PyArg_ParseTuple(args, "sn|O", &what, &k, &arg))
+        return NULL;
+    bool bt = strcmp(what, "bt") == 0, full = strcmp(what, "bt-full") == 0;
+    if (!bt && !full && frame_index(self, k) < 0)
+        return NULL;
+    int first = 0, last = 0;
+    const char *name = NULL;
+    if (strcmp(what, "list") == 0 && arg != Py_None &&
+        !PyArg_ParseTuple(arg, "ii", &first, &last))
+        return NULL;
+    if (strcmp(what, "print") == 0 && !(name = PyUnicode_AsUTF8(arg)))
+        return NULL;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&buf, &len);
+    if (!out)
+        return PyErr_NoMemory();
+    char msg[1024] = "";
+    int ex = PYU_EXIT_OK;
+    const pyu_dump *d = self->d;
+    const pyu_thread *t = self->t;
+    if (bt || full)
+        pyu_pyframes_bt(out, d, t, (size_t)(k < 0 ? 0 : k), full);
+    else if (strcmp(what, "frame") == 0)
+        pyu_pyframes_frame(out, d, t, (size_t)k);
+    else if (strcmp(what, "list") == 0)
+        ex = pyu_pyframes_list(out, d, t, (size_t)k, first, last, msg,
+                               sizeof msg);
+    else if (strcmp(what, "locals") == 0)
+        ex = pyu_pyframes_locals(out, d, t, (size_t)k, msg, sizeof msg);
+    else if (strcmp(what, "print") == 0)
+        ex = pyu_pyframes_print(out, d, t, (size_t)k, name, msg, sizeof msg);
+    else {
+        snprintf(msg, sizeof msg, "unknown text %s", what);
+        ex = PYU_EXIT_INTERNAL;
+    }
+    PyObject *b = take_stream(out, &buf, &len);
+    if (ex != PYU_EXIT_OK) {
+        Py_XDECREF(b);
+        return raise_error(ex, msg);
+    }
+    return b;
+}
+
+/* frame(k) -> dict: frame k as py-dump --json has it, with its locals. */
+static PyObject *PyFrames_frame(PyFrames *self, PyObject *args)
+{
+    Py_ssize_t k;
+    if (!PyArg_ParseTuple(args, "n", &k) || frame_index(self, k) < 0)
+        return NULL;
+    py_sink b;
+    pyu_json_sink sink = py_sink_of(&b);
+    return py_sink_result(&b, pyu_frame_emit(&self->t->frames[k],
+                                             self->d->has_locals, &sink));
+}
+
+static PyObject *PyFrames_count(PyFrames *self, void *unused)
+{
+    (void)unused;
+    return PyLong_FromSize_t(self->t->nframes);
+}
+
+/* Why the stack stops before its outermost frame, or None. */
+static PyObject *PyFrames_error(PyFrames *self, void *unused)
+{
+    (void)unused;
+    const pyu_thread *t = self->t;
+    if (t->error)
+        return text(t->error);
+    if (t->truncated == PYU_TRUNC_DEPTH)
+        return PyUnicode_FromString("the stack is deeper than the frames "
+                                    "pyunwind reads");
+    if (t->truncated == PYU_TRUNC_LOOP)
+        return PyUnicode_FromString("the frame chain loops");
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef PyFrames_methods[] = {
+    {"text", (PyCFunction)PyFrames_text, METH_VARARGS,
+     "text(what, k, arg=None) -> bytes: 'frame', 'bt', 'bt-full', 'list', "
+     "'locals' or 'print' of frame k"},
+    {"frame", (PyCFunction)PyFrames_frame, METH_VARARGS,
+     "frame(k) -> dict: frame k with its locals, as py-dump --json"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef PyFrames_getset[] = {
+    {"count", (getter)PyFrames_count, NULL, "the number of Python frames",
+     NULL},
+    {"error", (getter)PyFrames_error, NULL,
+     "why the stack stops early, or None", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject PyFramesType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyunwind_gdb._pyunwind.PyFrames",
+    .tp_basicsize = sizeof(PyFrames),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One thread's Python frames with their variables",
+    .tp_dealloc = (destructor)PyFrames_dealloc,
+    .tp_methods = PyFrames_methods,
+    .tp_getset = PyFrames_getset,
+};
+
+static PyObject *Session_pyframes(Session *self, PyObject *args)
+{
+    unsigned long long tid;
+    int retry;
+    if (!PyArg_ParseTuple(args, "Kp", &tid, &retry))
+        return NULL;
+    if (!self->s || !self->opened)
+        return raise_error(PYU_EXIT_INTERNAL, "session not opened");
+    pyu_dump *d, view;
+    int rc = pyu_cmd_take_dump(self->s, PYU_WALK_LOCALS, retry, &d);
+    char msg[1024];
+    if (self->mem && self->mem->interrupted) {
+        pyu_dump_free(d);
+        return NULL; /* KeyboardInterrupt is set */
+    }
+    if (rc < 0) {
+        pyu_dump_free(d);
+        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+    }
+    int ex = tid ? pyu_cmd_dump_thread(d, tid, &view, msg, sizeof msg)
+                 : PYU_EXIT_USAGE;
+    if (!tid)
+        snprintf(msg, sizeof msg, "no thread selected");
+    if (ex != PYU_EXIT_OK) {
+        pyu_dump_free(d);
+        return raise_error(ex, msg);
+    }
+    PyFrames *f = PyObject_New(PyFrames, &PyFramesType);
+    if (!f) {
+        pyu_dump_free(d);
+        return NULL;
+    }
+    f->d = d;
+    f->t = view.threads;
+    return (PyObject *)f;
+}
+
 /* The native stack of thread tid from gdb's unwinder (Session.native):
  * a list of (pc, sp, name or None, offset, module or None), innermost
  * first, or a one-line reason why there is none. */
@@ -861,6 +1043,9 @@ static PyMethodDef Session_methods[] = {
     {"entries", (PyCFunction)Session_entries, METH_VARARGS,
      "entries(tid) -> [(entry frame address, [frame dicts])]: the Python "
      "frames of a thread by the eval-loop call that runs them"},
+    {"pyframes", (PyCFunction)Session_pyframes, METH_VARARGS,
+     "pyframes(tid, retry_torn) -> PyFrames: the Python frames of thread "
+     "tid with their variables (py-bt, py-list, ...)"},
     {"set_native", (PyCFunction)Session_set_native, METH_O,
      "set_native(fn): native stacks from fn(tid) -> [(pc, sp, name, "
      "offset, module)] or an error text (gdb's unwinder); None: none"},
@@ -985,7 +1170,8 @@ static struct PyModuleDef moduledef = {
 
 PyMODINIT_FUNC PyInit__pyunwind(void)
 {
-    if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&ProfileType) < 0)
+    if (PyType_Ready(&SessionType) < 0 || PyType_Ready(&ProfileType) < 0 ||
+        PyType_Ready(&PyFramesType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)

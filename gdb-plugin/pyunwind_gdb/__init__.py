@@ -976,3 +976,9 @@ class PythonFrameFilter:
 
 
 PythonFrameFilter()
+
+
+# ------------------------------------ py-bt, py-up, py-list, ... (pyframes)
+
+from .pyframes import selected_frame  # noqa: E402
+__all__.append("selected_frame")

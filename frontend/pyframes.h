@@ -1,0 +1,67 @@
+/* The debugger commands a user of CPython's python-gdb.py types by habit
+ * (py-bt, py-bt-full, py-up, py-down, py-list, py-locals, py-print), as
+ * text: one thread's Python frames of a dump taken with PYU_WALK_LOCALS,
+ * and an index among them (0 = the innermost).  The gdb plugin prints
+ * these bytes, so that the lldb plugin can print the same later; which
+ * frame is selected, and how Python frames map to the debugger's native
+ * frames, is the front end's business.
+ *
+ * Functions that can fail return a PYU_EXIT_* code, with a one-line
+ * message (no newline) in msg, ready to be shown as the debugger's error:
+ * it starts with the command's name ("py-list: cannot read x.py: ...")
+ * unless it copies python-gdb.py's own text ("'name' not found"). */
+#ifndef PYUNWIND_FRONTEND_PYFRAMES_H
+#define PYUNWIND_FRONTEND_PYFRAMES_H
+
+#include "pyunwind/pyunwind.h"
+
+#include <stddef.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One frame as py-up, py-down and py-bt-full head it: "#K File "x.py",
+ * line 12, in func", then its source line, stripped, indented by four
+ * spaces (or why it is not shown: the file changed after the process
+ * started; nothing when the file cannot be read). */
+void pyu_pyframes_frame(FILE *out, const pyu_dump *d, const pyu_thread *t,
+                        size_t k);
+
+/* py-bt: "Traceback (most recent call first):", then each frame,
+ * innermost first, as "  File "x.py", line 12, in func" and its source
+ * line; the selected frame's line starts with "* " instead of two
+ * spaces (selected: an index; none when it is t->nframes or more).
+ * full (py-bt-full): each frame as pyu_pyframes_frame heads it, and its
+ * variables as `py-dump --locals` shows them.  A stack the walk cut
+ * short ends with a line saying so. */
+void pyu_pyframes_bt(FILE *out, const pyu_dump *d, const pyu_thread *t,
+                     size_t selected, int full);
+
+/* py-list: lines first..last (1-based, inclusive) of frame k's source
+ * file, each as "%4s    %s" with the frame's line numbered ">N"; first 0:
+ * five lines before the frame's line to five after it.  Fails when the
+ * file cannot be read or changed after the process started (or the core
+ * was written). */
+int pyu_pyframes_list(FILE *out, const pyu_dump *d, const pyu_thread *t,
+                      size_t k, int first, int last, char *msg,
+                      size_t msglen);
+
+/* py-locals: frame k's variables, one "name = value" line each, the
+ * arguments first, values as `py-dump --locals` shows them.  Fails when
+ * they cannot be read. */
+int pyu_pyframes_locals(FILE *out, const pyu_dump *d, const pyu_thread *t,
+                        size_t k, char *msg, size_t msglen);
+
+/* py-print NAME: "local 'NAME' = value" for the variable of frame k
+ * with that name (only the frame's own variables are looked up); fails
+ * with "'NAME' not found" when it has none. */
+int pyu_pyframes_print(FILE *out, const pyu_dump *d, const pyu_thread *t,
+                       size_t k, const char *name, char *msg,
+                       size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,87 @@
+"""A target for the debugger commands over Python frames (py-bt, py-up,
+py-list, py-locals, py-print): <module> -> main -> Pipeline.run ->
+sorted() (C) calling key_of -> leaf, which blocks.  key_of is called from
+C code, so on CPython 3.11+ it runs in an eval-loop call of its own:
+two eval-loop calls, each with its own native frame.
+
+    pyframes.py OUT
+
+Once leaf() sleeps, a thread of its own writes OUT (JSON): the main
+thread's "frames", innermost first, as sys._current_frames() has them
+(so the innermost line is the sleep's), each with its function
+(co_qualname), file, line and its variables' reprs (those whose repr
+is short and made the way pyunwind makes it: None, bool, int, float,
+str, small tuples, lists and dicts), and "native_id"; then prints
+"ready" and ends."""
+import json
+import os
+import sys
+import threading
+import time
+
+OUT = sys.argv[1]
+SIMPLE = (type(None), bool, int, float, str)
+
+
+def simple(v):
+    if type(v) in SIMPLE:
+        return True
+    if type(v) in (tuple, list):
+        return len(v) <= 10 and all(type(x) in SIMPLE for x in v)
+    if type(v) is dict:
+        return len(v) <= 10 and all(type(k) in SIMPLE and type(x) in SIMPLE
+                                    for k, x in v.items())
+    return False
+
+
+def record(ident, native_id):
+    time.sleep(0.3)  # (leaf is in time.sleep by then)
+    frames = []
+    f = sys._current_frames()[ident]
+    while f is not None:
+        names = f.f_code.co_varnames + f.f_code.co_cellvars
+        frames.append({
+            "function": f.f_code.co_qualname,
+            "file": f.f_code.co_filename,
+            "line": f.f_lineno,
+            "locals": {k: repr(v) for k, v in f.f_locals.items()
+                       if k in names and simple(v)},
+        })
+        f = f.f_back
+    with open(OUT + ".tmp", "w") as fh:
+        json.dump({"frames": frames, "native_id": native_id}, fh)
+    os.replace(OUT + ".tmp", OUT)
+    print("ready", flush=True)
+
+
+def leaf(depth, label):
+    ratio = 0.25
+    flags = [True, None, 3]
+    threading.Thread(target=record, args=(threading.get_ident(),
+                                          threading.get_native_id())).start()
+    while True:
+        time.sleep(3600)
+    return depth, label, ratio, flags
+
+
+def key_of(word):
+    weight = len(word) * 7
+    return leaf(weight, "key:" + word)
+
+
+class Pipeline:
+    def __init__(self, words):
+        self.words = words
+
+    def run(self, limit):
+        table = {"a": 1, "b": 2}
+        return sorted(self.words[:limit], key=key_of), table
+
+
+def main():
+    count = 42
+    name = "pyframes"
+    return Pipeline(["spam", "eggs"]).run(count), name
+
+
+main()
