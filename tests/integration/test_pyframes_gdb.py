@@ -205,8 +205,15 @@ def run(t, args, more=()):
 
 @pytest.mark.debugger
 def test_live(target):
-    tr = run(target, ["-p", str(target.pid)], ["detach"])
+    # then the inferior runs (and stops on a signal it ignores): the
+    # selection starts again at the innermost frame
+    tr = run(target, ["-p", str(target.pid)], [
+        "py-up 2", "handle SIGWINCH stop print nopass",
+        "shell kill -WINCH %d" % target.pid, "continue", "py-bt", "detach"])
     check(tr, target)
+    n = len(commands(target))
+    assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
+    assert_bt(tr.outputs[n + 4], target, 0)
 
 
 @pytest.mark.debugger
