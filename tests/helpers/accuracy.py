@@ -10,6 +10,10 @@ function is FILE:FUNC (the line dropped); synthetic frames (<unknown>,
     python3 accuracy.py --phases F,G,... REFERENCE OTHER...
                                               and the distance within the
                                               phases rooted at F, G, ...
+    python3 accuracy.py --impossible PROFILE  a profile of workloads.py
+                                              alternate: its samples, the
+                                              impossible ones, those with
+                                              <unknown>
 
 - self distribution: the share of samples in which each function was the
   innermost frame;
@@ -122,7 +126,44 @@ def within_phases(ref_path, path, roots):
     return d
 
 
+def pairs(stack):
+    """The (caller, callee) pairs of a collapsed stack, by function name
+    (the last part of a qualified name)."""
+    funcs = [f.split(":")[-2].rsplit(".", 1)[-1] for f in stack.split(";")
+             if f.count(":") >= 2]
+    return set(zip(funcs, funcs[1:]))
+
+
+# workloads.py alternate's calls: any other pair of these functions, one
+# right above the other, is a stack the target never had (b1 -> a2, a
+# frame left behind by the other half of the loop; b1 -> leaf, a frame
+# lost between)
+ALTERNATE_CALLS = {("<module>", "main"), ("main", "alternate"),
+                   ("alternate", "a1"), ("alternate", "b1"), ("a1", "a2"),
+                   ("b1", "b2"), ("a2", "leaf"), ("b2", "leaf")}
+ALTERNATE_FUNCS = {f for call in ALTERNATE_CALLS for f in call}
+
+
+def impossible(text):
+    """(samples, impossible ones, ones with <unknown>) of a collapsed
+    profile of workloads.py alternate."""
+    total = bad = unknown = 0
+    for line in text.splitlines():
+        stack, _, n = line.rpartition(" ")
+        total += int(n)
+        bad += int(n) if any(
+            {caller, callee} <= ALTERNATE_FUNCS and
+            (caller, callee) not in ALTERNATE_CALLS
+            for caller, callee in pairs(stack)) else 0
+        unknown += int(n) if "<unknown>" in stack.split(";") else 0
+    return total, bad, unknown
+
+
 def main(argv):
+    if len(argv) == 3 and argv[1] == "--impossible":
+        with open(argv[2]) as f:
+            print("%d %d %d" % impossible(f.read()))
+        return
     roots = None
     if len(argv) > 2 and argv[1] == "--phases":
         roots, argv = argv[2].split(","), argv[:1] + argv[3:]

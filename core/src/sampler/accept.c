@@ -79,16 +79,29 @@
  *
  * What the rules cannot exclude.  Versions without an anchor (3.11, 3.13,
  * 3.14) cannot rule out by reading alone that a slot was reused by an
- * identical call (ABA), and neither can the rules: a frame left behind
- * passes when its caller, at a call, names the function the leftover
- * frame runs, which needs the caller's stack to hold that function
- * (its own pending call of it, or a stale word exactly where a new call
- * has saved nothing yet, during the few instructions between a frame's
- * creation and its first push).  On the alternating target of
- * tests/targets/workloads.py at 20 kHz (4 % of the stacks read without
- * the rules are impossible) most runs of 40,000 samples have none and
- * about one in eight a few to 33, on 3.11 to 3.14; the tests assert at
- * most 1 in 1,000 (docs/sample.md).
+ * identical call (ABA), and neither can the rules.  What passes them is
+ * a copy of two turns of a loop at once: with `a1(); b1()` in a loop,
+ * b1's code and instruction at its call, and a1's callee a2 at its
+ * stack's top and in the slot above, which held a2 half a turn earlier
+ * or later.  The kernel's copy is not one load, and the words of a line
+ * the thread is writing are not copied in address order either: the
+ * order of the ranges read (caller before callee) does not make it
+ * impossible, only rare.  The second copy of the innermost frames stops
+ * most of them, but two copies made alike, one right after the other,
+ * are torn alike far more often than by chance (a loop whose turn lasts
+ * about as long as a copy meets both at the same point of its turn).  So
+ * the second copy is read in another order, each frame before the one
+ * below it (read_plan.c), and a caller it shows gone on from its call
+ * (no evidence of the call left) must name its callee (twice_calls()).
+ * Measured by bench/impossible-run (tests/targets/workloads.py alternate
+ * at 20 kHz, where 4 % of the stacks a single read finds are impossible;
+ * 20 runs of 40,000 samples an interpreter): 1 in 158,000 on 3.11 (1 in
+ * 23,000 before both), 0-1 in 700,000 on 3.13t, 3.14 and 3.14t, and 1 in
+ * 42,000 on 3.13.5, whose layout puts the caller's instruction, its
+ * stack's top and the callee's first words in one cache line (about the
+ * same before).  Most runs have none; the rest come in bursts of one
+ * run, so the tests assert at most 1 in 1,000 in a run
+ * (docs/sample.md), and the rate is the benchmark's.
  * On 3.15 a thread whose anchor proves its stack is not read at all
  * (frame_cache.c); the rest is read under the same rules.
  *
@@ -413,8 +426,16 @@ static bool copied_again(pyu_sampler *sm, const pyu_sframe *c,
 static bool twice_calls(pyu_sampler *sm, const pyu_sframe *c,
                         const pyu_sframe *e)
 {
-    return e->r2.code == e->r.code && e->r2.prev == e->r.prev &&
-           still_calls(sm, &c->r, &c->r2, c->slot2, c->nslot2, c->ret2,
+    if (e->r2.code != e->r.code || e->r2.prev != e->r.prev)
+        return false;
+    /* (gone on from the call: the second copy has no evidence of it left,
+     * and the first may be torn -- b1 at its call, a1's callee a2 at its
+     * stack's top and above it, of a moment half a turn later: the
+     * caller's code must name the callee) */
+    if (c->r2.instr_ptr != c->r.instr_ptr &&
+        !names_callee(sm, c->r.code, e->r.code))
+        return false;
+    return still_calls(sm, &c->r, &c->r2, c->slot2, c->nslot2, c->ret2,
                        e->r2.func);
 }
 

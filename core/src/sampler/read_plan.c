@@ -252,7 +252,7 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
 {
     size_t fsize = sm->fsize;
     size_t n = t->nfr;
-    t->nspan = t->nearly = 0;
+    t->nspan = t->nearly = t->ncut = 0;
     if (!n)
         return false;
     pspan sp[PYU_PLAN_SPANS];
@@ -333,6 +333,14 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
             at += len;
             t->nearly = k + 1;
         }
+    }
+    /* (the innermost frames' starts, the highest first: span_ranges()) */
+    for (size_t i = 0; i < n && i < PYU_PLAN_EARLY; i++) {
+        uint64_t a = t->fr[i].r.addr;
+        size_t j = t->ncut++;
+        for (; j > 0 && t->cut[j - 1] < a; j--)
+            t->cut[j] = t->cut[j - 1];
+        t->cut[j] = a;
     }
     t->nspan = ns;
     return true;
@@ -523,6 +531,34 @@ static void cframe_seen(pyu_sthread *t, uint64_t cframe)
     t->loop[0] = seen;
 }
 
+/* The ranges of the second copy of span e of t into r: in pieces cut
+ * where its innermost frames started last time, the highest first, each
+ * read upwards as the first copy is.  Returns how many.
+ *
+ * The first copy reads a caller's code and instruction, then its stack's
+ * top, then the frame above, in that order; the second reads the frame
+ * above first.  A copy that mixes two calls of a slot is torn a
+ * different way in each order (accept.c), and a copy read right after
+ * another in the same order is torn alike more often than by chance: a
+ * loop whose turn lasts about as long as a copy meets each copy at the
+ * same point of the turn. */
+static size_t span2_ranges(const pyu_sthread *t, size_t e, pyu_range *r)
+{
+    const pyu_chunk_span *b = &t->span2[e];
+    uint64_t hi = b->end;
+    size_t n = 0;
+    for (size_t i = 0; i < t->ncut; i++) {
+        uint64_t c = t->cut[i];
+        if (c <= b->start || c >= hi)
+            continue;
+        r[n++] = (pyu_range){c, (uint8_t *)b->local + (c - b->start),
+                             (size_t)(hi - c)};
+        hi = c;
+    }
+    r[n++] = (pyu_range){b->start, (uint8_t *)b->local, (size_t)(hi - b->start)};
+    return n;
+}
+
 /* The ranges of t's spans into r: those that held its innermost frames
  * last time first (the frames most likely to move), then the current frame
  * again, then those ranges again (accept.c), then the rest.  Returns how
@@ -536,10 +572,7 @@ static size_t span_ranges(pyu_sthread *t, pyu_range *r,
         if (k == t->nearly && t->nspan) {
             n += again_ranges(sm, t, r + n);
             for (size_t e = 0; e < t->nearly; e++)
-                r[n++] = (pyu_range){t->span2[e].start,
-                                     (uint8_t *)t->span2[e].local,
-                                     (size_t)(t->span2[e].end -
-                                              t->span2[e].start)};
+                n += span2_ranges(t, e, r + n);
         }
         if (k < t->nspan)
             r[n++] = (pyu_range){t->span[k].start,
@@ -554,7 +587,7 @@ int pyu_plan_batch(pyu_sampler *sm)
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
     size_t need = 1 + sm->ninterps * 10 +
-                  sm->nthreads * (4 + 2 * PYU_PLAN_SPANS +
+                  sm->nthreads * (4 + 2 * PYU_PLAN_SPANS + PYU_PLAN_EARLY +
                                   2 * PYU_CFRAMES),
            n = 0;
     if (!ranges_for(sm, need))
@@ -667,7 +700,7 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
                       pyu_tstate *ts, uint8_t *tsbuf)
 {
     pyu_session *s = sm->s;
-    pyu_range r[3 + 2 * PYU_PLAN_SPANS + 2 * PYU_CFRAMES];
+    pyu_range r[3 + 2 * PYU_PLAN_SPANS + PYU_PLAN_EARLY + 2 * PYU_CFRAMES];
     uint64_t peek_words[PYU_CFRAMES] = {0};
     size_t n = 0, npeek = 0;
     r[n++] = (pyu_range){t->tstate, tsbuf, sm->tslen};

@@ -121,6 +121,10 @@ typedef struct pyu_sthread {
     size_t nearly;    /* the first spans, holding its innermost frames */
     pyu_chunk_span span2[PYU_PLAN_SPANS]; /* the first nearly ones again,
                                              read a moment later */
+    uint64_t cut[PYU_PLAN_EARLY]; /* where the innermost frames started
+                                     in them: span2 is read in pieces
+                                     cut there, the highest first */
+    size_t ncut;
     uint8_t *spanbuf; /* owned */
     size_t spancap;
     bool spans_read;  /* read in this sample's batch */
