@@ -112,6 +112,7 @@ def check(tr, t):
     assert sel and int(sel.group(1)) > 0, out[4]
     # (lldb's unwinder stopped at that frame: it runs every Python frame)
     cut = int(sel.group(1)) == int(sel.group(3)) - 1
+    out[4] += "FRAMES-CUT\n" if cut else ""
     native = None
     for line in out[18].splitlines():
         m = re.match(r"\s+\[native\] (0x[0-9a-f]+) in ", line)
@@ -189,17 +190,23 @@ def run(t, setup, more=()):
 @pytest.mark.debugger
 def test_live(target):
     # then the inferior runs (and stops on a signal it ignores): the
-    # selection starts again at the innermost frame
+    # selection starts again: back in the native frame py-up selected
+    # before (for main), it is the innermost Python frame that frame runs
+    # (Pipeline.run), not main
     tr = run(target, ["process attach --pid %d" % target.pid], [
-        "py-up 2", "process handle -s true -p false -n true SIGWINCH",
+        "py-up 3", "process handle -s true -p false -n true SIGWINCH",
         LLDB.shell("kill -WINCH %d" % target.pid),
         "script lldb.debugger.SetAsync(False); "
-        "lldb.debugger.GetSelectedTarget().GetProcess().Continue()",
+        "lldb.debugger.GetSelectedTarget().GetProcess().Continue(); "
+        "print(%s.GetStopDescription(100))" % THREAD,
+        "script %s.SetSelectedFrame(pyframes_native)" % THREAD,
         "py-bt", "process detach"])
     check(tr, target)
     n = len(commands(target))
-    assert_frame(tr.outputs[n], target, 2)
-    assert_bt(tr.outputs[n + 4], target, 0)
+    assert_frame(tr.outputs[n], target, 3)
+    assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
+    cut = "FRAMES-CUT" in tr.outputs[4]
+    assert_bt(tr.outputs[n + 5], target, 0 if cut else 2)
 
 
 @pytest.mark.debugger
