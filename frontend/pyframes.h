@@ -1,8 +1,8 @@
 /* The debugger commands a user of CPython's python-gdb.py types by habit
  * (py-bt, py-bt-full, py-up, py-down, py-list, py-locals, py-print), as
  * text: one thread's Python frames of a dump taken with PYU_WALK_LOCALS,
- * and an index among them (0 = the innermost).  The gdb plugin prints
- * these bytes, so that the lldb plugin can print the same later; which
+ * and an index among them (0 = the innermost).  The gdb and the lldb
+ * plugins both print these bytes; which
  * frame is selected, and how Python frames map to the debugger's native
  * frames, is the front end's business.
  *
