@@ -44,7 +44,8 @@ struct Selection {
 // (SBProcess::GetUniqueID, SBThread::GetIndexID) -> the selection
 std::map<std::pair<uint32_t, uint32_t>, Selection> selections;
 
-// A failure: the one-line message, shown as it is.
+// A failure: the one-line message, shown as it is (or, from Stack, to be
+// headed by the command's name).
 struct Failure {
     std::string msg;
 };
@@ -414,11 +415,12 @@ class PyFramesCommand : public lldb::SBCommandPluginInterface {
             throw error("takes no argument ('" + arg + "' given)");
     }
 
-    lldb::SBThread selected_thread(Target &tg) const
+    // (its failure is a plain message: Stack's caller names the command)
+    static lldb::SBThread selected_thread(Target &tg)
     {
         lldb::SBThread thread = tg.process.GetSelectedThread();
         if (!thread.IsValid())
-            throw error("no thread selected");
+            throw Failure{"no thread selected"};
         return thread;
     }
 
@@ -461,8 +463,16 @@ class PyFramesCommand : public lldb::SBCommandPluginInterface {
         std::pair<int, int> lines{0, 0};
         if (kind_ == LIST)
             lines = lines_of(arg);
+        // (a count past any stack: the end of it, without overflowing)
+        n = n > (1 << 30) ? (1 << 30) : n < -(1 << 30) ? -(1 << 30) : n;
         open(debugger, tg);
-        Stack stack(tg, selected_thread(tg));
+        std::unique_ptr<Stack> stack_of;
+        try {
+            stack_of.reset(new Stack(tg, selected_thread(tg)));
+        } catch (const Failure &f) {
+            throw error(f.msg);
+        }
+        Stack &stack = *stack_of;
         const pyu_thread *t = stack.thread();
         size_t k = stack.selected();
         switch (kind_) {
