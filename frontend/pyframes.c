@@ -244,3 +244,51 @@ int pyu_pyframes_print(FILE *out, const pyu_dump *d, const pyu_thread *t,
     snprintf(msg, msglen, "'%s' not found", name);
     return PYU_EXIT_USAGE;
 }
+
+/* ---------------------------------------------------- entry frames */
+
+typedef struct entries_walk {
+    uint64_t tid;     /* in: the thread */
+    uint64_t *entry;  /* out: borrowed, n slots */
+    size_t n;
+    size_t next;      /* Python frames seen */
+    size_t pending;   /* the first of them no entry frame follows yet */
+    bool found;
+} entries_walk;
+
+static int entries_thread(void *arg, const pyu_walk_thread *t)
+{
+    entries_walk *w = arg;
+    if (t->native_thread_id != w->tid || w->found)
+        return PYU_WALK_SKIP;
+    w->found = true;
+    return PYU_WALK_NEXT;
+}
+
+static int entries_frame(void *arg, const pyu_walk_frame *f)
+{
+    entries_walk *w = arg;
+    if (f->owner != PYU_OWNER_ENTRY) {
+        w->next++;
+        return PYU_WALK_NEXT;
+    }
+    for (; w->pending < w->next && w->pending < w->n; w->pending++)
+        w->entry[w->pending] = f->addr;
+    w->pending = w->next;
+    return w->pending >= w->n ? PYU_WALK_SKIP : PYU_WALK_NEXT;
+}
+
+int pyu_pyframes_entries(pyu_session *s, uint64_t tid, uint64_t *entry,
+                         size_t n)
+{
+    entries_walk w = {.tid = tid, .entry = entry, .n = n};
+    for (size_t k = 0; k < n; k++)
+        entry[k] = 0;
+    pyu_walker walker = {.flags = PYU_WALK_ENTRY_FRAMES,
+                         .thread = entries_thread,
+                         .frame = entries_frame};
+    int rc = pyu_walk(s, &walker, &w);
+    if (rc < 0)
+        return rc;
+    return w.found ? 0 : 1;
+}

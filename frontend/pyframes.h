@@ -1,8 +1,8 @@
 /* The debugger commands a user of CPython's python-gdb.py types by habit
  * (py-bt, py-bt-full, py-up, py-down, py-list, py-locals, py-print), as
  * text: one thread's Python frames of a dump taken with PYU_WALK_LOCALS,
- * and an index among them (0 = the innermost).  The gdb plugin prints
- * these bytes, so that the lldb plugin can print the same later; which
+ * and an index among them (0 = the innermost).  The gdb and the lldb
+ * plugins both print these bytes; which
  * frame is selected, and how Python frames map to the debugger's native
  * frames, is the front end's business.
  *
@@ -16,6 +16,7 @@
 #include "pyunwind/pyunwind.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -60,6 +61,18 @@ int pyu_pyframes_locals(FILE *out, const pyu_dump *d, const pyu_thread *t,
 int pyu_pyframes_print(FILE *out, const pyu_dump *d, const pyu_thread *t,
                        size_t k, const char *name, char *msg,
                        size_t msglen);
+
+/* The entry frames of thread tid (native thread id), as the debuggers
+ * place Python frames under the native frames of the eval loop: entry[k]
+ * is the address of the entry frame that follows Python frame k (the
+ * innermost first), which lives on the native stack of the eval-loop call
+ * that runs frame k; 0 for frames no entry frame follows.  Fills
+ * entry[0..n), zeroing what the walk did not reach.  Reads the target
+ * again (one pyu_walk with PYU_WALK_ENTRY_FRAMES): call it on a stopped
+ * process.  Returns 0; 1 when the walk found no thread tid; or a negated
+ * error (message in pyu_errmsg). */
+int pyu_pyframes_entries(pyu_session *s, uint64_t tid, uint64_t *entry,
+                         size_t n);
 
 #ifdef __cplusplus
 }

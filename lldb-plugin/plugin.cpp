@@ -1,6 +1,7 @@
 // pyunwind inside lldb: `plugin load libpyunwind-lldb.so` adds `py-dump`,
 // `py-tasks`, `py-sample` and `py-profile` (which pyunwind_lldb.py, the
-// module for lldb's Python, drives).
+// module for lldb's Python, drives), and python-gdb.py's py-bt, py-up,
+// py-list... (pyframes.cpp).
 //
 // A thin shim over the SB API: it describes lldb's target to the routine
 // both plugins share (frontend/target.h), which decides where the memory
@@ -16,6 +17,8 @@
 //   somewhere: SBProcess::ReadMemory and GetMemoryRegions, and the address
 //   of _PyRuntime from the target's module list.
 // PYUNWIND_MEMORY=debugger in the environment asks for the last way always.
+
+#include "plugin.h"
 
 #include "command.h"
 #include "pyunwind/pyunwind.h"
@@ -40,6 +43,9 @@
 namespace lldb {
 PYU_PLUGIN_EXPORT bool PluginInitialize(lldb::SBDebugger debugger);
 }
+
+using pyu_lldb::open_target;
+using pyu_lldb::take;
 
 namespace {
 
@@ -225,11 +231,11 @@ std::string path_of(lldb::SBFileSpec spec)
     return buf;
 }
 
-// Opens the selected target; on failure the message is in msg.  With o,
-// says in it whose descendants --subprocesses reads (pyu_cmd_tree_root).
-int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
-                std::string *source, std::string *msg, int *exitcode,
-                pyu_cmd_opts *o = nullptr)
+} // namespace
+
+int pyu_lldb::open_target(lldb::SBDebugger &debugger, pyu_session **out,
+                          bool *retry, std::string *source, std::string *msg,
+                          int *exitcode, pyu_cmd_opts *o)
 {
     lldb::SBTarget target = debugger.GetSelectedTarget();
     lldb::SBProcess process = target.IsValid() ? target.GetProcess()
@@ -285,6 +291,8 @@ int open_target(lldb::SBDebugger &debugger, pyu_session **out, bool *retry,
     *source = buf;
     return 0;
 }
+
+namespace {
 
 // ------------------------------------------------------------ py-dump
 
@@ -343,8 +351,9 @@ int lldb_native(void *arg, uint64_t tid, pyu_native_fn fn, void *fn_arg,
     return 0;
 }
 
-// Reads what a memstream collected into a string and frees it.
-std::string take(FILE *f, char *&buf, size_t &len)
+} // namespace
+
+std::string pyu_lldb::take(FILE *f, char *&buf, size_t &len)
 {
     if (f)
         fclose(f);
@@ -353,6 +362,8 @@ std::string take(FILE *f, char *&buf, size_t &len)
     buf = nullptr;
     return s;
 }
+
+namespace {
 
 // ------------------------------------------------------------ py-sample
 
@@ -1033,5 +1044,5 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger)
             help = strchr(help, '\n') + 1;
         cmd.SetHelpLong(help);
     }
-    return true;
+    return pyu_lldb::add_pyframes_commands(interp);
 }

@@ -1,5 +1,6 @@
 """pyunwind's profiles in lldb's Python: a sampling window, or a profile
-fed one sample at a time from breakpoint callbacks.
+fed one sample at a time from breakpoint callbacks; and the dump, the
+tasks and the selected Python frame (py-up, py-down) as Python objects.
 
     (lldb) command script import /usr/local/lib/pyunwind/pyunwind_lldb.py
     (lldb) script p = pyunwind_lldb.sample(duration=2)
@@ -25,7 +26,8 @@ import uuid
 
 import lldb
 
-__all__ = ["dump", "tasks", "Profile", "sample", "Error", "formats"]
+__all__ = ["dump", "tasks", "selected_frame", "Profile", "sample", "Error",
+           "formats"]
 
 PLUGIN = "libpyunwind-lldb.so"
 
@@ -171,6 +173,22 @@ def tasks(debugger=None):
     """The asyncio tasks of the selected process as Python objects: what
     `py-tasks --json` prints (docs/json.md).  Raises Error."""
     return _json_of(debugger, ["py-tasks", "--json"])
+
+
+def selected_frame(debugger=None):
+    """The selected Python frame of lldb's selected thread (py-up /
+    py-down / lldb's selected frame, as py-bt marks it): a dict as a frame
+    of `py-dump --locals --json` (function, name, file, line, ..., locals,
+    locals_error) with its index among the thread's Python frames (0 = the
+    innermost), as gdb's pyunwind_gdb.selected_frame() gives it: what
+    `py-locals --json` prints.  Raises Error."""
+    try:
+        return _json_of(debugger, ["py-locals", "--json"])
+    except Error as e:
+        msg = str(e)
+        if msg.startswith("py-locals: "):
+            msg = msg[len("py-locals: "):]
+        raise Error(msg) from None
 
 
 def formats(debugger=None):

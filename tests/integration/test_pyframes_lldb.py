@@ -1,0 +1,254 @@
+"""lldb's py-bt, py-bt-full, py-up, py-down, py-list, py-locals, py-print
+and pyunwind_lldb.selected_frame() (lldb-plugin/pyframes.cpp) against the
+target's own record of its frames (tests/targets/pyframes.py, as
+test_pyframes_gdb.py reads it), in real lldb attached to the live process
+and on a gcore core, on stripped and unstripped interpreters.  One lldb
+session per interpreter and kind, many commands each.  The text is gdb's
+(the checks are test_pyframes_gdb.py's); the messages at the ends of the
+stack are lldb's own for up and down, and so is their way: an error when
+already at the end, even with a count."""
+
+import os
+import re
+import shutil
+import time
+
+import pytest
+
+from conftest import TARGETS, Target
+from debuggers import PLUGINS, Lldb, require_plugin
+from test_pyframes_gdb import (PYTHONS, assert_bt, assert_frame, frames_of,
+                               locals_lines)
+
+LLDB = Lldb()
+THREAD = "lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()"
+MODULE = os.path.join(PLUGINS, "pyunwind_lldb.py")
+
+
+@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
+def target(request, tmp_path_factory):
+    require_plugin(LLDB)
+    label, python = request.param
+    work = str(tmp_path_factory.mktemp("pyframes-lldb"))
+    # the script is a copy of its own, so that it can be changed under a
+    # core
+    script = os.path.join(work, "pyframes.py")
+    shutil.copy(os.path.join(TARGETS, "pyframes.py"), script)
+    t = Target(python, script, work, expect_threads=False)
+    t._wait_threads(1)  # (the thread that wrote the truth has ended)
+    t.label, t.python, t.script = label, python, script
+    with open(script, encoding="utf-8") as f:
+        t.lines = f.read().splitlines()
+    yield t
+    t.close()
+
+
+def commands(t):
+    return [
+        "py-bt",                                        # 0
+        "py-down",                                      # 1
+        "py-up",                                        # 2
+        "py-up",                                        # 3
+        # the native frame py-up selected (kept for command 19), and the
+        # pc of the first frame of its group (the frames inlined in it
+        # come first, the real pc in the innermost: py-dump --native's)
+        "script pyframes_native = %s.GetSelectedFrame().GetFrameID(); "
+        "print('FRAME', pyframes_native, hex(%s.GetFrameAtIndex(min(i for "
+        "i in range(pyframes_native + 1) if all(%s.GetFrameAtIndex(j)"
+        ".IsInlined() for j in range(i, pyframes_native)))).GetPC()), "
+        "%s.GetNumFrames())" % (THREAD, THREAD, THREAD, THREAD),  # 4
+        "py-list",                                      # 5
+        "py-locals",                                    # 6
+        "py-print table",                               # 7
+        "py-down",                                      # 8
+        "py-print word",                                # 9
+        "py-print nosuch",                              # 10
+        "py-down",                                      # 11
+        "py-locals",                                    # 12
+        "py-up 999",                                    # 13
+        "py-up",                                        # 14
+        "py-bt-full",                                   # 15
+        "frame select 0",                               # 16
+        "py-bt",                                        # 17
+        "py-dump --native",                             # 18
+        # lldb's selected frame: the native frame py-up selected for
+        # Pipeline.run (command 4), which also runs main and <module>
+        "script %s.SetSelectedFrame(pyframes_native)" % THREAD,  # 19
+        "py-bt",                                        # 20
+        "script f = pyunwind_lldb.selected_frame(); print('SELECTED', "
+        "f['index'], f['function'], f['line'], "
+        "{v['name']: v['value'] for v in f['locals']})",  # 21
+        "py-up",                                        # 22
+        "py-list 1,3",                                  # 23
+        "py-list 2",                                    # 24
+        "py-up x",                                      # 25
+        "py-list 1,x",                                  # 26
+        "help py-bt",                                   # 27
+        "py-down 999",                                  # 28
+        "py-down 2",                                    # 29
+        "py-bt --all",                                  # 30
+        "py-print",                                     # 31
+        "py-bt extra",                                  # 32
+    ]
+
+
+def check(tr, t):
+    out = tr.outputs
+    for k in (4, 19, 21):  # (the scripts: no Python exception)
+        assert "Traceback (most recent call last)" not in out[k], out[k]
+    truth = t.truth["frames"]
+    assert [f["function"] for f in truth] == [
+        "leaf", "key_of", "Pipeline.run", "main", "<module>"]
+    assert_bt(out[0], t, 0)
+    assert out[1].strip() == "error: Already at the bottom of the stack."
+    assert_frame(out[2], t, 1)
+    assert_frame(out[3], t, 2)
+    # lldb's selected frame is the eval loop's that runs Pipeline.run, as
+    # py-dump --native places it (the native frame just before it; or,
+    # where lldb's unwinder stops short of the eval loop, as on Debian's
+    # 3.11, the outermost frame it found, which both take to own the
+    # 64 KiB of stack above it)
+    sel = re.search(r"^FRAME (\d+) (0x[0-9a-f]+) (\d+)$", out[4], re.M)
+    assert sel and int(sel.group(1)) > 0, out[4]
+    # (lldb's unwinder stopped at that frame: it runs every Python frame)
+    cut = int(sel.group(1)) == int(sel.group(3)) - 1
+    out[4] += "FRAMES-CUT\n" if cut else ""
+    native = None
+    for line in out[18].splitlines():
+        m = re.match(r"\s+\[native\] (0x[0-9a-f]+) in ", line)
+        if m:
+            native = int(m.group(1), 16)
+        elif line.strip().endswith(", in Pipeline.run"):
+            break
+    assert native == int(sel.group(2), 16), (out[4], out[18])
+    # py-list: five lines around the frame's, the frame's marked
+    line = truth[2]["line"]
+    want = ["%4s    %s" % ((">" if n == line else "") + str(n),
+                           t.lines[n - 1]) for n in range(line - 5, line + 6)]
+    assert out[5].strip("\n").splitlines() == want, out[5]
+    got = out[6].strip("\n").splitlines()
+    assert set(locals_lines(t, 2)) <= set(got), out[6]
+    assert got[0] == "self = <Pipeline at 0x%s>" % got[0].split("0x")[1][:-1]
+    assert got[1] == "limit = 42", out[6]
+    assert out[7].strip() == "local 'table' = %s" % \
+        truth[2]["locals"]["table"]
+    assert_frame(out[8], t, 1)
+    assert out[9].strip() == "local 'word' = %s" % truth[1]["locals"]["word"]
+    assert out[10].strip() == "error: 'nosuch' not found"
+    assert_frame(out[11], t, 0)
+    assert out[12].strip("\n").splitlines() == locals_lines(t, 0)
+    assert_frame(out[13], t, 4)  # as lldb's `up 999`: to the outermost
+    assert out[14].strip() == "error: Already at the top of the stack."
+    full = frames_of(out[15])
+    assert [f[0] for f in full] == ["#%d " % k for k in range(len(truth))]
+    assert full[0][4][1:] == ["      Arguments:",
+                              "        depth = %s" % truth[0]["locals"]
+                              ["depth"],
+                              "        label = %s" % truth[0]["locals"]
+                              ["label"],
+                              "      Locals:",
+                              "        ratio = 0.25",
+                              "        flags = [True, None, 3]"], out[15]
+    assert_bt(out[17], t, 0)   # lldb's frame 0: the innermost again
+    # the native frame of <module>: the innermost Python frame it runs
+    k = 0 if cut else 2
+    assert_bt(out[20], t, k)
+    sel = re.search(r"^SELECTED %d %s (\d+) (.*)$" % (
+        k, re.escape(truth[k]["function"])), out[21], re.M)
+    assert sel and int(sel.group(1)) == truth[k]["line"], out[21]
+    assert "%r: %r" % ("depth", truth[0]["locals"]["depth"]) in \
+        sel.group(2) if cut else "'limit': '42'" in sel.group(2), out[21]
+    assert_frame(out[22], t, k + 1)  # (the same native frame)
+    assert out[23].strip("\n").splitlines() == [
+        "%4s    %s" % (n, t.lines[n - 1]) for n in (1, 2, 3)]
+    assert out[24].strip("\n").splitlines() == [
+        "%4s    %s" % (n, t.lines[n - 1]) for n in range(2, 13)]
+    assert out[25].strip() == "error: py-up: 'x' is not a number of frames"
+    assert out[26].strip().startswith("error: py-list: '1,x': give a line")
+    assert '"* "' in out[27] and "Syntax: py-bt [--all]" in out[27]
+    assert_frame(out[28], t, 0)  # as lldb's `down 999`: to the innermost
+    assert out[29].strip() == "error: Already at the bottom of the stack."
+    head, _, rest = out[30].partition("\n")
+    assert head == "thread #1, tid = %d" % t.truth["native_id"], out[30]
+    assert_bt(rest, t, 0)
+    assert out[31].strip() == \
+        "error: py-print: give the name of a variable (py-print NAME)"
+    assert out[32].strip() == \
+        "error: py-bt: takes no argument ('extra' given)"
+    # every error is one line
+    for k in (1, 10, 14, 25, 26, 29, 31, 32):
+        assert len(out[k].strip().splitlines()) == 1, out[k]
+
+
+def run(t, setup, more=()):
+    tr = LLDB.run(commands(t) + list(more), setup=[
+        *setup, "command script import " + MODULE])
+    assert all(o is not None for o in tr.outputs), tr.text[-3000:]
+    return tr
+
+
+@pytest.mark.debugger
+def test_live(target):
+    # then the inferior runs (and stops on a signal it ignores): the
+    # selection starts again: back in the native frame py-up selected
+    # before (for main), it is the innermost Python frame that frame runs
+    # (Pipeline.run), not main
+    tr = run(target, ["process attach --pid %d" % target.pid], [
+        "py-up 3", "process handle -s true -p false -n true SIGWINCH",
+        LLDB.shell("kill -WINCH %d" % target.pid),
+        "script lldb.debugger.SetAsync(False); "
+        "lldb.debugger.GetSelectedTarget().GetProcess().Continue(); "
+        "print(%s.GetStopDescription(100))" % THREAD,
+        "script %s.SetSelectedFrame(pyframes_native)" % THREAD,
+        "py-bt", "process detach"])
+    check(tr, target)
+    n = len(commands(target))
+    assert_frame(tr.outputs[n], target, 3)
+    assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
+    cut = "FRAMES-CUT" in tr.outputs[4]
+    assert_bt(tr.outputs[n + 5], target, 0 if cut else 2)
+
+
+@pytest.mark.debugger
+def test_core(target):
+    core = target.gcore()
+    st = os.stat(target.script)
+    future = int(time.time()) + 3600
+    try:
+        tr = run(target, ["target create %s --core %s"
+                          % (target.python, core)], [
+            LLDB.shell("touch -d @%d %s" % (future, target.script)),
+            "py-list", "py-bt"])
+        check(tr, target)
+        # the script changed after the core was written
+        n = len(commands(target))
+        assert tr.outputs[n + 1].strip() == (
+            "error: py-list: source not shown: %s changed after the core "
+            "was written" % target.script), tr.outputs[n + 1]
+        said = "    [source not shown: the file changed after the core " \
+               "was written]"
+        frames = frames_of(tr.outputs[n + 2])
+        assert [f[4] for f in frames] == [[said]] * 5, tr.outputs[n + 2]
+    finally:
+        os.utime(target.script, ns=(st.st_atime_ns, st.st_mtime_ns))
+        os.unlink(core)
+
+
+@pytest.mark.debugger
+def test_no_process():
+    """Before any process: each command is one line of lldb error."""
+    require_plugin(LLDB)
+    cmds = ["py-bt", "py-bt --all", "py-bt-full", "py-up", "py-down 2",
+            "py-list", "py-locals", "py-locals --json", "py-print x",
+            "script exec(\"try: pyunwind_lldb.selected_frame()\\n"
+            "except pyunwind_lldb.Error as e: print('Error:', e)\")"]
+    tr = LLDB.run(cmds, setup=["command script import " + MODULE])
+    for c, out in zip(cmds, tr.outputs):
+        assert out is not None, (c, tr.text[-3000:])
+        lines = out.strip().splitlines()
+        assert len(lines) == 1, (c, out)
+        if c.startswith("py-"):
+            assert lines[0].startswith(
+                "error: " + c.split()[0] + ": no process"), (c, out)
+        else:  # the scripting API raises pyunwind_lldb.Error
+            assert lines[0].startswith("Error: no process"), (c, out)
