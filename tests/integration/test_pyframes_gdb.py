@@ -133,6 +133,42 @@ def locals_lines(t, k):
     return ["%s = %s" % kv for kv in t.truth["frames"][k]["locals"].items()]
 
 
+def check_moves(out, t, error, at_top):
+    """What gdb and lldb print alike for commands 5 to 15 (commands()):
+    py-list, py-locals, py-print, py-down, py-up 999, py-bt-full; error:
+    how the debugger prefixes an error's line; at_top: its message for
+    `up` at the outermost frame."""
+    truth = t.truth["frames"]
+    # py-list: five lines around the frame's, the frame's marked
+    line = truth[2]["line"]
+    want = ["%4s    %s" % ((">" if n == line else "") + str(n),
+                           t.lines[n - 1]) for n in range(line - 5, line + 6)]
+    assert out[5].strip("\n").splitlines() == want, out[5]
+    got = out[6].strip("\n").splitlines()
+    assert set(locals_lines(t, 2)) <= set(got), out[6]
+    assert got[0] == "self = <Pipeline at 0x%s>" % got[0].split("0x")[1][:-1]
+    assert got[1] == "limit = 42", out[6]
+    assert out[7].strip() == "local 'table' = %s" % \
+        truth[2]["locals"]["table"]
+    assert_frame(out[8], t, 1)
+    assert out[9].strip() == "local 'word' = %s" % truth[1]["locals"]["word"]
+    assert out[10].strip() == error + "'nosuch' not found"
+    assert_frame(out[11], t, 0)
+    assert out[12].strip("\n").splitlines() == locals_lines(t, 0)
+    assert_frame(out[13], t, 4)  # as the debugger's `up 999`: to the outermost
+    assert out[14].strip() == error + at_top
+    full = frames_of(out[15])
+    assert [f[0] for f in full] == ["#%d " % k for k in range(len(truth))]
+    assert full[0][4][1:] == ["      Arguments:",
+                              "        depth = %s" % truth[0]["locals"]
+                              ["depth"],
+                              "        label = %s" % truth[0]["locals"]
+                              ["label"],
+                              "      Locals:",
+                              "        ratio = 0.25",
+                              "        flags = [True, None, 3]"], out[15]
+
+
 def check(tr, t):
     out = tr.outputs
     assert "Traceback (most recent call last)" not in tr.text and \
@@ -149,34 +185,8 @@ def check(tr, t):
     native = re.search(r"^NATIVE (\d+) (\d+)$", out[18], re.M)
     assert native and native.group(1) == native.group(2), out[18]
     assert out[4].startswith("#%s " % native.group(1)), out[4]
-    # py-list: five lines around the frame's, the frame's marked
-    line = truth[2]["line"]
-    want = ["%4s    %s" % ((">" if n == line else "") + str(n),
-                           t.lines[n - 1]) for n in range(line - 5, line + 6)]
-    assert out[5].strip("\n").splitlines() == want, out[5]
-    got = out[6].strip("\n").splitlines()
-    assert set(locals_lines(t, 2)) <= set(got), out[6]
-    assert got[0] == "self = <Pipeline at 0x%s>" % got[0].split("0x")[1][:-1]
-    assert got[1] == "limit = 42", out[6]
-    assert out[7].strip() == "local 'table' = %s" % \
-        truth[2]["locals"]["table"]
-    assert_frame(out[8], t, 1)
-    assert out[9].strip() == "local 'word' = %s" % truth[1]["locals"]["word"]
-    assert out[10].strip() == "'nosuch' not found"
-    assert_frame(out[11], t, 0)
-    assert out[12].strip("\n").splitlines() == locals_lines(t, 0)
-    assert_frame(out[13], t, 4)  # as gdb's `up 999`: to the outermost
-    assert out[14].strip() == "Initial frame selected; you cannot go up."
-    full = frames_of(out[15])
-    assert [f[0] for f in full] == ["#%d " % k for k in range(len(truth))]
-    assert full[0][4][1:] == ["      Arguments:",
-                              "        depth = %s" % truth[0]["locals"]
-                              ["depth"],
-                              "        label = %s" % truth[0]["locals"]
-                              ["label"],
-                              "      Locals:",
-                              "        ratio = 0.25",
-                              "        flags = [True, None, 3]"], out[15]
+    check_moves(out, t, "",
+                "Initial frame selected; you cannot go up.")
     assert_bt(out[17], t, 0)   # gdb's frame 0: the innermost again
     assert_bt(out[20], t, 2)   # the native frame of <module>: the innermost
     # Python frame it runs

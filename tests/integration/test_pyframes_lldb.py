@@ -17,8 +17,8 @@ import pytest
 
 from conftest import TARGETS, Target
 from debuggers import PLUGINS, Lldb, require_plugin
-from test_pyframes_gdb import (PYTHONS, assert_bt, assert_frame, frames_of,
-                               locals_lines)
+from test_pyframes_gdb import (PYTHONS, assert_bt, assert_frame,
+                               check_moves, frames_of)
 
 LLDB = Lldb()
 THREAD = "lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()"
@@ -121,34 +121,7 @@ def check(tr, t):
         elif line.strip().endswith(", in Pipeline.run"):
             break
     assert native == int(sel.group(2), 16), (out[4], out[18])
-    # py-list: five lines around the frame's, the frame's marked
-    line = truth[2]["line"]
-    want = ["%4s    %s" % ((">" if n == line else "") + str(n),
-                           t.lines[n - 1]) for n in range(line - 5, line + 6)]
-    assert out[5].strip("\n").splitlines() == want, out[5]
-    got = out[6].strip("\n").splitlines()
-    assert set(locals_lines(t, 2)) <= set(got), out[6]
-    assert got[0] == "self = <Pipeline at 0x%s>" % got[0].split("0x")[1][:-1]
-    assert got[1] == "limit = 42", out[6]
-    assert out[7].strip() == "local 'table' = %s" % \
-        truth[2]["locals"]["table"]
-    assert_frame(out[8], t, 1)
-    assert out[9].strip() == "local 'word' = %s" % truth[1]["locals"]["word"]
-    assert out[10].strip() == "error: 'nosuch' not found"
-    assert_frame(out[11], t, 0)
-    assert out[12].strip("\n").splitlines() == locals_lines(t, 0)
-    assert_frame(out[13], t, 4)  # as lldb's `up 999`: to the outermost
-    assert out[14].strip() == "error: Already at the top of the stack."
-    full = frames_of(out[15])
-    assert [f[0] for f in full] == ["#%d " % k for k in range(len(truth))]
-    assert full[0][4][1:] == ["      Arguments:",
-                              "        depth = %s" % truth[0]["locals"]
-                              ["depth"],
-                              "        label = %s" % truth[0]["locals"]
-                              ["label"],
-                              "      Locals:",
-                              "        ratio = 0.25",
-                              "        flags = [True, None, 3]"], out[15]
+    check_moves(out, t, "error: ", "Already at the top of the stack.")
     assert_bt(out[17], t, 0)   # lldb's frame 0: the innermost again
     # the native frame of <module>: the innermost Python frame it runs
     k = 0 if cut else 2
