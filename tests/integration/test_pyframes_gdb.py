@@ -169,6 +169,19 @@ def check_moves(out, t, error, at_top):
                               "        flags = [True, None, 3]"], out[15]
 
 
+def check_changed(out, t, error):
+    """py-list and py-bt (out) after the script was touched past the
+    core's time: each says so in one line (error: how the debugger
+    prefixes an error's line)."""
+    assert out[0].strip() == (
+        "%spy-list: source not shown: %s changed after the core was "
+        "written" % (error, t.script)), out[0]
+    said = "    [source not shown: the file changed after the core " \
+           "was written]"
+    frames = frames_of(out[1])
+    assert [f[4] for f in frames] == [[said]] * 5, out[1]
+
+
 def check(tr, t):
     out = tr.outputs
     assert "Traceback (most recent call last)" not in tr.text and \
@@ -236,15 +249,7 @@ def test_core(target):
             "shell touch -d @%d %s" % (future, target.script),
             "py-list", "py-bt"])
         check(tr, target)
-        # the script changed after the core was written
-        n = len(commands(target))
-        assert tr.outputs[n + 1].strip() == (
-            "py-list: source not shown: %s changed after the core was "
-            "written" % target.script), tr.outputs[n + 1]
-        said = "    [source not shown: the file changed after the core " \
-               "was written]"
-        frames = frames_of(tr.outputs[n + 2])
-        assert [f[4] for f in frames] == [[said]] * 5, tr.outputs[n + 2]
+        check_changed(tr.outputs[len(commands(target)) + 1:], target, "")
     finally:
         os.utime(target.script, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.unlink(core)
