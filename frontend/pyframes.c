@@ -229,19 +229,56 @@ int pyu_pyframes_locals(FILE *out, const pyu_dump *d, const pyu_thread *t,
     return PYU_EXIT_OK;
 }
 
-int pyu_pyframes_print(FILE *out, const pyu_dump *d, const pyu_thread *t,
-                       size_t k, const char *name, char *msg, size_t msglen)
+/* EXPR as Python's repr writes a str: in single quotes unless it holds
+ * one and no double quote. */
+static void quoted(FILE *out, const char *expr)
 {
+    char q = strchr(expr, '\'') && !strchr(expr, '"') ? '"' : '\'';
+    fputc(q, out);
+    for (const char *p = expr; *p; p++) {
+        if (*p == q || *p == '\\')
+            fputc('\\', out);
+        fputc(*p, out);
+    }
+    fputc(q, out);
+}
+
+int pyu_pyframes_print(FILE *out, pyu_session *s, const pyu_dump *d,
+                       const pyu_thread *t, size_t k, const char *expr,
+                       char *msg, size_t msglen)
+{
+    const pyu_frame *f = &t->frames[k];
+    if (s && f->addr) {
+        pyu_lookup *found = malloc(sizeof *found);
+        if (!found) {
+            snprintf(msg, msglen, "py-print: out of memory");
+            return PYU_EXIT_INTERNAL;
+        }
+        int rc = pyu_frame_lookup(s, f->addr, expr, found);
+        if (rc == 0) {
+            fprintf(out, "%s ", pyu_scope_name(found->scope));
+            quoted(out, expr);
+            fprintf(out, " = %s\n", found->value);
+        } else {
+            snprintf(msg, msglen, "%s", pyu_errmsg(s));
+        }
+        free(found);
+        return rc == 0 ? PYU_EXIT_OK
+               : rc == -PYU_E_NOTFOUND || rc == -PYU_E_INVAL
+                   ? PYU_EXIT_USAGE
+                   : pyu_cmd_exit_for(rc);
+    }
     int ex = no_locals(d, t, k, "py-print", msg, msglen);
     if (ex != PYU_EXIT_OK)
         return ex;
-    const pyu_frame *f = &t->frames[k];
     for (size_t i = 0; i < f->nlocals; i++)
-        if (strcmp(f->locals[i].name, name) == 0) {
-            fprintf(out, "local '%s' = %s\n", name, f->locals[i].value);
+        if (strcmp(f->locals[i].name, expr) == 0) {
+            fputs("local ", out);
+            quoted(out, expr);
+            fprintf(out, " = %s\n", f->locals[i].value);
             return PYU_EXIT_OK;
         }
-    snprintf(msg, msglen, "'%s' not found", name);
+    snprintf(msg, msglen, "'%s' not found", expr);
     return PYU_EXIT_USAGE;
 }
 

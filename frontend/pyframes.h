@@ -55,12 +55,16 @@ int pyu_pyframes_list(FILE *out, const pyu_dump *d, const pyu_thread *t,
 int pyu_pyframes_locals(FILE *out, const pyu_dump *d, const pyu_thread *t,
                         size_t k, char *msg, size_t msglen);
 
-/* py-print NAME: "local 'NAME' = value" for the variable of frame k
- * with that name (only the frame's own variables are looked up); fails
- * with "'NAME' not found" when it has none. */
-int pyu_pyframes_print(FILE *out, const pyu_dump *d, const pyu_thread *t,
-                       size_t k, const char *name, char *msg,
-                       size_t msglen);
+/* py-print EXPR: "<scope> 'EXPR' = value" (scope "local", "global" or
+ * "builtin", EXPR quoted as Python's repr quotes a str), EXPR looked up in
+ * frame k as pyu_frame_lookup does, reading the target through s (which
+ * must be stopped as the dump saw it).  With s NULL, or a frame whose
+ * address the dump lacks, only the frame's own variables are looked up,
+ * in the dump.  Fails with pyu_frame_lookup's message ("'NAME' not
+ * found", ...). */
+int pyu_pyframes_print(FILE *out, pyu_session *s, const pyu_dump *d,
+                       const pyu_thread *t, size_t k, const char *expr,
+                       char *msg, size_t msglen);
 
 /* The entry frames of thread tid (native thread id), as the debuggers
  * place Python frames under the native frames of the eval loop: entry[k]

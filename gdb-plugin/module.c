@@ -780,11 +780,13 @@ typedef struct {
     PyObject_HEAD
     pyu_dump *d;          /* owned */
     const pyu_thread *t;  /* the thread: points into d */
+    Session *session;     /* a reference: py-print reads through it */
 } PyFrames;
 
 static void PyFrames_dealloc(PyFrames *self)
 {
     pyu_dump_free(self->d);
+    Py_XDECREF(self->session);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -837,7 +839,8 @@ static PyObject *PyFrames_text(PyFrames *self, PyObject *args)
     else if (strcmp(what, "locals") == 0)
         ex = pyu_pyframes_locals(out, d, t, (size_t)k, msg, sizeof msg);
     else if (strcmp(what, "print") == 0)
-        ex = pyu_pyframes_print(out, d, t, (size_t)k, name, msg, sizeof msg);
+        ex = pyu_pyframes_print(out, self->session->s, d, t, (size_t)k,
+                                name, msg, sizeof msg);
     else {
         snprintf(msg, sizeof msg, "unknown text %s", what);
         ex = PYU_EXIT_INTERNAL;
@@ -848,6 +851,39 @@ static PyObject *PyFrames_text(PyFrames *self, PyObject *args)
         return raise_error(ex, msg);
     }
     return b;
+}
+
+static int add_name(void *arg, const char *name)
+{
+    PyObject *u = PyUnicode_DecodeUTF8(name, (Py_ssize_t)strlen(name),
+                                       "replace");
+    int rc = u ? PySet_Add(arg, u) : -1;
+    Py_XDECREF(u);
+    return rc < 0 ? 1 : 0;
+}
+
+/* names(k, expr) -> set of str: what py-print can complete after expr in
+ * frame k ("": the names the frame sees; else expr's attributes). */
+static PyObject *PyFrames_names(PyFrames *self, PyObject *args)
+{
+    Py_ssize_t k;
+    const char *expr;
+    if (!PyArg_ParseTuple(args, "ns", &k, &expr) || frame_index(self, k) < 0)
+        return NULL;
+    uint64_t frame = self->t->frames[k].addr;
+    PyObject *names = PySet_New(NULL);
+    if (!names || !frame || !self->session->s)
+        return names;
+    int rc = pyu_frame_names(self->session->s, frame, expr, add_name, names);
+    if (rc == 1 && PyErr_Occurred()) {
+        Py_DECREF(names);
+        return NULL;
+    }
+    if (rc < 0) {
+        Py_DECREF(names);
+        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->session->s));
+    }
+    return names;
 }
 
 /* frame(k) -> dict: frame k as py-dump --json has it, with its locals. */
@@ -889,6 +925,8 @@ static PyMethodDef PyFrames_methods[] = {
      "'locals' or 'print' of frame k"},
     {"frame", (PyCFunction)PyFrames_frame, METH_VARARGS,
      "frame(k) -> dict: frame k with its locals, as py-dump --json"},
+    {"names", (PyCFunction)PyFrames_names, METH_VARARGS,
+     "names(k, expr) -> set: what py-print completes after expr"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -945,6 +983,8 @@ static PyObject *Session_pyframes(Session *self, PyObject *args)
     }
     f->d = d;
     f->t = view.threads;
+    Py_INCREF(self);
+    f->session = self;
     return (PyObject *)f;
 }
 

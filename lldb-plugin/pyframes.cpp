@@ -509,7 +509,7 @@ class PyFramesCommand : public lldb::SBCommandPluginInterface {
             ex = pyu_pyframes_locals(out, tg.d, t, k, msg, sizeof msg);
             break;
         case PRINT:
-            ex = pyu_pyframes_print(out, tg.d, t, k, arg.c_str(), msg,
+            ex = pyu_pyframes_print(out, tg.s, tg.d, t, k, arg.c_str(), msg,
                                     sizeof msg);
             break;
         }

@@ -221,8 +221,8 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_nlocalsplus) X(co_stacksize) X(ts_datastack_top)                    \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
-    X(tp_dictoffset)                                                         \
-    X(ht_size) X(ht_cached_keys)                                             \
+    X(tp_dictoffset) X(tp_dict) X(tp_mro) X(md_dict) X(descr_member)         \
+    X(ht_size) X(ht_cached_keys) X(fr_globals) X(fr_builtins) X(fr_locals)   \
     X(tuple_size) X(tuple_ob_item) X(tuple_ob_size)                          \
     X(list_size) X(list_ob_item) X(list_ob_size)                             \
     X(set_size) X(set_used) X(set_table) X(set_mask)                         \
@@ -271,6 +271,11 @@ typedef struct pyu_offsets {
     bool dict_order_before;
     /* the layout is pyunwind's own (a version without debug offsets) */
     bool builtin;
+    /* an object whose type has Py_TPFLAGS_MANAGED_DICT keeps its dict
+     * pointer this many bytes before it; 3.11 keeps its values pointer
+     * (PyDictValues *) at managed_values_back, 0 from 3.13 (the values are
+     * inline, after tp_basicsize bytes, with Py_TPFLAGS_INLINE_VALUES) */
+    uint8_t managed_dict_back, managed_values_back;
     /* a frame's instruction pointer can be the last inline cache entry of
      * its instruction (3.11's prev_instr, in a frame that made a call) */
     bool instr_in_caches;
@@ -576,8 +581,15 @@ enum pyu_type_kind {
     PYU_TYPE_SET,
     PYU_TYPE_FROZENSET,
     PYU_TYPE_CELL,
+    /* what py-print's attributes meet (lookup.c) */
+    PYU_TYPE_MODULE,     /* module (not a subclass) */
+    PYU_TYPE_PROPERTY,   /* property */
+    PYU_TYPE_MEMBER,     /* member_descriptor: a __slots__ entry */
+    PYU_TYPE_GETSET,     /* getset_descriptor */
 };
 
+#define PYU_TPFLAGS_INLINE_VALUES (1ul << 2)
+#define PYU_TPFLAGS_MANAGED_DICT (1ul << 4)
 #define PYU_TPFLAGS_HEAPTYPE (1ul << 9)
 #define PYU_TPFLAGS_LONG_SUBCLASS (1ul << 24)
 #define PYU_TPFLAGS_LIST_SUBCLASS (1ul << 25)
@@ -585,6 +597,7 @@ enum pyu_type_kind {
 #define PYU_TPFLAGS_BYTES_SUBCLASS (1ul << 27)
 #define PYU_TPFLAGS_UNICODE_SUBCLASS (1ul << 28)
 #define PYU_TPFLAGS_DICT_SUBCLASS (1ul << 29)
+#define PYU_TPFLAGS_TYPE_SUBCLASS (1ul << 31)
 
 #define PYU_TYPE_NAME_MAX 64 /* bytes of a type's name kept (with the NUL) */
 
@@ -632,6 +645,20 @@ PYU_HIDDEN void pyu_float_repr(double v, char *out, size_t cap);
 PYU_HIDDEN int pyu_set_each(pyu_session *s, uint64_t set, size_t max_slots,
                             int (*fn)(void *arg, uint64_t key), void *arg,
                             bool *cut);
+
+/* Called for each entry of a dict: its key and its value (objects).
+ * Non-zero stops the walk. */
+typedef int (*pyu_item_fn)(void *arg, uint64_t key, uint64_t value);
+/* Calls fn for each entry of the dict object at dict, in insertion order,
+ * looking at no more than max entries; *used gets its ma_used.  Returns 0,
+ * fn's non-zero value, or a negated error (record set). */
+PYU_HIDDEN int pyu_dict_each(pyu_session *s, uint64_t dict, size_t max,
+                             pyu_item_fn fn, void *arg, int64_t *used);
+/* The same over a dict's keys object and, for a split table (a dict's
+ * ma_values, or an object's inline values), its PyDictValues; values 0
+ * for a combined table. */
+PYU_HIDDEN int pyu_keys_each(pyu_session *s, uint64_t keys, uint64_t values,
+                             size_t max, pyu_item_fn fn, void *arg);
 
 /* ============================================== code objects (code.c) */
 

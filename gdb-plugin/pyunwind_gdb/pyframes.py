@@ -60,7 +60,10 @@ class _Stack:
     """The selected thread's Python frames (a PyFrames of the C layer)
     and where they run among gdb's frames."""
 
-    def __init__(self):
+    def __init__(self, then=None):
+        """then(stack), when given, runs while the session that read the
+        frames is open (py-print reads the target through it); its value
+        is self.result."""
         inf = gdb.selected_inferior()
         thread = gdb.selected_thread()
         if thread is None or inf.pid <= 0:
@@ -71,20 +74,25 @@ class _Stack:
             raise Error("thread %d is running: stop it first (interrupt)"
                         % thread.num)
         tid = thread.ptid[1] or thread.ptid[2] or inf.pid
-        self.frames, groups = _session(
-            False, lambda s, retry, source: (s.pyframes(tid, retry),
-                                             s.entries(tid)))
-        self.count = self.frames.count
-        if self.count == 0:
-            why = self.frames.error
-            raise Error("no Python frames in thread %d (LWP %d)%s"
-                        % (thread.num, tid, ": " + why if why else ""))
-        self.key = (inf.num, thread.global_num)
-        # the entry frame's address of each Python frame (innermost first)
-        self._entry = []
-        for addr, python in groups:
-            self._entry += [addr] * len(python)
-        self._native = None
+
+        def use(s, retry, source):
+            self.frames = s.pyframes(tid, retry)
+            self.count = self.frames.count
+            if self.count == 0:
+                why = self.frames.error
+                raise Error("no Python frames in thread %d (LWP %d)%s"
+                            % (thread.num, tid, ": " + why if why else ""))
+            groups = s.entries(tid)
+            self.key = (inf.num, thread.global_num)
+            # the entry frame's address of each Python frame (innermost
+            # first)
+            self._entry = []
+            for addr, python in groups:
+                self._entry += [addr] * len(python)
+            self._native = None
+            return then(self) if then is not None else None
+
+        self.result = _session(False, use)
 
     def natives(self):
         """[(gdb.Frame, [Python frame indices it runs])] for gdb's physical
@@ -174,7 +182,11 @@ class _Command(gdb.Command):
     repeats = False
 
     def __init__(self):
-        super().__init__(self.command, gdb.COMMAND_STACK, gdb.COMPLETE_NONE)
+        if hasattr(self, "complete"):  # (its own completion)
+            super().__init__(self.command, gdb.COMMAND_STACK)
+        else:
+            super().__init__(self.command, gdb.COMMAND_STACK,
+                             gdb.COMPLETE_NONE)
 
     def invoke(self, arg, from_tty):
         if not self.repeats:
@@ -353,21 +365,43 @@ the inferior)."""
 
 
 class PyPrint(_Command):
-    """Print a variable of the selected Python frame.
-Usage: py-print NAME
+    """Print a name, an attribute or an item as the selected Python frame
+sees it.
+Usage: py-print NAME[.ATTR | [INDEX] | ['KEY']]...
 
-Prints "local 'NAME' = value" (the value as py-dump --locals shows it),
-or "'NAME' not found" as an error.  For now only the frame's own
-variables (arguments, locals, cells and free variables) are looked up:
-not globals, builtins, attributes or items."""
+NAME is looked up as Python does: the frame's variables, then its
+globals, then builtins; prints "local 'NAME' = value" (or global,
+builtin), the value as py-dump --locals shows it, or "'NAME' not found"
+as an error.  Then .ATTR reads an object's own dict, a __slots__ entry,
+a module's or a class's attribute; [INDEX] an item of a list or tuple;
+['KEY'] or [INT] an entry of a dict.  All of it is read from memory:
+nothing runs in the target, so a property is not evaluated (it says so).
+Tab completes names and attributes."""
 
     command = "py-print"
 
     def run(self, arg):
         if not arg:
             raise Error("give the name of a variable (py-print NAME)")
-        stack = _Stack()
-        return stack.text("print", stack.selected(), arg)
+        return _Stack(lambda st: st.text("print", st.selected(), arg)).result
+
+    def complete(self, text, word):
+        """Names the frame sees; after "EXPR.", EXPR's attributes."""
+        expr, dot, prefix = text.rpartition(".")
+        if not dot:
+            expr, prefix = "", text
+        if "[" in prefix or "]" in prefix or " " in text.strip():
+            return []
+        word = word or ""
+        try:
+            names = _Stack(lambda st: st.frames.names(st.selected(),
+                                                      expr)).result
+        except Exception:  # (completion never fails: nothing offered)
+            return []
+        keep = len(prefix) - len(word)
+        if keep < 0 or not prefix.endswith(word):
+            return []
+        return sorted(n[keep:] for n in names if n.startswith(prefix))
 
 
 def selected_frame():

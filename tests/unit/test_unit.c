@@ -1991,9 +1991,9 @@ static void test_json_sink(void)
     pyu_var vars[2] = {{.name = "x", .type = "int", .value = "1", .addr = 8},
                        {.name = "y", .type = "str", .value = "'a'"}};
     pyu_frame frames[3] = {
-        {"f", "f", "a.py", 3, 0, vars, 2, NULL, 3, 4, 9},
-        {"g", "g", "a.py", 0, 0, NULL, 0, "unreadable", 0, -1, -1},
-        {"<module>", "<module>", "a.py", 9, 0, NULL, 0, NULL, 9, -1, -1}};
+        {"f", "f", "a.py", 3, 0, vars, 2, NULL, 3, 4, 9, 0},
+        {"g", "g", "a.py", 0, 0, NULL, 0, "unreadable", 0, -1, -1, 0},
+        {"<module>", "<module>", "a.py", 9, 0, NULL, 0, NULL, 9, -1, -1, 0}};
     pyu_thread threads[2] = {
         {.thread_id = 1, .native_thread_id = 11, .main = 1,
          .status = PYU_STATUS_HAS_GIL | PYU_STATUS_ON_CPU, .frames = frames,

@@ -54,7 +54,8 @@ extern "C" {
     X(VERSION, "unsupported CPython version")                               \
     X(OFFSETS, "invalid debug offsets table")                               \
     X(CORRUPT, "inconsistent target memory")                                \
-    X(STATE, "operation not valid in this state")
+    X(STATE, "operation not valid in this state")                           \
+    X(NOTFOUND, "no such name")
 
 enum pyu_error {
 #define PYU_ENUM_(name, text) PYU_E_##name,
@@ -470,6 +471,54 @@ PYU_API int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
                              int (*fn)(void *arg, const pyu_var *v),
                              void *arg);
 
+/* ---------------------------------------------------------- py-print */
+
+/* Where pyu_frame_lookup found an expression's first name. */
+#define PYU_SCOPE_LOCAL 0   /* the frame's variables (or its locals dict: a
+                               class body, exec) */
+#define PYU_SCOPE_GLOBAL 1  /* the frame's globals */
+#define PYU_SCOPE_BUILTIN 2 /* the frame's builtins */
+
+/* "local", "global", "builtin" (python-gdb.py's words); NULL for other
+ * values. */
+PYU_API const char *pyu_scope_name(int scope);
+
+#define PYU_VALUE_MAX 512 /* bytes of a value's repr (with the NUL) */
+
+typedef struct pyu_lookup {
+    int scope;                 /* PYU_SCOPE_* */
+    uint64_t addr;             /* the object; 0 for an int tagged in a slot */
+    char type[64];             /* the name of its type; "" when unreadable */
+    char value[PYU_VALUE_MAX]; /* its bounded repr, as pyu_var's value */
+} pyu_lookup;
+
+/* Looks up expr in the interpreter frame at frame (a pyu_frame's addr)
+ * from memory alone, as py-print does; nothing runs in the target:
+ * - NAME as Python finds it: the frame's variables (or its locals dict),
+ *   then its globals, then its builtins;
+ * - then any chain of .ATTR (an object's own dict: managed, inline
+ *   values or tp_dictoffset; a __slots__ entry; a module's dict; a
+ *   class's and its bases' dicts), [I] of a list or tuple (I < 0 counts
+ *   from the end), ['KEY'], ["KEY"] or [I] of a dict (str and int keys).
+ *   A property or another computed attribute is not evaluated.
+ * Returns 0; -PYU_E_NOTFOUND when a part is not there or would need code
+ * to run, -PYU_E_INVAL for an expression of another form (pyu_errmsg
+ * says which part and why, in one line); or another negated error.  The
+ * target must be stopped. */
+PYU_API int pyu_frame_lookup(pyu_session *s, uint64_t frame,
+                             const char *expr, pyu_lookup *out);
+
+/* The names pyu_frame_lookup can take after expr, for completion: with
+ * expr "", the frame's variables, then the keys of its locals dict,
+ * globals and builtins; else the attributes of the object expr names
+ * (its own dict's keys, then those of its class and the class's bases; a
+ * module's or a class's dict).  Calls fn for each (a name may come more
+ * than once); a non-zero return stops.  Returns 0, fn's value, or a
+ * negated error (message in pyu_errmsg). */
+PYU_API int pyu_frame_names(pyu_session *s, uint64_t frame, const char *expr,
+                            int (*fn)(void *arg, const char *name),
+                            void *arg);
+
 /* A frame as a walk reported it, with its names and line. */
 typedef struct pyu_frame {
     const char *function; /* co_qualname */
@@ -485,6 +534,7 @@ typedef struct pyu_frame {
      * line, 0 when unknown; the columns, 0-based UTF-8 byte offsets into
      * the first and the last line, -1 when unknown */
     int end_line, col, end_col;
+    uint64_t addr; /* the interpreter frame (pyu_frame_lookup); 0 unknown */
 } pyu_frame;
 
 /* Fills *out for a frame a walk reported (its code object is cached).  The

@@ -375,6 +375,41 @@ static void add_known_facts(pyu_offsets *o)
         o->v[PYU_F_fr_return_offset] = PYU_OFF(o, fr_owner) - 2;
     if (minor == 13)
         o->v[PYU_F_fr_stacktop] = 64;
+    /* ... then f_globals, f_builtins and f_locals, the dicts py-print
+     * looks names up in (3.13-3.15; 3.11's table names its own) */
+    if (minor >= 13) {
+        o->v[PYU_F_fr_globals] = PYU_OFF(o, fr_funcobj) + 8;
+        o->v[PYU_F_fr_builtins] = PYU_OFF(o, fr_funcobj) + 16;
+        o->v[PYU_F_fr_locals] = PYU_OFF(o, fr_funcobj) + 24;
+    }
+    /* PyTypeObject (Include/cpython/object.h, 3.11-3.15, both builds;
+     * checked against the DWARF of 3.11d, 3.13, 3.13t, 3.14 and 3.15d):
+     * tp_basicsize follows tp_name; tp_dict, tp_dictoffset and tp_mro
+     * lie 240, 264 and 320 bytes after it */
+    if (PYU_HAS(o, tp_name)) {
+        uint64_t name = PYU_OFF(o, tp_name);
+        if (!PYU_HAS(o, tp_basicsize))
+            o->v[PYU_F_tp_basicsize] = name + 8;
+        if (!PYU_HAS(o, tp_dictoffset))
+            o->v[PYU_F_tp_dictoffset] = name + 264;
+        o->v[PYU_F_tp_dict] = name + 240;
+        o->v[PYU_F_tp_mro] = name + 320;
+        /* PyHeapTypeObject's ht_cached_keys, published from 3.15 (3.11's
+         * table has it): 856 bytes after tp_name in 3.13 and 3.14 */
+        if (!PYU_HAS(o, ht_cached_keys) && (minor == 13 || minor == 14))
+            o->v[PYU_F_ht_cached_keys] = name + 856;
+    }
+    /* PyModuleObject {PyObject_HEAD; PyObject *md_dict; ...} and
+     * PyMemberDescrObject {PyObject_HEAD; d_type; d_name; d_qualname;
+     * PyMemberDef *d_member} (Include/descrobject.h) */
+    o->v[PYU_F_md_dict] = header;
+    o->v[PYU_F_descr_member] = header + 24;
+    /* Py_TPFLAGS_MANAGED_DICT: the dict pointer sits three words before
+     * the object (3.11; 3.13+ with the GIL: MANAGED_DICT_OFFSET in
+     * Include/internal/pycore_object.h), one word before it without the
+     * GIL; 3.11 keeps its values pointer four words before it */
+    o->managed_dict_back = o->free_threaded ? 8 : 24;
+    o->managed_values_back = minor == 11 ? 32 : 0;
     /* generator-like objects (Include/internal/pycore_frame.h): the
      * gi_frame_state values were renumbered in 3.15, where the awaited
      * object also moved one slot down the value stack */
@@ -549,6 +584,7 @@ static const known layout_311[] = {
     {L(fr_previous), 48}, {L(fr_instr_ptr), 56 /* prev_instr */},
     {L(fr_is_entry), 68}, {L(fr_owner), 69}, {L(fr_localsplus), 72},
     {L(fr_funcobj), 0 /* f_func */}, {L(fr_stacktop), 64},
+    {L(fr_globals), 8}, {L(fr_builtins), 16}, {L(fr_locals), 24},
     {L(co_size), 192}, {L(co_flags), 48}, {L(co_argcount), 56},
     {L(co_stacksize), 68}, {L(co_nlocalsplus), 76},
     {L(co_kwonlyargcount), 64}, {L(co_firstlineno), 72},

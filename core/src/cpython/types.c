@@ -43,6 +43,10 @@ static const struct {
     {"set", PYU_TYPE_SET, 0},
     {"frozenset", PYU_TYPE_FROZENSET, 0},
     {"cell", PYU_TYPE_CELL, 0},
+    {"module", PYU_TYPE_MODULE, 0},
+    {"property", PYU_TYPE_PROPERTY, 0},
+    {"member_descriptor", PYU_TYPE_MEMBER, 0},
+    {"getset_descriptor", PYU_TYPE_GETSET, 0},
 };
 
 /* Reads the NUL-terminated name at name_ptr into buf (at most len - 1

@@ -509,15 +509,6 @@ static void set_value(rw *w, uint64_t obj, bool frozen)
         puts_(w, ")");
 }
 
-static void dict_item(rw *w, size_t shown, uint64_t key, uint64_t val)
-{
-    if (shown)
-        puts_(w, ", ");
-    value(w, key);
-    puts_(w, ": ");
-    value(w, val);
-}
-
 /* A split dict's values (vals) and their insertion order: head[0] values
  * with head[1] of them in order.  3.13+: a header {capacity, size, ...},
  * the values, then the order; 3.11: the values alone, preceded by the
@@ -550,82 +541,117 @@ static int split_values(pyu_session *s, uint64_t values, int64_t nentries,
     return 0;
 }
 
-static void dict_value(rw *w, uint64_t obj)
+/* ------------------------------------------------------------ dicts */
+
+int pyu_keys_each(pyu_session *s, uint64_t keys, uint64_t values,
+                  size_t max, pyu_item_fn fn, void *arg)
 {
-    pyu_session *s = w->s;
-    const pyu_offsets *o = &s->off;
-    int64_t used = 0;
-    uint64_t keys = 0, values = 0;
     uint8_t kh[DK_INDICES];
-    pyu_range r[3] = {
-        {obj + PYU_OFF(o, dict_ma_used), &used, 8},
-        {obj + PYU_OFF(o, dict_ma_keys), &keys, 8},
-        {obj + PYU_OFF(o, dict_ma_values), &values, 8},
-    };
-    if (pyu_readv_quiet(s, r, 3) < 0 || used < 0 || !keys ||
-        pyu_read_quiet(s, keys, kh, sizeof kh) < 0) {
-        unreadable(w);
-        return;
-    }
+    if (!keys || pyu_read_quiet(s, keys, kh, sizeof kh) < 0)
+        return pyu_fail(&s->err, PYU_E_FAULT, "the keys of a dict at 0x%"
+                        PRIx64 " cannot be read", keys);
     unsigned log2_size = kh[DK_LOG2_SIZE], log2_index = kh[DK_LOG2_INDEX_BYTES];
     unsigned kind = kh[DK_KIND];
     int64_t nentries = (int64_t)pyu_u64(kh, sizeof kh, DK_NENTRIES);
     if (log2_size > 40 || log2_index < log2_size || log2_index > log2_size + 3
-        || kind > 2 || nentries < 0 || nentries > (1ll << log2_size) ||
-        used > nentries) {
-        unreadable(w);
-        return;
-    }
-    if (used == 0) {
-        puts_(w, "{}");
-        return;
-    }
+        || kind > 2 || nentries < 0 || nentries > (1ll << log2_size))
+        return pyu_fail(&s->err, PYU_E_CORRUPT, "the keys of a dict at 0x%"
+                        PRIx64 " make no sense", keys);
     uint64_t entries = keys + DK_INDICES + (1ull << log2_index);
     size_t esize = kind == 0 ? 24 : 16, key_at = kind == 0 ? 8 : 0;
-    size_t shown = 0;
-    puts_(w, "{");
     if (!values) { /* combined: the entries hold keys and values */
         uint64_t e[32 * 3];
         size_t per = sizeof e / esize;
-        size_t limit = nentries < DICT_SCAN_MAX ? (size_t)nentries
-                                                : DICT_SCAN_MAX;
-        for (size_t at = 0; at < limit && shown < PYU_REPR_ITEMS &&
-                            !w->full; at += per) {
+        size_t limit = (uint64_t)nentries < max ? (size_t)nentries : max;
+        for (size_t at = 0; at < limit; at += per) {
             size_t k = limit - at < per ? limit - at : per;
-            if (pyu_read_quiet(s, entries + at * esize, e, k * esize) < 0) {
-                unreadable(w);
-                break;
-            }
-            for (size_t i = 0; i < k && shown < PYU_REPR_ITEMS; i++) {
+            if (pyu_read_quiet(s, entries + at * esize, e, k * esize) < 0)
+                return pyu_fail(&s->err, PYU_E_FAULT, "the entries of a "
+                                "dict at 0x%" PRIx64 " cannot be read", keys);
+            for (size_t i = 0; i < k; i++) {
                 uint64_t key = pyu_u64(e, k * esize, i * esize + key_at);
                 uint64_t val = pyu_u64(e, k * esize, i * esize + key_at + 8);
-                if (val)
-                    dict_item(w, shown++, key, val);
+                int rc = val ? fn(arg, key, val) : 0;
+                if (rc)
+                    return rc;
             }
         }
-    } else { /* split: values and their order in a PyDictValues */
-        uint8_t head[DV_VALUES], order[256];
-        uint64_t vals[256];
-        if (split_values(s, values, nentries, head, order, vals) < 0) {
-            unreadable(w);
-        } else {
-            for (size_t j = 0; j < head[1] && shown < PYU_REPR_ITEMS &&
-                               !w->full; j++) {
-                uint64_t key = 0;
-                unsigned ix = order[j];
-                if (ix >= head[0] || (int64_t)ix >= nentries || !vals[ix])
-                    continue;
-                if (pyu_read_quiet(s, entries + ix * esize + key_at, &key,
-                                   8) < 0) {
-                    unreadable(w);
-                    break;
-                }
-                dict_item(w, shown++, key, vals[ix]);
-            }
-        }
+        return 0;
     }
-    if ((int64_t)shown < used)
-        puts_(w, shown ? ", ..." : "...");
+    /* split: values and their order in a PyDictValues */
+    uint8_t head[DV_VALUES], order[256];
+    uint64_t vals[256];
+    if (split_values(s, values, nentries, head, order, vals) < 0)
+        return pyu_fail(&s->err, PYU_E_FAULT, "the values of a dict at 0x%"
+                        PRIx64 " cannot be read", values);
+    for (size_t j = 0; j < head[1] && j < max; j++) {
+        uint64_t key = 0;
+        unsigned ix = order[j];
+        if (ix >= head[0] || (int64_t)ix >= nentries || !vals[ix])
+            continue;
+        if (pyu_read_quiet(s, entries + ix * esize + key_at, &key, 8) < 0)
+            return pyu_fail(&s->err, PYU_E_FAULT, "the keys of a dict at 0x%"
+                            PRIx64 " cannot be read", keys);
+        int rc = fn(arg, key, vals[ix]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int pyu_dict_each(pyu_session *s, uint64_t dict, size_t max, pyu_item_fn fn,
+                  void *arg, int64_t *used)
+{
+    const pyu_offsets *o = &s->off;
+    uint64_t keys = 0, values = 0;
+    *used = 0;
+    pyu_range r[3] = {
+        {dict + PYU_OFF(o, dict_ma_used), used, 8},
+        {dict + PYU_OFF(o, dict_ma_keys), &keys, 8},
+        {dict + PYU_OFF(o, dict_ma_values), &values, 8},
+    };
+    if (pyu_readv_quiet(s, r, 3) < 0)
+        return pyu_fail(&s->err, PYU_E_FAULT, "the dict at 0x%" PRIx64
+                        " cannot be read", dict);
+    if (*used < 0 || !keys)
+        return pyu_fail(&s->err, PYU_E_CORRUPT, "the dict at 0x%" PRIx64
+                        " makes no sense", dict);
+    return *used ? pyu_keys_each(s, keys, values, max, fn, arg) : 0;
+}
+
+typedef struct dict_acc {
+    rw *w;
+    size_t shown;
+} dict_acc;
+
+static int dict_take(void *arg, uint64_t key, uint64_t val)
+{
+    dict_acc *a = arg;
+    puts_(a->w, a->shown ? ", " : "{");
+    a->shown++;
+    value(a->w, key);
+    puts_(a->w, ": ");
+    value(a->w, val);
+    return a->shown >= PYU_REPR_ITEMS || a->w->full;
+}
+
+static void dict_value(rw *w, uint64_t obj)
+{
+    dict_acc a = {.w = w};
+    int64_t used = 0;
+    int rc = pyu_dict_each(w->s, obj, DICT_SCAN_MAX, dict_take, &a, &used);
+    if (rc < 0 && !a.shown) {
+        unreadable(w);
+        return;
+    }
+    if (!a.shown) {
+        puts_(w, used ? "{...}" : "{}");
+        return;
+    }
+    if (rc < 0)
+        puts_(w, ", <unreadable>");
+    if ((int64_t)a.shown < used)
+        puts_(w, ", ...");
     puts_(w, "}");
 }
 

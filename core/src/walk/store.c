@@ -109,6 +109,7 @@ int pyu_store_frame(pyu_store *st, pyu_session *s, const pyu_walk_frame *f,
     out->file = m->file;
     pyu_code_position(m->c, f->instr, out);
     out->code_addr = f->code_addr;
+    out->addr = f->addr;
     out->locals = NULL;
     out->nlocals = 0;
     out->locals_error = NULL;

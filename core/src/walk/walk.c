@@ -267,6 +267,7 @@ int pyu_frame_describe(pyu_session *s, const pyu_walk_frame *f,
     out->file = code->filename;
     pyu_code_position(code, f->instr, out);
     out->code_addr = f->code_addr;
+    out->addr = f->addr;
     out->locals = NULL;
     out->nlocals = 0;
     out->locals_error = NULL;
