@@ -1,7 +1,7 @@
 /* Fuzz harness: the walk (interpreters, threads, frames, code objects,
  * line tables, async stacks, the frames' variables and the objects they
- * hold) over a mutated snapshot of a real process's memory (snap.h), and
- * the dump written as text and JSON. */
+ * hold) over a mutated snapshot of a real process's memory (snap.h), the
+ * dump written as text and JSON, and py-print's lookups in its frames. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -27,6 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t len)
                 pyu_dump_write_json(d, f);
                 fclose(f);
                 free(buf);
+                if (walks[w] == PYU_WALK_LOCALS)
+                    snap_lookups(s, d);
             }
             pyu_dump_free(d);
         }

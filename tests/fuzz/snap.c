@@ -62,7 +62,7 @@ int snap_parse(snap *s, const uint8_t *in, size_t len)
     at = sizeof h;
     char *p = s->paths;
     for (uint32_t i = 0; i < h.nmaps; i++) {
-        snap_map m;
+        snap_map m = {0};
         take(in, len, &at, &m, sizeof m);
         memcpy(p, in + at, m.pathlen);
         p[m.pathlen] = 0;
@@ -175,3 +175,50 @@ static int snap_mappings(void *ctx, pyu_mapping_fn fn, void *arg)
 
 const pyu_memory_ops snap_ops = {
     .read = snap_read, .mappings = snap_mappings, .write = snap_write};
+
+/* ------------------------------------------------------------ lookups */
+
+#define LOOK_FRAMES 4 /* frames of a thread looked in */
+#define LOOK_NAMES 12 /* names of a frame, attributes of a name */
+
+typedef struct name_list {
+    char names[LOOK_NAMES][64];
+    size_t n;
+} name_list;
+
+static int keep_name(void *arg, const char *name)
+{
+    name_list *l = arg;
+    if (l->n >= LOOK_NAMES)
+        return 1;
+    if (strlen(name) < sizeof l->names[0])
+        snprintf(l->names[l->n++], sizeof l->names[0], "%s", name);
+    return l->n == LOOK_NAMES;
+}
+
+void snap_lookups(pyu_session *s, const pyu_dump *d)
+{
+    static const char *const items[] = {"[0]", "[-1]", "['a']", "[1]"};
+    pyu_lookup found;
+    for (size_t t = 0; d && t < d->nthreads; t++)
+        for (size_t k = 0; k < d->threads[t].nframes && k < LOOK_FRAMES;
+             k++) {
+            uint64_t frame = d->threads[t].frames[k].addr;
+            name_list names = {.n = 0};
+            pyu_frame_names(s, frame, "", keep_name, &names);
+            for (size_t i = 0; i < names.n; i++) {
+                char expr[160];
+                name_list attrs = {.n = 0};
+                pyu_frame_lookup(s, frame, names.names[i], &found);
+                pyu_frame_names(s, frame, names.names[i], keep_name, &attrs);
+                for (size_t j = 0; j < attrs.n; j++) {
+                    snprintf(expr, sizeof expr, "%s.%s", names.names[i],
+                             attrs.names[j]);
+                    pyu_frame_lookup(s, frame, expr, &found);
+                }
+                snprintf(expr, sizeof expr, "%s%s", names.names[i],
+                         items[i % 4]);
+                pyu_frame_lookup(s, frame, expr, &found);
+            }
+        }
+}

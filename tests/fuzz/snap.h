@@ -72,5 +72,9 @@ int snap_change(snap *s);
  * mappings (paths only under the interpreters' usual places; others as
  * anonymous memory, so that a mutated path never opens /proc or /dev). */
 extern const pyu_memory_ops snap_ops;
+/* py-print's lookups over a dump taken with PYU_WALK_LOCALS: in the
+ * first frames of each thread, the names each sees, their attributes
+ * and items (what snapshot.c records, the harnesses replay). */
+void snap_lookups(pyu_session *s, const pyu_dump *d);
 
 #endif

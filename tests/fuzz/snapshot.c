@@ -187,6 +187,7 @@ int main(int argc, char **argv)
     pyu_dump_free(d);
     d = NULL; /* and the frames' variables, with the objects they hold */
     pyu_dump_take(s, PYU_WALK_LOCALS, &d);
+    snap_lookups(s, d); /* (and what py-print reads) */
     pyu_dump_free(d);
     pyu_tasks *t = NULL;
     pyu_tasks_take(s, &t);

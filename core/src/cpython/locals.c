@@ -136,7 +136,7 @@ int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
     vars_of v = {0};
     int rc = read_vars(s, f, &v);
     char value[REPR_BYTES], type[PYU_TYPE_NAME_MAX];
-    for (size_t i = 0; rc >= 0 && i < v.n; i++) {
+    for (size_t i = 0; rc == 0 && i < v.n; i++) {
         uint8_t k = v.kinds[i];
         uint64_t obj;
         bool tagged;
