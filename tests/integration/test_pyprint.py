@@ -66,8 +66,8 @@ def argument(dbg, expr):
 
 def commands(t):
     cmds = []
-    for frame in (0, 1):
-        if frame == 1:
+    for frame in (0, 1, 2):
+        if frame:
             cmds.append("py-up")
         cmds += ["py-print " + argument(t.dbg, v[1])
                  for v in t.truth["values"] if v[0] == frame]

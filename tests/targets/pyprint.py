@@ -1,10 +1,12 @@
 """A target for py-print's lookups: <module> -> main -> walk (a generator)
--> leaf, which blocks, holding objects of every kind py-print reads.
+-> step (a coroutine, run by send()) -> leaf, which blocks, holding
+objects of every kind py-print reads.
 
     pyprint.py OUT
 
 Once leaf() sleeps, a thread of its own evaluates each expression of
-VALUES in the frame it names (0: leaf, 1: the generator), as Python
+VALUES in the frame it names (0: leaf, 1: the coroutine, 2: the
+generator), as Python
 does, and writes OUT (JSON): "values", [frame, expr, scope, repr] each,
 the repr made the way pyunwind makes it (Python's for plain values,
 "<TypeName at 0xADDR>" for the program's own objects); "errors", [frame,
@@ -56,7 +58,7 @@ class Wide:
             setattr(self, "f%d" % i, i)
 
 
-# (expressions in leaf's frame, 0, and the generator's, 1)
+# (expressions in leaf's frame, 0, the coroutine's, 1, the generator's, 2)
 VALUES = [
     (0, "p"), (0, "p.x"), (0, "p.y"), (0, "p.kind"), (0, "Point.kind"),
     (0, "m.y"), (0, "s.a"), (0, "w.f150"), (0, "err.code"),
@@ -64,7 +66,8 @@ VALUES = [
     (0, "pair[1]"), (0, "d['k']"), (0, 'd["n"][1][0]'), (0, "d[3]"),
     (0, "TABLE['beta'][2]"), (0, "TABLE[7]"), (0, "TABLE['nested']['deep']"),
     (0, "LIMIT"), (0, "len"), (0, "os.sep"), (0, "captured"), (0, "count"),
-    (1, "total"), (1, "x"), (1, "numbers"), (1, "LIMIT"),
+    (1, "label"), (1, "numbers[1]"),
+    (2, "total"), (2, "x"), (2, "numbers"), (2, "LIMIT"),
 ]
 ERRORS = [
     (0, "p.norm", "property"),      # a property: code to run
@@ -132,6 +135,7 @@ def write_truth(ident, native_id):
     time.sleep(0.3)  # (leaf is in time.sleep by then)
     frames = [sys._current_frames()[ident]]
     frames.append(frames[0].f_back)
+    frames.append(frames[1].f_back)
     values = []
     for k, expr in VALUES:
         f = frames[k]
@@ -171,11 +175,16 @@ def leaf(numbers):
     return lambda: captured, p, m, s, w, err, items, pair, d, count
 
 
+async def step(numbers):
+    label = "step %d" % len(numbers)
+    return leaf(numbers)
+
+
 def walk(numbers):
     total = 0
     for x in numbers:
         total += x
-        yield leaf(numbers)
+        yield step(numbers).send(None)
 
 
 def main():
