@@ -1,6 +1,6 @@
 // The commands a user of CPython's python-gdb.py types by habit, in lldb:
 // py-bt [--all], py-bt-full, py-up [N], py-down [N], py-list [LINE |
-// START,END], py-locals [--json], py-print NAME.  Their text is the one
+// START,END], py-locals [--json], py-print EXPR.  Their text is the one
 // gdb's plugin prints (frontend/pyframes.c writes it for both); this file
 // keeps the selected Python frame and moves lldb's selected frame with it,
 // as gdb-plugin/pyunwind_gdb/pyframes.py does in gdb.
@@ -591,12 +591,20 @@ const struct {
      "the inferior).  --json: the frame as a frame of py-dump --locals\n"
      "--json, with its \"index\" among the thread's Python frames (what\n"
      "pyunwind_lldb.selected_frame() returns).\n"},
-    {PRINT, "py-print", "Print a variable of the selected Python frame.",
-     "py-print NAME",
-     "Prints \"local 'NAME' = value\" (the value as py-dump --locals shows\n"
-     "it), or \"'NAME' not found\" as an error.  For now only the frame's\n"
-     "own variables (arguments, locals, cells and free variables) are\n"
-     "looked up: not globals, builtins, attributes or items.\n"},
+    {PRINT, "py-print",
+     "Print a name, an attribute or an item as the selected Python frame "
+     "sees it.",
+     "py-print NAME[.ATTR | [INDEX] | ['KEY']]...",
+     "NAME is looked up as Python does: the frame's variables, then its\n"
+     "globals, then builtins; prints \"local 'NAME' = value\" (or global,\n"
+     "builtin), the value as py-dump --locals shows it, or \"'NAME' not\n"
+     "found\" as an error.  Then .ATTR reads an object's own dict, a\n"
+     "__slots__ entry, a module's or a class's attribute; [INDEX] an item\n"
+     "of a list or tuple; ['KEY'] or [INT] an entry of a dict.  All of it\n"
+     "is read from memory: nothing runs in the inferior, so a property is\n"
+     "not evaluated (it says so).  lldb takes the quotes off arguments:\n"
+     "write py-print \"d['key']\", or d[key] (a key that is not an int is\n"
+     "taken as a str).\n"},
 };
 
 } // namespace
