@@ -50,7 +50,8 @@ def target(request, tmp_path_factory):
     with open(os.path.join(work, "helper.py"), "w") as f:
         f.write(HELPER)
     t = Target(python, script, work, expect_threads=False)
-    t._wait_threads(1)  # (the thread that wrote the truth has ended)
+    t._wait_threads(2)  # (the thread that wrote the truth has ended,
+    # the one without Python has not)
     t.label, t.python, t.script = label, python, script
     with open(script, encoding="utf-8") as f:
         t.lines = f.read().splitlines()

@@ -35,7 +35,8 @@ def target(request, tmp_path_factory):
     script = os.path.join(work, "pyframes.py")
     shutil.copy(os.path.join(TARGETS, "pyframes.py"), script)
     t = Target(python, script, work, expect_threads=False)
-    t._wait_threads(1)  # (the thread that wrote the truth has ended)
+    t._wait_threads(2)  # (the thread that wrote the truth has ended,
+    # the one without Python has not)
     t.label, t.python, t.script = label, python, script
     with open(script, encoding="utf-8") as f:
         t.lines = f.read().splitlines()

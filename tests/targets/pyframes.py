@@ -2,7 +2,10 @@
 py-list, py-locals, py-print): <module> -> main -> Pipeline.run ->
 sorted() (C) calling key_of -> leaf, which blocks.  key_of is called from
 C code, so on CPython 3.11+ it runs in an eval-loop call of its own:
-two eval-loop calls, each with its own native frame.
+two eval-loop calls, each with its own native frame.  Beside it, a
+thread that never ran Python: started by pthread_create (through ctypes)
+on libc's pause(), all signals blocked (so that a signal sent to the
+process, SIGABRT for a kernel core, reaches the main thread).
 
     pyframes.py OUT
 
@@ -11,9 +14,12 @@ thread's "frames", innermost first, as sys._current_frames() has them
 (so the innermost line is the sleep's), each with its function
 (co_qualname), file, line and its variables' reprs (those whose repr
 is short and made the way pyunwind makes it: None, bool, int, float,
-str, small tuples, lists and dicts), and "native_id"; then prints
-"ready" and ends."""
+str, small tuples, lists and dicts), "native_id", and "native_only":
+the native thread id of the thread without Python; then prints "ready"
+and ends.  The process then has two threads."""
+import ctypes
 import json
+import signal
 import os
 import sys
 import threading
@@ -34,6 +40,31 @@ def simple(v):
     return False
 
 
+def native_only():
+    """Starts a thread that runs libc's pause() and nothing else; returns
+    its native thread id."""
+    libc = ctypes.CDLL(None)
+    libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong),
+                                    ctypes.c_void_p, ctypes.c_void_p,
+                                    ctypes.c_void_p]
+    before = set(os.listdir("/proc/self/task"))
+    handle = ctypes.c_ulong()
+    # (the new thread inherits the mask: every signal blocked)
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        rc = libc.pthread_create(ctypes.byref(handle), None,
+                                 ctypes.cast(libc.pause, ctypes.c_void_p),
+                                 None)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    assert rc == 0, os.strerror(rc)
+    new, = set(os.listdir("/proc/self/task")) - before
+    return int(new)
+
+
+NATIVE_ONLY = native_only()
+
+
 def record(ident, native_id):
     time.sleep(0.3)  # (leaf is in time.sleep by then)
     frames = []
@@ -49,7 +80,8 @@ def record(ident, native_id):
         })
         f = f.f_back
     with open(OUT + ".tmp", "w") as fh:
-        json.dump({"frames": frames, "native_id": native_id}, fh)
+        json.dump({"frames": frames, "native_id": native_id,
+                   "native_only": NATIVE_ONLY}, fh)
     os.replace(OUT + ".tmp", OUT)
     print("ready", flush=True)
 
