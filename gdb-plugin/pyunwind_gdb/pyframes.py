@@ -74,14 +74,21 @@ class _Stack:
             raise Error("thread %d is running: stop it first (interrupt)"
                         % thread.num)
         tid = thread.ptid[1] or thread.ptid[2] or inf.pid
+        where = "no Python frames in thread %d (LWP %d)" % (thread.num, tid)
 
         def use(s, retry, source):
-            self.frames = s.pyframes(tid, retry)
+            try:
+                self.frames = s.pyframes(tid, retry)
+            except _pyunwind.Error as e:
+                if getattr(e, "code", 1) != 2:  # (2: not a Python thread)
+                    raise
+                raise Error(where + ": it is not a Python thread (`thread "
+                            "apply all -s py-bt` shows those that are)") \
+                    from None
             self.count = self.frames.count
             if self.count == 0:
                 why = self.frames.error
-                raise Error("no Python frames in thread %d (LWP %d)%s"
-                            % (thread.num, tid, ": " + why if why else ""))
+                raise Error(where + (": " + why if why else ""))
             groups = s.entries(tid)
             self.key = (inf.num, thread.global_num)
             # the entry frame's address of each Python frame (innermost
