@@ -101,11 +101,15 @@ class Stack {
     {
         uint64_t tid = thread.GetThreadID();
         char msg[1024];
-        if (pyu_cmd_dump_thread(tg_.d, tid, &view_, msg, sizeof msg) !=
-                PYU_EXIT_OK ||
-            view_.nthreads == 0 || view_.threads[0].nframes == 0) {
-            const char *why = view_.nthreads ? view_.threads[0].error
-                                             : nullptr;
+        // (python: tid is one of the interpreters' threads; otherwise
+        // view_ holds the whole dump, whose first thread is another's)
+        bool python = pyu_cmd_dump_thread(tg_.d, tid, &view_, msg,
+                                          sizeof msg) == PYU_EXIT_OK &&
+                      view_.nthreads == 1;
+        if (!python || view_.threads[0].nframes == 0) {
+            const char *why = !python ? "it is not a Python thread "
+                                        "(py-bt --all shows those that are)"
+                                      : view_.threads[0].error;
             snprintf(msg, sizeof msg, "no Python frames in thread #%u "
                      "(tid %" PRIu64 ")%s%s", thread.GetIndexID(), tid,
                      why ? ": " : "", why ? why : "");
@@ -419,6 +423,9 @@ class PyFramesCommand : public lldb::SBCommandPluginInterface {
     static lldb::SBThread selected_thread(Target &tg)
     {
         lldb::SBThread thread = tg.process.GetSelectedThread();
+        if (!thread.IsValid() && tg.process.GetNumThreads() == 0)
+            throw Failure{"no thread selected: lldb knows no thread of the "
+                          "process (a core cut off before its notes?)"};
         if (!thread.IsValid())
             throw Failure{"no thread selected"};
         return thread;
