@@ -17,8 +17,8 @@ from conftest import TARGETS, Target, interpreters
 from debuggers import Gdb, require_plugin
 
 PYTHONS = [p for p in interpreters() if p[0] in
-           ("3.11.2-debian", "3.13.5", "3.14.7t", "3.15.2-debian")] or \
-    interpreters()[:1]
+           ("3.11.2-debian", "3.13.5", "3.13.5t", "3.14.7t",
+            "3.15.2-debian")] or interpreters()[:1]
 GDB = Gdb()
 
 # gdb's native frame number that runs a Python function, as the frame
