@@ -3,8 +3,10 @@ and pyunwind_gdb.selected_frame() (gdb-plugin/pyunwind_gdb/pyframes.py)
 against the target's own record of its frames (tests/targets/pyframes.py:
 <module> -> main -> Pipeline.run -> sorted() -> key_of -> leaf, two
 eval-loop calls), in real gdb attached to the live process and on a gcore
-core, on stripped and unstripped interpreters.  One gdb session per
-interpreter and kind, many commands each."""
+core, on stripped and unstripped interpreters.  Bad input, one line
+each: the target's thread that never ran Python, a native frame older
+than every Python frame selected, a gcore core cut off at half its
+size.  One gdb session per interpreter and kind, many commands each."""
 
 import os
 import re
@@ -38,23 +40,33 @@ def native_of(function):
 FRAME = re.compile(r'^(\* |  |#\d+ )File "(.*)", line (\d+), in (.*)$')
 
 
-@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
-def target(request, tmp_path_factory):
-    require_plugin(GDB)
-    label, python = request.param
-    work = str(tmp_path_factory.mktemp("pyframes"))
-    # the script is a copy of its own, so that it can be changed under a
-    # core
+def start(param, work):
+    """The pyframes target of interpreter param (label, path) in work,
+    from a copy of its own of the script (so that it can be changed
+    under a core), once it has recorded its frames."""
+    label, python = param
     script = os.path.join(work, "pyframes.py")
     shutil.copy(os.path.join(TARGETS, "pyframes.py"), script)
     with open(os.path.join(work, "helper.py"), "w") as f:
         f.write(HELPER)
     t = Target(python, script, work, expect_threads=False)
-    t._wait_threads(2)  # (the thread that wrote the truth has ended,
-    # the one without Python has not)
+    try:
+        # the main thread and the one without Python (the thread that
+        # wrote the truth has ended)
+        t._wait_threads(2)
+    except Exception:
+        t.close()
+        raise
     t.label, t.python, t.script = label, python, script
     with open(script, encoding="utf-8") as f:
         t.lines = f.read().splitlines()
+    return t
+
+
+@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
+def target(request, tmp_path_factory):
+    require_plugin(GDB)
+    t = start(request.param, str(tmp_path_factory.mktemp("pyframes")))
     yield t
     t.close()
 
@@ -183,6 +195,43 @@ def check_changed(out, t, error):
     assert [f[4] for f in frames] == [[said]] * 5, out[1]
 
 
+# the commands over the selected Python frame, as the bad-input checks
+# run them (py-print: a variable of the innermost frame)
+EACH = ["py-bt", "py-bt-full", "py-up", "py-down 2", "py-list", "py-locals",
+        "py-print label"]
+
+
+def check_not_python(out, t, want, error, at_top, k):
+    """What gdb and lldb print alike for commands 1 to 7 and 12 to 16 of
+    not_python(): on the thread that never ran Python, each of EACH is
+    the one line want % its name; then, in the main thread, with the
+    outermost native frame selected (it runs no Python frame itself),
+    the Python frame selected is k: the outermost (4), or where the
+    debugger's unwinder stopped short of the eval loop, the innermost
+    (0).  error: how the debugger prefixes an error's line; at_top: its
+    message for `up` at the outermost frame."""
+    for c, o in zip(EACH, out[1:8]):
+        assert o.strip() == want % c.split()[0], (c, o)
+    assert_bt(out[12], t, k)
+    assert out[13].strip("\n").splitlines() == locals_lines(t, k), out[13]
+    assert out[14].strip() == error + "'count' not found", out[14]
+    if k == 4:
+        assert out[15].strip() == error + at_top, out[15]
+        assert_frame(out[16], t, 3)
+    else:
+        assert_frame(out[15], t, k + 1)
+        assert_frame(out[16], t, k)
+
+
+def check_one_line(out, error, names=EACH):
+    """Each command of names (out: their outputs) failed in one line,
+    headed by its name, without a Python traceback."""
+    for c, o in zip(names, out):
+        assert o is not None and len(o.strip().splitlines()) == 1 and \
+            o.strip().startswith(error + c.split()[0] + ": "), (c, o)
+        assert "Traceback" not in o, o
+
+
 def check(tr, t):
     out = tr.outputs
     assert "Traceback (most recent call last)" not in tr.text and \
@@ -220,9 +269,55 @@ def check(tr, t):
         assert len(out[k].strip().splitlines()) == 1, out[k]
 
 
-def run(t, args, more=()):
+SWITCH = "python th = [x for x in gdb.selected_inferior().threads() " \
+    "if x.ptid[1] == %d][0]; th.switch(); print('THREAD', th.num)"
+
+
+def not_python(t):
+    """Commands after commands(): EACH on the thread without Python, then
+    the outermost native frame of the main thread selected."""
+    return [
+        SWITCH % t.truth["native_only"],                # 0
+        *EACH,                                          # 1-7
+        "python exec('try: pyunwind_gdb.selected_frame()\\nexcept "
+        "pyunwind_gdb.Error as e: print(\"Error:\", e)')",  # 8
+        "thread apply all -s py-bt",                    # 9
+        SWITCH % t.truth["native_id"],                  # 10
+        "python exec('f = gdb.newest_frame()\\nwhile f.older() is not "
+        "None: f = f.older()\\nf.select()')",           # 11
+        "py-bt",                                        # 12
+        "py-locals",                                    # 13
+        "py-print count",                               # 14
+        "py-up",                                        # 15
+        "py-down",                                      # 16
+    ]
+
+
+def check_gdb_not_python(out, t):
+    """not_python() (out: its outputs): one line each, saying what to
+    do (`thread apply all -s py-bt`), which does it."""
+    number = re.search(r"^THREAD (\d+)$", out[0], re.M)
+    assert number, out[0]
+    why = "no Python frames in thread %s (LWP %d): it is not a Python " \
+        "thread (`thread apply all -s py-bt` shows those that are)" % (
+            number.group(1), t.truth["native_only"])
+    check_not_python(out, t, "%s: " + why, "",
+                     "Initial frame selected; you cannot go up.", 4)
+    assert out[8].strip() == "Error: " + why, out[8]
+    # (the main thread alone, its Python frame selected marked)
+    heads = [line for line in out[9].splitlines()
+             if line.startswith("Thread ")]
+    assert len(heads) == 1 and re.search(r"[ .]%d[ )]" % t.truth[
+        "native_id"], heads[0]), out[9]  # (LWP 12 / Thread 12.12)
+    bt = out[9].split(heads[0] + "\n", 1)[1]
+    marked = [f[0] for f in frames_of(bt)].index("* ")
+    assert_bt(bt, t, marked)
+
+
+def run(t, args, more=(), setup=()):
     tr = GDB.run(commands(t) + list(more), args,
-                 setup=["source " + os.path.join(t.workdir, "helper.py")])
+                 setup=["source " + os.path.join(t.workdir, "helper.py"),
+                        *setup])
     assert all(o is not None for o in tr.outputs), tr.text[-3000:]
     return tr
 
@@ -231,11 +326,13 @@ def run(t, args, more=()):
 def test_live(target):
     # then the inferior runs (and stops on a signal it ignores): the
     # selection starts again at the innermost frame
-    tr = run(target, ["-p", str(target.pid)], [
+    tr = run(target, ["-p", str(target.pid)], not_python(target) + [
         "py-up 2", "handle SIGWINCH stop print nopass",
         "shell kill -WINCH %d" % target.pid, "continue", "py-bt", "detach"])
     check(tr, target)
     n = len(commands(target))
+    check_gdb_not_python(tr.outputs[n:], target)
+    n += len(not_python(target))
     assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
     assert_bt(tr.outputs[n + 4], target, 0)
 
@@ -246,11 +343,21 @@ def test_core(target):
     st = os.stat(target.script)
     future = int(time.time()) + 3600
     try:
-        tr = run(target, [target.python, core], [
+        tr = run(target, [target.python, core], not_python(target) + [
             "shell touch -d @%d %s" % (future, target.script),
             "py-list", "py-bt"])
         check(tr, target)
-        check_changed(tr.outputs[len(commands(target)) + 1:], target, "")
+        n = len(commands(target))
+        check_gdb_not_python(tr.outputs[n:], target)
+        n += len(not_python(target))
+        check_changed(tr.outputs[n + 1:], target, "")
+        # cut off at half its size (gcore writes the notes, the threads,
+        # last): gdb refuses it, and says why; each command then says
+        # what to load
+        os.truncate(core, os.path.getsize(core) // 2)
+        tr = GDB.run(EACH, [target.python, core])
+        check_one_line(tr.outputs, "")
+        assert "is not a core dump" in tr.text, tr.text[-3000:]
     finally:
         os.utime(target.script, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.unlink(core)

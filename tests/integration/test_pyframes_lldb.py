@@ -2,7 +2,9 @@
 and pyunwind_lldb.selected_frame() (lldb-plugin/pyframes.cpp) against the
 target's own record of its frames (tests/targets/pyframes.py, as
 test_pyframes_gdb.py reads it), in real lldb attached to the live process
-and on a gcore core, on stripped and unstripped interpreters.  One lldb
+and on a gcore core, on stripped and unstripped interpreters; and the
+same bad input as in gdb, one line each (the thread without Python, the
+outermost native frame selected, a cut-off core).  One lldb
 session per interpreter and kind, many commands each.  The text is gdb's
 (the checks are test_pyframes_gdb.py's); the messages at the ends of the
 stack are lldb's own for up and down, and so is their way: an error when
@@ -10,15 +12,14 @@ already at the end, even with a count."""
 
 import os
 import re
-import shutil
 import time
 
 import pytest
 
-from conftest import TARGETS, Target
 from debuggers import PLUGINS, Lldb, require_plugin
-from test_pyframes_gdb import (PYTHONS, assert_bt, assert_frame,
-                               check_changed, check_moves)
+from test_pyframes_gdb import (EACH, PYTHONS, assert_bt,
+                               assert_frame, check_changed, check_moves,
+                               check_not_python, check_one_line, start)
 
 LLDB = Lldb()
 THREAD = "lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()"
@@ -28,18 +29,7 @@ MODULE = os.path.join(PLUGINS, "pyunwind_lldb.py")
 @pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
 def target(request, tmp_path_factory):
     require_plugin(LLDB)
-    label, python = request.param
-    work = str(tmp_path_factory.mktemp("pyframes-lldb"))
-    # the script is a copy of its own, so that it can be changed under a
-    # core
-    script = os.path.join(work, "pyframes.py")
-    shutil.copy(os.path.join(TARGETS, "pyframes.py"), script)
-    t = Target(python, script, work, expect_threads=False)
-    t._wait_threads(2)  # (the thread that wrote the truth has ended,
-    # the one without Python has not)
-    t.label, t.python, t.script = label, python, script
-    with open(script, encoding="utf-8") as f:
-        t.lines = f.read().splitlines()
+    t = start(request.param, str(tmp_path_factory.mktemp("pyframes-lldb")))
     yield t
     t.close()
 
@@ -154,11 +144,60 @@ def check(tr, t):
         assert len(out[k].strip().splitlines()) == 1, out[k]
 
 
+SWITCH = "script pyframes_process = lldb.debugger.GetSelectedTarget()" \
+    ".GetProcess(); pyframes_process.SetSelectedThreadByID(%d); " \
+    "print('THREAD', pyframes_process.GetSelectedThread().GetIndexID())"
+
+
+def not_python(t):
+    """Commands after commands(): EACH on the thread without Python, then
+    the outermost native frame of the main thread selected (as gdb's
+    test_pyframes_gdb.not_python())."""
+    return [
+        SWITCH % t.truth["native_only"],                # 0
+        *EACH,                                          # 1-7
+        "script exec(\"try: pyunwind_lldb.selected_frame()\\n"
+        "except pyunwind_lldb.Error as e: print('Error:', e)\")",  # 8
+        "py-locals --json",                             # 9
+        SWITCH % t.truth["native_id"],                  # 10
+        "script %s.SetSelectedFrame(%s.GetNumFrames() - 1)"
+        % (THREAD, THREAD),                             # 11
+        "py-bt",                                        # 12
+        "py-locals",                                    # 13
+        "py-print count",                               # 14
+        "py-up",                                        # 15
+        "py-down",                                      # 16
+    ]
+
+
+def check_lldb_not_python(out, t, cut):
+    """not_python() (out: its outputs): one line each, saying what to do
+    (py-bt --all, which commands() shows leaving that thread out).  cut:
+    lldb's unwinder stopped short of the eval loop (check())."""
+    number = re.search(r"^THREAD (\d+)$", out[0], re.M)
+    assert number, out[0]
+    why = "no Python frames in thread #%s (tid %d): it is not a Python " \
+        "thread (py-bt --all shows those that are)" % (
+            number.group(1), t.truth["native_only"])
+    check_not_python(out, t, "error: %s: " + why, "error: ",
+                     "Already at the top of the stack.", 0 if cut else 4)
+    assert out[8].strip() == "Error: " + why, out[8]
+    assert out[9].strip() == "error: py-locals: " + why, out[9]
+
+
 def run(t, setup, more=()):
     tr = LLDB.run(commands(t) + list(more), setup=[
         *setup, "command script import " + MODULE])
     assert all(o is not None for o in tr.outputs), tr.text[-3000:]
     return tr
+
+
+def check_all(tr, t):
+    """check() and check_lldb_not_python() of a session that ran
+    commands() and then not_python()."""
+    check(tr, t)
+    check_lldb_not_python(tr.outputs[len(commands(t)):], t,
+                          "FRAMES-CUT" in tr.outputs[4])
 
 
 @pytest.mark.debugger
@@ -167,16 +206,18 @@ def test_live(target):
     # selection starts again: back in the native frame py-up selected
     # before (for main), it is the innermost Python frame that frame runs
     # (Pipeline.run), not main
-    tr = run(target, ["process attach --pid %d" % target.pid], [
-        "py-up 3", "process handle -s true -p false -n true SIGWINCH",
+    tr = run(target, ["process attach --pid %d" % target.pid],
+             not_python(target) + [
+        "frame select 0", "py-up 3",
+        "process handle -s true -p false -n true SIGWINCH",
         LLDB.shell("kill -WINCH %d" % target.pid),
         "script lldb.debugger.SetAsync(False); "
         "lldb.debugger.GetSelectedTarget().GetProcess().Continue(); "
         "print(%s.GetStopDescription(100))" % THREAD,
         "script %s.SetSelectedFrame(pyframes_native)" % THREAD,
         "py-bt", "process detach"])
-    check(tr, target)
-    n = len(commands(target))
+    check_all(tr, target)
+    n = len(commands(target)) + len(not_python(target)) + 1
     assert_frame(tr.outputs[n], target, 3)
     assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
     cut = "FRAMES-CUT" in tr.outputs[4]
@@ -190,12 +231,19 @@ def test_core(target):
     future = int(time.time()) + 3600
     try:
         tr = run(target, ["target create %s --core %s"
-                          % (target.python, core)], [
+                          % (target.python, core)], not_python(target) + [
             LLDB.shell("touch -d @%d %s" % (future, target.script)),
             "py-list", "py-bt"])
-        check(tr, target)
-        check_changed(tr.outputs[len(commands(target)) + 1:], target,
-                      "error: ")
+        check_all(tr, target)
+        n = len(commands(target)) + len(not_python(target))
+        check_changed(tr.outputs[n + 1:], target, "error: ")
+        # cut off at half its size: lldb loads it without the notes (gcore
+        # writes them last), so without threads: each command says so, or
+        # why the runtime cannot be read, in one line
+        os.truncate(core, os.path.getsize(core) // 2)
+        tr = LLDB.run(EACH, setup=["target create %s --core %s"
+                                   % (target.python, core)])
+        check_one_line(tr.outputs, "error: ")
     finally:
         os.utime(target.script, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.unlink(core)
