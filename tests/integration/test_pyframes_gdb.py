@@ -3,10 +3,11 @@ and pyunwind_gdb.selected_frame() (gdb-plugin/pyunwind_gdb/pyframes.py)
 against the target's own record of its frames (tests/targets/pyframes.py:
 <module> -> main -> Pipeline.run -> sorted() -> key_of -> leaf, two
 eval-loop calls), in real gdb attached to the live process and on a gcore
-core, on stripped and unstripped interpreters.  Bad input, one line
-each: the target's thread that never ran Python, a native frame older
-than every Python frame selected, a gcore core cut off at half its
-size.  One gdb session per interpreter and kind, many commands each."""
+core, on stripped and unstripped interpreters; through gdbserver on
+loopback on two interpreters.  Bad input, one line each: the target's
+thread that never ran Python, a native frame older than every Python
+frame selected, a gcore core cut off at half its size.  One gdb session
+per interpreter and kind, many commands each."""
 
 import os
 import re
@@ -15,12 +16,15 @@ import time
 
 import pytest
 
-from conftest import TARGETS, Target, interpreters
-from debuggers import Gdb, require_plugin
+from conftest import RUNNING, TARGETS, Target, interpreters
+from debuggers import Gdb, Server, process_state, require_plugin
 
 PYTHONS = [p for p in interpreters() if p[0] in
            ("3.11.2-debian", "3.13.5", "3.13.5t", "3.14.7t",
             "3.15.2-debian")] or interpreters()[:1]
+# a remote target's memory is read through gdb: on two interpreters
+# (stripped and not, GIL and free-threaded)
+REMOTE = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5t")]
 GDB = Gdb()
 
 # gdb's native frame number that runs a Python function, as the frame
@@ -67,6 +71,14 @@ def start(param, work):
 def target(request, tmp_path_factory):
     require_plugin(GDB)
     t = start(request.param, str(tmp_path_factory.mktemp("pyframes")))
+    yield t
+    t.close()
+
+
+@pytest.fixture(params=REMOTE, ids=[p[0] for p in REMOTE])
+def remote_target(request, tmp_path):
+    require_plugin(GDB)
+    t = start(request.param, str(tmp_path))
     yield t
     t.close()
 
@@ -335,6 +347,25 @@ def test_live(target):
     n += len(not_python(target))
     assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
     assert_bt(tr.outputs[n + 4], target, 0)
+
+
+@pytest.mark.debugger
+def test_remote(remote_target):
+    """Through gdbserver on loopback (gdb's memory, gdb's threads), the
+    target running again afterwards."""
+    t = remote_target
+    server = Server(GDB, t.pid)
+    try:
+        tr = run(t, [], not_python(t) + [
+            "py-dump --verbose --json --thread %d" % t.pid, "detach"],
+            setup=["target remote 127.0.0.1:%d" % server.port])
+    finally:
+        server.close()
+    check(tr, t)
+    check_gdb_not_python(tr.outputs[len(commands(t)):], t)
+    assert "pyunwind: reading process %d through gdb's memory" % t.pid in \
+        tr.text, tr.text[-3000:]
+    assert process_state(t.pid) in RUNNING
 
 
 @pytest.mark.debugger

@@ -2,9 +2,10 @@
 and pyunwind_lldb.selected_frame() (lldb-plugin/pyframes.cpp) against the
 target's own record of its frames (tests/targets/pyframes.py, as
 test_pyframes_gdb.py reads it), in real lldb attached to the live process
-and on a gcore core, on stripped and unstripped interpreters; and the
-same bad input as in gdb, one line each (the thread without Python, the
-outermost native frame selected, a cut-off core).  One lldb
+and on a gcore core, on stripped and unstripped interpreters; through
+lldb-server on loopback on two interpreters; and the same bad input as in
+gdb, one line each (the thread without Python, the outermost native frame
+selected, a cut-off core).  One lldb
 session per interpreter and kind, many commands each.  The text is gdb's
 (the checks are test_pyframes_gdb.py's); the messages at the ends of the
 stack are lldb's own for up and down, and so is their way: an error when
@@ -16,8 +17,9 @@ import time
 
 import pytest
 
-from debuggers import PLUGINS, Lldb, require_plugin
-from test_pyframes_gdb import (EACH, PYTHONS, assert_bt,
+from conftest import RUNNING
+from debuggers import PLUGINS, Lldb, Server, process_state, require_plugin
+from test_pyframes_gdb import (EACH, PYTHONS, REMOTE, assert_bt,
                                assert_frame, check_changed, check_moves,
                                check_not_python, check_one_line, start)
 
@@ -30,6 +32,14 @@ MODULE = os.path.join(PLUGINS, "pyunwind_lldb.py")
 def target(request, tmp_path_factory):
     require_plugin(LLDB)
     t = start(request.param, str(tmp_path_factory.mktemp("pyframes-lldb")))
+    yield t
+    t.close()
+
+
+@pytest.fixture(params=REMOTE, ids=[p[0] for p in REMOTE])
+def remote_target(request, tmp_path):
+    require_plugin(LLDB)
+    t = start(request.param, str(tmp_path))
     yield t
     t.close()
 
@@ -222,6 +232,24 @@ def test_live(target):
     assert "SIGWINCH" in tr.outputs[n + 3], tr.outputs[n + 3]
     cut = "FRAMES-CUT" in tr.outputs[4]
     assert_bt(tr.outputs[n + 5], target, 0 if cut else 2)
+
+
+@pytest.mark.debugger
+def test_remote(remote_target):
+    """Through lldb-server on loopback (lldb's memory), the target
+    running again afterwards."""
+    t = remote_target
+    server = Server(LLDB, t.pid)
+    try:
+        tr = run(t, ["gdb-remote 127.0.0.1:%d" % server.port],
+                 not_python(t) + ["py-dump --verbose --json --thread %d"
+                                  % t.pid, "process detach"])
+    finally:
+        server.close()
+    check_all(tr, t)
+    assert "pyunwind: reading process %d through lldb's memory" % t.pid in \
+        tr.text, tr.text[-3000:]
+    assert process_state(t.pid) in RUNNING
 
 
 @pytest.mark.debugger
