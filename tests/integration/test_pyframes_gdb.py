@@ -3,27 +3,32 @@ and pyunwind_gdb.selected_frame() (gdb-plugin/pyunwind_gdb/pyframes.py)
 against the target's own record of its frames (tests/targets/pyframes.py:
 <module> -> main -> Pipeline.run -> sorted() -> key_of -> leaf, two
 eval-loop calls), in real gdb attached to the live process and on a gcore
-core, on stripped and unstripped interpreters; through gdbserver on
-loopback on two interpreters.  Bad input, one line each: the target's
-thread that never ran Python, a native frame older than every Python
-frame selected, a gcore core cut off at half its size.  One gdb session
+core, on stripped and unstripped interpreters; on the kernel's core of the
+target killed by SIGABRT and through gdbserver on loopback, on two
+interpreters each.  Bad input, one line each: the target's thread that
+never ran Python, a native frame older than every Python frame selected,
+cores cut off (a gcore core at half its size; the kernel's core before
+the main thread's stack, and before all its memory).  One gdb session
 per interpreter and kind, many commands each."""
 
 import os
 import re
 import shutil
+import struct
 import time
 
 import pytest
 
-from conftest import RUNNING, TARGETS, Target, interpreters
+from conftest import (RUNNING, TARGETS, Target, interpreters,
+                      kernel_cores_land_here)
 from debuggers import Gdb, Server, process_state, require_plugin
 
 PYTHONS = [p for p in interpreters() if p[0] in
            ("3.11.2-debian", "3.13.5", "3.13.5t", "3.14.7t",
             "3.15.2-debian")] or interpreters()[:1]
-# a remote target's memory is read through gdb: on two interpreters
-# (stripped and not, GIL and free-threaded)
+# the kernel's core and a remote target read the memory each their own
+# way: on two interpreters each (stripped and not, GIL and free-threaded)
+KERNEL = [p for p in PYTHONS if p[0] in ("3.14.7t", "3.15.2-debian")]
 REMOTE = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5t")]
 GDB = Gdb()
 
@@ -81,6 +86,50 @@ def remote_target(request, tmp_path):
     t = start(request.param, str(tmp_path))
     yield t
     t.close()
+
+
+@pytest.fixture(params=KERNEL, ids=[p[0] for p in KERNEL])
+def kernel_core(request, tmp_path):
+    """The target killed by SIGABRT (the main thread receives it: the
+    other thread blocks every signal): t.core, the kernel's core, and
+    t.stack, where the main thread's stack was."""
+    require_plugin(GDB)
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    t = dead(request.param, str(tmp_path))
+    yield t
+    os.unlink(t.core)
+
+
+def dead(param, work):
+    """The target of param in work killed by SIGABRT; t.core, t.stack."""
+    t = start(param, work)
+    try:
+        with open("/proc/%d/maps" % t.pid) as f:
+            t.stack, = [int(line.split("-")[0], 16) for line in f
+                        if line.rstrip().endswith("[stack]")]
+        t.core = t.abort()
+    finally:
+        t.close()
+    assert t.core, "the kernel wrote no core file"
+    return t
+
+
+def loads(core):
+    """[(p_offset, p_vaddr, p_filesz)] of the core's PT_LOAD segments."""
+    with open(core, "rb") as f:
+        head = f.read(64)
+        phoff, = struct.unpack_from("<Q", head, 32)
+        size, count = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        table = f.read(size * count)
+    out = []
+    for k in range(count):
+        kind, _, offset, vaddr, _, filesz = struct.unpack_from(
+            "<IIQQQQ", table, k * size)
+        if kind == 1:
+            out.append((offset, vaddr, filesz))
+    return out
 
 
 def commands(t):
@@ -244,6 +293,49 @@ def check_one_line(out, error, names=EACH):
         assert "Traceback" not in o, o
 
 
+def check_cut_stack(out, t, error, at_top, at_bottom=None):
+    """EACH (out: their outputs) on the kernel's core cut off where the
+    main thread's stack begins: the Python frames read from what is left
+    (each interpreter keeps them elsewhere: in 3.11 all of them are in
+    its data stack, later ones link calls from C through the C stack)
+    are the innermost ones of the truth, and the traceback says in one
+    line why the others are not shown; or, when none is left, each
+    command is one line.  The commands work on the frames there are."""
+    truth = t.truth["frames"]
+    frames = frames_of(out[0])
+    if not frames:
+        check_one_line(out, error)
+        return
+    k = len(frames)
+    assert [(f[1], f[2], f[3]) for f in frames] == \
+        [(f["file"], f["line"], f["function"]) for f in truth[:k]], out[0]
+    rest = [f[4] for f in frames]
+    said = [line for lines in rest for line in lines
+            if line.startswith("  [older frames not shown: ")]
+    assert said == ([] if k == len(truth) else [rest[-1][-1]]), out[0]
+    if said:
+        assert said[0].startswith(
+            "  [older frames not shown: after %d frames: " % k), out[0]
+    full = frames_of(out[1])
+    assert [f[0] for f in full] == ["#%d " % n for n in range(k)], out[1]
+    if k >= 2:  # py-up, then py-down 2: to the innermost
+        assert_frame(out[2], t, 1)
+        assert_frame(out[3], t, 0)
+    else:  # (py-down 2 at the innermost: gdb stays, lldb refuses)
+        assert out[2].strip() == error + at_top, out[2]
+        if at_bottom:
+            assert out[3].strip() == error + at_bottom, out[3]
+        else:
+            assert_frame(out[3], t, 0)
+    line = truth[0]["line"]
+    want = ["%4s    %s" % ((">" if n == line else "") + str(n),
+                           t.lines[n - 1]) for n in range(line - 5, line + 6)]
+    assert out[4].strip("\n").splitlines() == want, out[4]
+    assert out[5].strip("\n").splitlines() == locals_lines(t, 0), out[5]
+    assert out[6].strip() == "local 'label' = %s" % \
+        truth[0]["locals"]["label"], out[6]
+
+
 def check(tr, t):
     out = tr.outputs
     assert "Traceback (most recent call last)" not in tr.text and \
@@ -392,6 +484,30 @@ def test_core(target):
     finally:
         os.utime(target.script, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.unlink(core)
+
+
+@pytest.mark.debugger
+def test_kernel_core(kernel_core):
+    """The kernel's core of the target killed by SIGABRT; then cut off
+    before the main thread's stack, and before all of its memory."""
+    t = kernel_core
+    tr = run(t, [t.python, t.core], not_python(t))
+    check(tr, t)
+    check_gdb_not_python(tr.outputs[len(commands(t)):], t)
+    segments = loads(t.core)
+    os.truncate(t.core, [o for o, v, _ in segments if v == t.stack][0])
+    # (and the other thread: not a Python thread, whatever the main
+    # thread's error)
+    tr = GDB.run(EACH + [SWITCH % t.truth["native_only"], "py-bt"],
+                 [t.python, t.core])
+    check_cut_stack(tr.outputs, t, "",
+                    "Initial frame selected; you cannot go up.")
+    assert tr.outputs[-1].strip().endswith(
+        "(LWP %d): it is not a Python thread (`thread apply all -s py-bt` "
+        "shows those that are)" % t.truth["native_only"]), tr.outputs[-1]
+    os.truncate(t.core, min(o for o, _, _ in segments))
+    tr = GDB.run(EACH, [t.python, t.core])
+    check_one_line(tr.outputs, "")
 
 
 @pytest.mark.debugger

@@ -2,10 +2,10 @@
 and pyunwind_lldb.selected_frame() (lldb-plugin/pyframes.cpp) against the
 target's own record of its frames (tests/targets/pyframes.py, as
 test_pyframes_gdb.py reads it), in real lldb attached to the live process
-and on a gcore core, on stripped and unstripped interpreters; through
-lldb-server on loopback on two interpreters; and the same bad input as in
-gdb, one line each (the thread without Python, the outermost native frame
-selected, a cut-off core).  One lldb
+and on a gcore core, on stripped and unstripped interpreters; on the
+kernel's core and through lldb-server on loopback on two interpreters
+each; and the same bad input as in gdb, one line each (the thread without
+Python, the outermost native frame selected, cut-off cores).  One lldb
 session per interpreter and kind, many commands each.  The text is gdb's
 (the checks are test_pyframes_gdb.py's); the messages at the ends of the
 stack are lldb's own for up and down, and so is their way: an error when
@@ -17,11 +17,12 @@ import time
 
 import pytest
 
-from conftest import RUNNING
+from conftest import RUNNING, kernel_cores_land_here
 from debuggers import PLUGINS, Lldb, Server, process_state, require_plugin
-from test_pyframes_gdb import (EACH, PYTHONS, REMOTE, assert_bt,
-                               assert_frame, check_changed, check_moves,
-                               check_not_python, check_one_line, start)
+from test_pyframes_gdb import (EACH, KERNEL, PYTHONS, REMOTE, assert_bt,
+                               assert_frame, check_changed, check_cut_stack,
+                               check_moves, check_not_python, check_one_line,
+                               dead, loads, start)
 
 LLDB = Lldb()
 THREAD = "lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()"
@@ -42,6 +43,17 @@ def remote_target(request, tmp_path):
     t = start(request.param, str(tmp_path))
     yield t
     t.close()
+
+
+@pytest.fixture(params=KERNEL, ids=[p[0] for p in KERNEL])
+def kernel_core(request, tmp_path):
+    """The target killed by SIGABRT (test_pyframes_gdb.dead)."""
+    require_plugin(LLDB)
+    if not kernel_cores_land_here():
+        pytest.skip("core_pattern sends cores elsewhere")
+    t = dead(request.param, str(tmp_path))
+    yield t
+    os.unlink(t.core)
 
 
 def commands(t):
@@ -275,6 +287,32 @@ def test_core(target):
     finally:
         os.utime(target.script, ns=(st.st_atime_ns, st.st_mtime_ns))
         os.unlink(core)
+
+
+@pytest.mark.debugger
+def test_kernel_core(kernel_core):
+    """The kernel's core of the target killed by SIGABRT; then cut off
+    before the main thread's stack, and before all of its memory."""
+    t = kernel_core
+    tr = run(t, ["target create %s --core %s" % (t.python, t.core)],
+             not_python(t))
+    check_all(tr, t)
+    segments = loads(t.core)
+    os.truncate(t.core, [o for o, v, _ in segments if v == t.stack][0])
+    setup = ["target create %s --core %s" % (t.python, t.core)]
+    # (and the other thread: not a Python thread, whatever the main
+    # thread's error)
+    tr = LLDB.run(EACH + [SWITCH % t.truth["native_only"], "py-bt"],
+                  setup=setup)
+    check_cut_stack(tr.outputs, t, "error: ",
+                    "Already at the top of the stack.",
+                    "Already at the bottom of the stack.")
+    assert tr.outputs[-1].strip().endswith(
+        "(tid %d): it is not a Python thread (py-bt --all shows those that "
+        "are)" % t.truth["native_only"]), tr.outputs[-1]
+    os.truncate(t.core, min(o for o, _, _ in segments))
+    tr = LLDB.run(EACH, setup=setup)
+    check_one_line(tr.outputs, "error: ")
 
 
 @pytest.mark.debugger
