@@ -58,7 +58,8 @@ def start(param, work):
     shutil.copy(os.path.join(TARGETS, "pyframes.py"), script)
     with open(os.path.join(work, "helper.py"), "w") as f:
         f.write(HELPER)
-    t = Target(python, script, work, expect_threads=False)
+    t = Target(python, script, work, ["--native-thread"],
+               expect_threads=False)
     try:
         # the main thread and the one without Python (the thread that
         # wrote the truth has ended)

@@ -2,25 +2,25 @@
 py-list, py-locals, py-print): <module> -> main -> Pipeline.run ->
 sorted() (C) calling key_of -> leaf, which blocks.  key_of is called from
 C code, so on CPython 3.11+ it runs in an eval-loop call of its own:
-two eval-loop calls, each with its own native frame.  Beside it, a
-thread that never ran Python: started by pthread_create (through ctypes)
-on libc's pause(), all signals blocked (so that a signal sent to the
-process, SIGABRT for a kernel core, reaches the main thread).
+two eval-loop calls, each with its own native frame.
 
-    pyframes.py OUT
+    pyframes.py OUT [--native-thread]
 
-Once leaf() sleeps, a thread of its own writes OUT (JSON): the main
-thread's "frames", innermost first, as sys._current_frames() has them
-(so the innermost line is the sleep's), each with its function
-(co_qualname), file, line and its variables' reprs (those whose repr
-is short and made the way pyunwind makes it: None, bool, int, float,
-str, small tuples, lists and dicts), "native_id", and "native_only":
-the native thread id of the thread without Python; then prints "ready"
-and ends.  The process then has two threads."""
+--native-thread: beside it, a thread that never ran Python, started by
+pthread_create (through ctypes) on libc's pause(), every signal blocked
+(a signal sent to the process, SIGABRT for a kernel core, reaches the
+main thread).  Once leaf() sleeps, a thread of its own writes OUT
+(JSON): the main thread's "frames", innermost first, as
+sys._current_frames() has them (so the innermost line is the sleep's),
+each with its function (co_qualname), file, line and its variables'
+reprs (those whose repr is short and made the way pyunwind makes it:
+None, bool, int, float, str, small tuples, lists and dicts),
+"native_id", and "native_only": the native thread id of the thread
+without Python (or null); then prints "ready" and ends."""
 import ctypes
 import json
-import signal
 import os
+import signal
 import sys
 import threading
 import time
@@ -62,7 +62,7 @@ def native_only():
     return int(new)
 
 
-NATIVE_ONLY = native_only()
+NATIVE_ONLY = native_only() if "--native-thread" in sys.argv[2:] else None
 
 
 def record(ident, native_id):
