@@ -297,11 +297,12 @@ def check_one_line(out, error, names=EACH):
 def check_cut_stack(out, t, error, at_top, at_bottom=None):
     """EACH (out: their outputs) on the kernel's core cut off where the
     main thread's stack begins: the Python frames read from what is left
-    (each interpreter keeps them elsewhere: in 3.11 all of them are in
-    its data stack, later ones link calls from C through the C stack)
-    are the innermost ones of the truth, and the traceback says in one
-    line why the others are not shown; or, when none is left, each
-    command is one line.  The commands work on the frames there are."""
+    (how many depends on where the version keeps them: 3.14t's and 3.15's
+    frames are on a stack of their own, but a call from C, as sorted()'s
+    to key_of, is linked through the C stack) are the innermost ones of
+    the truth, and the traceback says in one line why the others are not
+    shown; or, when none is left, each command is one line.  The
+    commands work on the frames there are."""
     truth = t.truth["frames"]
     frames = frames_of(out[0])
     if not frames:
