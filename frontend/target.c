@@ -18,6 +18,7 @@ int pyu_cmd_open_target(const pyu_dbg_target *t, pyu_session **out,
 {
     pyu_session *s = pyu_session_new();
     bool core = t->where == PYU_DBG_CORE;
+    char first[512] = ""; /* why pyunwind's own reader of a core failed */
     int rc;
     *out = NULL;
     if (!s)
@@ -33,7 +34,6 @@ int pyu_cmd_open_target(const pyu_dbg_target *t, pyu_session **out,
         *retry = true;
         rc = pyu_open_pid(s, t->pid, 0);
     } else if (core) {
-        char first[512] = "";
         if (t->core) {
             rc = pyu_open_core(s, t->core, t->exe, t->sysroot);
             if (rc == 0) {
@@ -58,6 +58,12 @@ int pyu_cmd_open_target(const pyu_dbg_target *t, pyu_session **out,
                  t->pid, t->debugger, t->conn, t->conn_noun);
         *retry = true;
         rc = t->open_memory(t->arg, s, false);
+    }
+    if (rc < 0 && first[0]) { /* both failed: say both (a cut core) */
+        snprintf(msg, msglen, "%s (pyunwind's own reader of the core: %s)",
+                 pyu_errmsg(s), first);
+        pyu_session_free(s);
+        return pyu_cmd_exit_for(rc);
     }
     if (rc < 0)
         return fail(s, rc, msg, msglen);

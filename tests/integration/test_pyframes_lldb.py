@@ -313,6 +313,7 @@ def test_kernel_core(kernel_core):
     os.truncate(t.core, min(o for o, _, _ in segments))
     tr = LLDB.run(EACH, setup=setup)
     check_one_line(tr.outputs, "error: ")
+    assert "the core is cut off" in tr.outputs[0], tr.outputs[0]
 
 
 @pytest.mark.debugger

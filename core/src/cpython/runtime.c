@@ -241,7 +241,7 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
         rc = pyu_err_set(&s->err, PYU_E_STATE,
                          "the CPython runtime at 0x%" PRIx64
                          " (in %s) is not initialised yet (no interpreter)",
-                         best.addr, best.where ? best.where : "?");
+                         best.addr, best.where && best.where[0] ? best.where : "?");
         goto out;
     }
     s->runtime = best.addr;
