@@ -181,6 +181,16 @@ class _Stack:
             raise _Verbatim(str(e)) from None
 
 
+# The end of each command's help: what `help py-bt` says, and how
+# _reclaim() knows that a command is pyunwind's.
+_REPLACES = """
+
+This is pyunwind's %s.  CPython's python-gdb.py (Tools/gdb/libpython.py,
+which Debian's python3.X-dbg makes gdb load with the interpreter) has a
+command of that name: with pyunwind loaded, pyunwind's is the one that
+runs, whichever of the two gdb loads first."""
+
+
 class _Command(gdb.Command):
     """A command over the selected thread's Python frames: errors are one
     line, never a traceback."""
@@ -189,6 +199,8 @@ class _Command(gdb.Command):
     repeats = False
 
     def __init__(self):
+        # (gdb takes the help from the instance's __doc__)
+        self.__doc__ = type(self).__doc__ + _REPLACES % self.command
         if hasattr(self, "complete"):  # (its own completion)
             super().__init__(self.command, gdb.COMMAND_STACK)
         else:
@@ -429,10 +441,38 @@ def selected_frame():
     return frame
 
 
-PyBt()
-PyBtFull()
-PyUp()
-PyDown()
-PyList()
-PyLocals()
-PyPrint()
+# python-gdb.py defines the same names.  gdb runs an objfile's auto-loaded
+# scripts (python-gdb.py among them: `python3.11-gdb.py` beside
+# /usr/bin/python3.11 in the auto-load directory) when it reads the
+# objfile, before it tells Python of it with gdb.events.new_objfile; so
+# at that event, a python-gdb.py loaded with the objfile has defined its
+# commands, and pyunwind's are defined again over them.  When pyunwind is
+# loaded after python-gdb.py, defining them replaces its commands anyway.
+# python-gdb.py's pretty-printers and the rest of it are left alone.
+_COMMANDS = (PyBt, PyBtFull, PyUp, PyDown, PyList, PyLocals, PyPrint)
+_defined = {}  # command name -> pyunwind's instance (gdb holds it too)
+
+
+def _is_ours(name):
+    try:
+        text = gdb.execute("help " + name, to_string=True)
+    except gdb.error:
+        return False
+    return (_REPLACES % name).strip() in text
+
+
+def _reclaim(event=None):
+    """Defines again each of pyunwind's commands that something else
+    (python-gdb.py) has defined since."""
+    try:
+        for cls in _COMMANDS:
+            if not _is_ours(cls.command):
+                _defined[cls.command] = cls()
+    except Exception as e:  # never a traceback inside gdb
+        gdb.write("pyunwind: could not define %s again: %s: %s\n"
+                  % (cls.command, type(e).__name__, e), gdb.STDERR)
+
+
+for _cls in _COMMANDS:
+    _defined[_cls.command] = _cls()
+gdb.events.new_objfile.connect(_reclaim)
