@@ -185,10 +185,10 @@ class _Stack:
 # _reclaim() knows that a command is pyunwind's.
 _REPLACES = """
 
-This is pyunwind's %s.  CPython's python-gdb.py (Tools/gdb/libpython.py,
-which Debian's python3.X-dbg makes gdb load with the interpreter) has a
-command of that name: with pyunwind loaded, pyunwind's is the one that
-runs, whichever of the two gdb loads first."""
+This is pyunwind's %s.  CPython's python-gdb.py
+(Tools/gdb/libpython.py, which Debian's python3.X-dbg makes gdb load with
+the interpreter) has a command of that name: with pyunwind loaded,
+pyunwind's is the one that runs, whichever of the two gdb loads first."""
 
 
 class _Command(gdb.Command):
