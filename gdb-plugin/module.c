@@ -23,7 +23,11 @@
  *   Session.tasks(retry_torn) -> dict (the task list's JSON, likewise)
  *   Session.entries(tid) -> [(addr, [frame dicts])]: a thread's Python
  *        frames grouped by the eval-loop call that runs them (addr: its
- *        entry frame, on that call's native stack), innermost first
+ *        entry frame, on that call's native stack), innermost first; of
+ *        every thread state of the thread (gdb's frame filter)
+ *   Session.entry_frames(tid, n) -> [addr] * n: the entry frame after
+ *        each of the thread's first n Python frames, 0 where none
+ *        follows; of its first thread state, as Session.pyframes (py-up)
  *   Session.pyframes(tid, retry_torn) -> PyFrames: one thread's Python
  *        frames with their variables: .count, .error, text(what, k, arg)
  *        -> bytes (py-bt, py-list...: frontend/pyframes.c), frame(k) ->
@@ -713,6 +717,50 @@ static PyObject *Session_entries(Session *self, PyObject *args)
     return b.groups;
 }
 
+/* Session.entry_frames(tid, n) -> [address] * n: the entry frame that
+ * follows each of the first n Python frames of thread tid (0 where none
+ * does), for py-up: pyu_pyframes_entries, as the lldb plugin places
+ * Python frames among the native ones.  Like Session.pyframes, it reads
+ * the first thread state of the native thread (a thread that runs a
+ * subinterpreter has one more). */
+static PyObject *Session_entry_frames(Session *self, PyObject *args)
+{
+    unsigned long long tid;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "Kn", &tid, &n))
+        return NULL;
+    if (n < 0 || (size_t)n > SIZE_MAX / sizeof(uint64_t)) {
+        PyErr_Format(PyExc_ValueError, "%zd frames", n);
+        return NULL;
+    }
+    if (!self->s || !self->opened)
+        return raise_error(PYU_EXIT_INTERNAL, "session not opened");
+    uint64_t *entry = calloc(n ? (size_t)n : 1, sizeof *entry);
+    if (!entry)
+        return PyErr_NoMemory();
+    PyObject *res = NULL;
+    int rc = pyu_pyframes_entries(self->s, tid, entry, (size_t)n);
+    if (self->mem && self->mem->interrupted)
+        goto out; /* KeyboardInterrupt is set */
+    if (rc < 0) {
+        raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+        goto out;
+    }
+    if (!(res = PyList_New(n)))
+        goto out;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *a = PyLong_FromUnsignedLongLong(entry[k]);
+        if (!a) {
+            Py_CLEAR(res);
+            goto out;
+        }
+        PyList_SET_ITEM(res, k, a);
+    }
+out:
+    free(entry);
+    return res;
+}
+
 static PyObject *Session_dump(Session *self, PyObject *args)
 {
     unsigned long long thread;
@@ -1083,6 +1131,9 @@ static PyMethodDef Session_methods[] = {
     {"entries", (PyCFunction)Session_entries, METH_VARARGS,
      "entries(tid) -> [(entry frame address, [frame dicts])]: the Python "
      "frames of a thread by the eval-loop call that runs them"},
+    {"entry_frames", (PyCFunction)Session_entry_frames, METH_VARARGS,
+     "entry_frames(tid, n) -> [address]: the entry frame that follows each "
+     "of the thread's first n Python frames (0: none)"},
     {"pyframes", (PyCFunction)Session_pyframes, METH_VARARGS,
      "pyframes(tid, retry_torn) -> PyFrames: the Python frames of thread "
      "tid with their variables (py-bt, py-list, ...)"},

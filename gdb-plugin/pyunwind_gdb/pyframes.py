@@ -89,13 +89,10 @@ class _Stack:
             if self.count == 0:
                 why = self.frames.error
                 raise Error(where + (": " + why if why else ""))
-            groups = s.entries(tid)
+            # the entry frame's address after each Python frame (innermost
+            # first; 0 where none follows)
+            self._entry = s.entry_frames(tid, self.count)
             self.key = (inf.num, thread.global_num)
-            # the entry frame's address of each Python frame (innermost
-            # first)
-            self._entry = []
-            for addr, python in groups:
-                self._entry += [addr] * len(python)
             self._native = None
             return then(self) if then is not None else None
 

@@ -1,0 +1,97 @@
+"""gdb's py-bt, py-list, py-locals, py-up on a thread that runs a
+subinterpreter: one native thread, two thread states (the main
+interpreter's, in run_subinterpreter, and the subinterpreter's, in park),
+tests/targets/stacks.py's.  gdb's `bt` shows the Python frames of both,
+each under the eval-loop frame that runs it; the py- commands read the
+first (as py-dump --thread does), also when gdb's selected frame is one
+that runs the subinterpreter's frames.  One interpreter, one gdb
+session."""
+
+import os
+
+import pytest
+
+from conftest import Target, interpreters
+from debuggers import Gdb, require_plugin
+
+pytestmark = pytest.mark.debugger  # (the plugin: release build only)
+GDB = Gdb()
+# a source build with subinterpreters (3.13+) and debug symbols: gdb's
+# frame numbers in `bt` are those the helper below reads
+PYTHONS = [p for p in interpreters() if p[0].startswith(("3.13.", "3.14."))
+           and not p[0].endswith(("t", "-shared", "-debian"))][:1]
+
+HELPER = '''
+import re, gdb
+def select_lwp(lwp):
+    for t in gdb.selected_inferior().threads():
+        if t.ptid[1] == lwp:
+            t.switch()
+def native_of(function):
+    number = None
+    for line in gdb.execute("bt", to_string=True).splitlines():
+        m = re.match(r"#(\\d+) ", line)
+        if m:
+            number = int(m.group(1))
+        elif line.strip().startswith("[Python] %s ()" % function):
+            return number
+'''
+
+
+@pytest.mark.skipif(not PYTHONS, reason="no CPython 3.13 or 3.14 built "
+                    "from source among the interpreters (PYU_ONLY)")
+def test_thread_running_a_subinterpreter(tmp_path):
+    require_plugin(GDB)
+    label, python = PYTHONS[0]
+    helper = os.path.join(str(tmp_path), "helper.py")
+    with open(helper, "w") as f:
+        f.write(HELPER)
+    t = Target(python, "stacks.py", str(tmp_path),
+               args=("--threads", "0", "--depth", "3"))
+    try:
+        threads = t.truth["threads"]
+        outer = next(v for k, v in threads.items() if k.startswith("0:") and
+                     v["frames"][0]["function"] == "run_subinterpreter")
+        inner = threads["1:" + next(k for k, v in threads.items()
+                                    if v is outer).split(":")[1]]
+        assert inner["native_id"] == outer["native_id"]
+        assert [f["function"] for f in inner["frames"]] == ["park",
+                                                           "<module>"]
+        tr = GDB.run([
+            "source " + helper,
+            "python select_lwp(%d)" % outer["native_id"],
+            "python print('NATIVE', native_of('park'), "
+            "native_of('run_subinterpreter'))",                     # 2
+            "python gdb.execute('frame %d' % native_of('park'))",   # 3
+            "py-bt",                                                # 4
+            "py-list",                                              # 5
+            "py-locals",                                            # 6
+            "py-up",                                                # 7
+        ], args=["-p", str(t.pid)])
+    finally:
+        t.close()
+    out = tr.outputs
+    assert "Traceback (most recent call last)" not in tr.text and \
+        "Python Exception" not in tr.text and \
+        "internal error" not in tr.text, tr.text[-3000:]
+    # bt: the subinterpreter's frames under an eval-loop frame newer than
+    # the one that runs run_subinterpreter
+    park, run = [int(x) for x in out[2].split()[1:]]
+    assert park < run, out[2]
+    # py-bt: the main interpreter's thread state; gdb's frame runs no
+    # frame of it, so the innermost one an older frame runs is selected
+    lines = out[4].splitlines()
+    want = outer["frames"]
+    assert lines[0] == "Traceback (most recent call first):"
+    assert [line for line in lines if "File" in line] == [
+        '%sFile "%s", line %d, in %s' % ("* " if k == 0 else "  ",
+                                          f["file"], f["line"],
+                                          f["function"])
+        for k, f in enumerate(want)], out[4]
+    marked = [line.strip() for line in out[5].splitlines()
+              if line.strip().startswith(">")]
+    assert len(marked) == 1 and \
+        marked[0].startswith(">%d " % want[0]["line"]), out[5]
+    assert "truth_path = " in out[6], out[6]
+    assert out[7].splitlines()[0] == '#1 File "%s", line %d, in %s' % (
+        want[1]["file"], want[1]["line"], want[1]["function"]), out[7]
