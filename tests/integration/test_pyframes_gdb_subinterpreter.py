@@ -8,6 +8,7 @@ that runs the subinterpreter's frames.  One interpreter, one gdb
 session."""
 
 import os
+import re
 
 import pytest
 
@@ -76,7 +77,9 @@ def test_thread_running_a_subinterpreter(tmp_path):
         "internal error" not in tr.text, tr.text[-3000:]
     # bt: the subinterpreter's frames under an eval-loop frame newer than
     # the one that runs run_subinterpreter
-    park, run = [int(x) for x in out[2].split()[1:]]
+    m = re.match(r"^NATIVE (\d+) (\d+)$", out[2].strip())
+    assert m, out[2]
+    park, run = int(m.group(1)), int(m.group(2))
     assert park < run, out[2]
     # py-bt: the main interpreter's thread state; gdb's frame runs no
     # frame of it, so the innermost one an older frame runs is selected
