@@ -296,9 +296,10 @@ typedef struct entries_walk {
 static int entries_thread(void *arg, const pyu_walk_thread *t)
 {
     entries_walk *w = arg;
-    if (t->native_thread_id != w->tid || w->found)
+    if (t->native_thread_id != w->tid)
         return PYU_WALK_SKIP;
     w->found = true;
+    w->pending = w->next; /* (no entry frame of this one follows those) */
     return PYU_WALK_NEXT;
 }
 

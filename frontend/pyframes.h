@@ -70,7 +70,10 @@ int pyu_pyframes_print(FILE *out, pyu_session *s, const pyu_dump *d,
  * place Python frames under the native frames of the eval loop: entry[k]
  * is the address of the entry frame that follows Python frame k (the
  * innermost first), which lives on the native stack of the eval-loop call
- * that runs frame k; 0 for frames no entry frame follows.  Fills
+ * that runs frame k; 0 for frames no entry frame follows.  The frames
+ * are those of every thread state of the thread (one per interpreter it
+ * runs: a thread that runs a subinterpreter has two), one after the
+ * other in the walk's order, as a dump lists them.  Fills
  * entry[0..n), zeroing what the walk did not reach.  Reads the target
  * again (one pyu_walk with PYU_WALK_ENTRY_FRAMES): call it on a stopped
  * process.  Returns 0; 1 when the walk found no thread tid; or a negated

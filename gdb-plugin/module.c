@@ -637,58 +637,40 @@ static PyObject *frame_object(const pyu_frame *f)
 }
 
 /* Session.entries(tid): the Python frames of one thread grouped by the
- * eval-loop call that runs them, for gdb's frame filter. */
-typedef struct entries_build {
-    pyu_session *s;
-    uint64_t tid;
-    PyObject *groups;  /* [(entry address, [frame dict innermost first])] */
-    PyObject *pending; /* frames since the last entry frame */
-    bool found, python_error;
-} entries_build;
-
-static bool append(PyObject *l, PyObject *value)
+ * eval-loop call that runs them, for gdb's frame filter: the frames of
+ * every thread state of the native thread from a dump, the entry frame
+ * after each from pyu_pyframes_entries (frontend/pyframes.c).  Frames no
+ * entry frame follows are left out. */
+static PyObject *groups_of(const pyu_frame *const *frames, size_t n,
+                           const uint64_t *entry)
 {
-    if (!value)
-        return false;
-    int rc = PyList_Append(l, value);
-    Py_DECREF(value);
-    return rc == 0;
-}
-
-static int e_thread(void *arg, const pyu_walk_thread *t)
-{
-    entries_build *b = arg;
-    if (t->native_thread_id != b->tid)
-        return PYU_WALK_SKIP;
-    b->found = true;
-    return PYU_WALK_NEXT;
-}
-
-static int e_frame(void *arg, const pyu_walk_frame *wf)
-{
-    entries_build *b = arg;
-    if (!b->pending && !(b->pending = PyList_New(0)))
-        goto fail;
-    if (wf->owner == PYU_OWNER_ENTRY) {
-        if (PyList_GET_SIZE(b->pending) &&
-            !append(b->groups, Py_BuildValue("(KN)", (unsigned long long)
-                                                         wf->addr,
-                                             b->pending)))
+    PyObject *groups = PyList_New(0), *group = NULL;
+    if (!groups)
+        return NULL;
+    for (size_t k = 0; k < n; k++) {
+        if (!entry[k])
+            continue;
+        if (!group || entry[k] != entry[k - 1]) {
+            PyObject *pair = Py_BuildValue("(KN)",
+                                           (unsigned long long)entry[k],
+                                           PyList_New(0));
+            if (!pair || PyList_Append(groups, pair) < 0) {
+                Py_XDECREF(pair);
+                goto fail;
+            }
+            group = PyTuple_GET_ITEM(pair, 1); /* borrowed: in groups */
+            Py_DECREF(pair);
+        }
+        PyObject *f = frame_object(frames[k]);
+        int rc = f ? PyList_Append(group, f) : -1;
+        Py_XDECREF(f);
+        if (rc < 0)
             goto fail;
-        if (!PyList_GET_SIZE(b->pending))
-            Py_DECREF(b->pending);
-        b->pending = NULL;
-        return PYU_WALK_NEXT;
     }
-    pyu_frame f;
-    int rc = pyu_frame_describe(b->s, wf, &f);
-    if (rc < 0)
-        return rc;
-    if (append(b->pending, frame_object(&f)))
-        return PYU_WALK_NEXT;
+    return groups;
 fail:
-    b->python_error = true;
-    return -PYU_E_NOMEM;
+    Py_DECREF(groups);
+    return NULL;
 }
 
 static PyObject *Session_entries(Session *self, PyObject *args)
@@ -698,23 +680,50 @@ static PyObject *Session_entries(Session *self, PyObject *args)
         return NULL;
     if (!self->s || !self->opened)
         return raise_error(PYU_EXIT_INTERNAL, "session not opened");
-    entries_build b = {.s = self->s, .tid = tid, .groups = PyList_New(0)};
-    if (!b.groups)
-        return NULL;
-    pyu_walker w = {.flags = PYU_WALK_ENTRY_FRAMES,
-                    .thread = e_thread,
-                    .frame = e_frame};
-    int rc = pyu_walk(self->s, &w, &b);
-    Py_XDECREF(b.pending);
-    if (b.python_error) {
-        Py_DECREF(b.groups);
-        return NULL;
-    }
+    pyu_dump *d;
+    uint64_t *entry = NULL;
+    const pyu_frame **frames = NULL;
+    PyObject *res = NULL;
+    int rc = pyu_cmd_take_dump(self->s, 0, false, &d);
+    if (self->mem && self->mem->interrupted)
+        goto out; /* KeyboardInterrupt is set */
     if (rc < 0) {
-        Py_DECREF(b.groups);
-        return raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+        raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+        goto out;
     }
-    return b.groups;
+    /* every thread state of the native thread (one per interpreter it
+     * runs), in the walk's order */
+    size_t n = 0;
+    for (size_t i = 0; i < d->nthreads; i++)
+        if (d->threads[i].native_thread_id == tid)
+            n += d->threads[i].nframes;
+    if (!n) {
+        res = PyList_New(0);
+        goto out;
+    }
+    entry = calloc(n, sizeof *entry);
+    frames = calloc(n, sizeof *frames);
+    if (!entry || !frames) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    n = 0;
+    for (size_t i = 0; i < d->nthreads; i++)
+        if (d->threads[i].native_thread_id == tid)
+            for (size_t k = 0; k < d->threads[i].nframes; k++)
+                frames[n++] = &d->threads[i].frames[k];
+    rc = pyu_pyframes_entries(self->s, tid, entry, n);
+    if (self->mem && self->mem->interrupted)
+        goto out;
+    if (rc < 0)
+        raise_error(pyu_cmd_exit_for(rc), pyu_errmsg(self->s));
+    else
+        res = groups_of(frames, n, entry); /* (rc 1: all zero, no groups) */
+out:
+    free(frames);
+    free(entry);
+    pyu_dump_free(d);
+    return res;
 }
 
 /* Session.entry_frames(tid, n) -> [address] * n: the entry frame that
