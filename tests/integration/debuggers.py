@@ -44,12 +44,15 @@ class Gdb:
     name = "gdb"
     error_prefix = "py-dump: "
 
-    def run(self, commands, args=(), timeout=TIMEOUT, setup=(), env=None):
+    def run(self, commands, args=(), timeout=TIMEOUT, setup=(), env=None,
+            plugin=True):
         """gdb -batch: `args` are gdb's arguments (-p PID, PYTHON CORE,
-        --args ...); each command's output is framed by echoed marks."""
+        --args ...); each command's output is framed by echoed marks.
+        plugin: pyunwind's plugin sourced first (else gdb alone)."""
         argv = ["gdb", "-nx", "-batch", "-ex", "set pagination off",
-                "-ex", "set confirm off", "-ex", "set width 0",
-                "-ex", "source " + GDB_SCRIPT]
+                "-ex", "set confirm off", "-ex", "set width 0"]
+        if plugin:
+            argv += ["-ex", "source " + GDB_SCRIPT]
         for c in setup:
             argv += ["-ex", c]
         for i, c in enumerate(commands):

@@ -73,33 +73,40 @@ def start(param, work):
     return t
 
 
-@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
-def target(request, tmp_path_factory):
-    require_plugin(GDB)
-    t = start(request.param, str(tmp_path_factory.mktemp("pyframes")))
-    yield t
-    t.close()
+def fixtures(dbg, name):
+    """The fixtures of a debugger's tests: target (one process per
+    interpreter, for the module), remote_target and kernel_core (t.core,
+    the kernel's core of the target killed by SIGABRT, where the main
+    thread receives it: the other thread blocks every signal; t.stack,
+    where the main thread's stack was)."""
+    @pytest.fixture(scope="module", params=PYTHONS,
+                    ids=[p[0] for p in PYTHONS])
+    def target(request, tmp_path_factory):
+        require_plugin(dbg)
+        t = start(request.param, str(tmp_path_factory.mktemp(name)))
+        yield t
+        t.close()
+
+    @pytest.fixture(params=REMOTE, ids=[p[0] for p in REMOTE])
+    def remote_target(request, tmp_path):
+        require_plugin(dbg)
+        t = start(request.param, str(tmp_path))
+        yield t
+        t.close()
+
+    @pytest.fixture(params=KERNEL, ids=[p[0] for p in KERNEL])
+    def kernel_core(request, tmp_path):
+        require_plugin(dbg)
+        if not kernel_cores_land_here():
+            pytest.skip("core_pattern sends cores elsewhere")
+        t = dead(request.param, str(tmp_path))
+        yield t
+        os.unlink(t.core)
+
+    return target, remote_target, kernel_core
 
 
-@pytest.fixture(params=REMOTE, ids=[p[0] for p in REMOTE])
-def remote_target(request, tmp_path):
-    require_plugin(GDB)
-    t = start(request.param, str(tmp_path))
-    yield t
-    t.close()
-
-
-@pytest.fixture(params=KERNEL, ids=[p[0] for p in KERNEL])
-def kernel_core(request, tmp_path):
-    """The target killed by SIGABRT (the main thread receives it: the
-    other thread blocks every signal): t.core, the kernel's core, and
-    t.stack, where the main thread's stack was."""
-    require_plugin(GDB)
-    if not kernel_cores_land_here():
-        pytest.skip("core_pattern sends cores elsewhere")
-    t = dead(request.param, str(tmp_path))
-    yield t
-    os.unlink(t.core)
+target, remote_target, kernel_core = fixtures(GDB, "pyframes")
 
 
 def dead(param, work):

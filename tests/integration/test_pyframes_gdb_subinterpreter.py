@@ -14,6 +14,7 @@ import pytest
 
 from conftest import Target, interpreters
 from debuggers import Gdb, require_plugin
+import test_pyframes_gdb
 
 pytestmark = pytest.mark.debugger  # (the plugin: release build only)
 GDB = Gdb()
@@ -22,20 +23,11 @@ GDB = Gdb()
 PYTHONS = [p for p in interpreters() if p[0].startswith(("3.13.", "3.14."))
            and not p[0].endswith(("t", "-shared", "-debian"))][:1]
 
-HELPER = '''
-import re, gdb
+HELPER = test_pyframes_gdb.HELPER + '''
 def select_lwp(lwp):
     for t in gdb.selected_inferior().threads():
         if t.ptid[1] == lwp:
             t.switch()
-def native_of(function):
-    number = None
-    for line in gdb.execute("bt", to_string=True).splitlines():
-        m = re.match(r"#(\\d+) ", line)
-        if m:
-            number = int(m.group(1))
-        elif line.strip().startswith("[Python] %s ()" % function):
-            return number
 '''
 
 

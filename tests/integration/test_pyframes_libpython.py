@@ -21,12 +21,11 @@ import ast
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 
-from conftest import TIMEOUT, Target, interpreters
-from debuggers import GDB_SCRIPT, MARK, Gdb, require_plugin
+from conftest import Target, interpreters
+from debuggers import Gdb, require_plugin
 
 pytestmark = pytest.mark.debugger  # (the plugin: release build only)
 CACHE = os.environ.get("PYUNWIND_CACHE", "/var/cache/pyunwind")
@@ -70,29 +69,12 @@ PYTHONS = [(label, python) for label, python in interpreters()
 
 
 def run_gdb(commands, args, setup=(), plugin=False):
-    """gdb -batch without init files: setup and the commands (each
-    command's output framed as debuggers.Gdb frames it) after args
-    (attaching); with plugin, pyunwind's plugin sourced before setup.
-    Returns (whole text, [output of each command])."""
-    argv = ["gdb", "-nx", "-batch", "-ex", "set pagination off",
-            "-ex", "set confirm off", "-ex", "set width 0"]
-    if plugin:
-        argv += ["-ex", "source " + GDB_SCRIPT]
-    for c in setup:
-        argv += ["-ex", c]
-    for i, c in enumerate(commands):
-        argv += ["-ex", "echo \\n%s%d\\n" % (MARK, i), "-ex", c]
-    argv += ["-ex", "echo \\n%s%d\\n" % (MARK, len(commands))]
-    p = subprocess.run(argv + list(args), stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                       text=True, errors="replace", timeout=TIMEOUT)
-    outputs = []
-    for i in range(len(commands)):
-        start = p.stdout.find("%s%d\n" % (MARK, i))
-        end = p.stdout.find("\n%s%d\n" % (MARK, i + 1))
-        outputs.append(p.stdout[start + len(MARK) + len(str(i)) + 1:end]
-                       if start >= 0 and end >= 0 else None)
-    return p.stdout, outputs
+    """gdb -batch without init files (debuggers.Gdb): setup and the
+    commands after args (attaching); with plugin, pyunwind's plugin
+    sourced before setup.  Returns (whole text, [output of each
+    command])."""
+    tr = Gdb().run(commands, args=args, setup=setup, plugin=plugin)
+    return tr.text, tr.outputs
 
 
 LEVEL = "python print('LEVEL', gdb.selected_frame().level())"

@@ -17,43 +17,18 @@ import time
 
 import pytest
 
-from conftest import RUNNING, kernel_cores_land_here
+from conftest import RUNNING
 from debuggers import PLUGINS, Lldb, Server, process_state, require_plugin
-from test_pyframes_gdb import (EACH, KERNEL, PYTHONS, REMOTE, assert_bt,
-                               assert_frame, check_changed, check_cut_stack,
-                               check_moves, check_not_python, check_one_line,
-                               dead, loads, start)
+from test_pyframes_gdb import (EACH, assert_bt, assert_frame, check_changed,
+                               check_cut_stack, check_moves, check_not_python,
+                               check_one_line, fixtures, loads)
 
 LLDB = Lldb()
 THREAD = "lldb.debugger.GetSelectedTarget().GetProcess().GetSelectedThread()"
 MODULE = os.path.join(PLUGINS, "pyunwind_lldb.py")
 
 
-@pytest.fixture(scope="module", params=PYTHONS, ids=[p[0] for p in PYTHONS])
-def target(request, tmp_path_factory):
-    require_plugin(LLDB)
-    t = start(request.param, str(tmp_path_factory.mktemp("pyframes-lldb")))
-    yield t
-    t.close()
-
-
-@pytest.fixture(params=REMOTE, ids=[p[0] for p in REMOTE])
-def remote_target(request, tmp_path):
-    require_plugin(LLDB)
-    t = start(request.param, str(tmp_path))
-    yield t
-    t.close()
-
-
-@pytest.fixture(params=KERNEL, ids=[p[0] for p in KERNEL])
-def kernel_core(request, tmp_path):
-    """The target killed by SIGABRT (test_pyframes_gdb.dead)."""
-    require_plugin(LLDB)
-    if not kernel_cores_land_here():
-        pytest.skip("core_pattern sends cores elsewhere")
-    t = dead(request.param, str(tmp_path))
-    yield t
-    os.unlink(t.core)
+target, remote_target, kernel_core = fixtures(LLDB, "pyframes-lldb")
 
 
 def commands(t):
