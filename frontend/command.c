@@ -694,6 +694,8 @@ int pyu_cmd_exit_for(int rc)
     case PYU_E_INVAL:
     case PYU_E_CORRUPT:
         return PYU_EXIT_TARGET;
+    case PYU_E_NOTFOUND: /* (py-print: a name, attribute or key) */
+        return PYU_EXIT_USAGE;
     default:
         return PYU_EXIT_NOTPY;
     }
