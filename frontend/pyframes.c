@@ -263,10 +263,7 @@ int pyu_pyframes_print(FILE *out, pyu_session *s, const pyu_dump *d,
             snprintf(msg, msglen, "%s", pyu_errmsg(s));
         }
         free(found);
-        return rc == 0 ? PYU_EXIT_OK
-               : rc == -PYU_E_NOTFOUND || rc == -PYU_E_INVAL
-                   ? PYU_EXIT_USAGE
-                   : pyu_cmd_exit_for(rc);
+        return rc == -PYU_E_INVAL ? PYU_EXIT_USAGE : pyu_cmd_exit_for(rc);
     }
     int ex = no_locals(d, t, k, "py-print", msg, msglen);
     if (ex != PYU_EXIT_OK)

@@ -646,6 +646,11 @@ PYU_HIDDEN int pyu_set_each(pyu_session *s, uint64_t set, size_t max_slots,
                             int (*fn)(void *arg, uint64_t key), void *arg,
                             bool *cut);
 
+/* pyu_frame_locals without the values' reprs (names and objects only:
+ * v->value is "", or the decimal of an int tagged in its slot). */
+PYU_HIDDEN int pyu_frame_locals_bare(pyu_session *s, const pyu_walk_frame *f,
+                                     int (*fn)(void *arg, const pyu_var *v),
+                                     void *arg);
 /* Called for each entry of a dict: its key and its value (objects).
  * Non-zero stops the walk. */
 typedef int (*pyu_item_fn)(void *arg, uint64_t key, uint64_t value);

@@ -125,8 +125,11 @@ static bool slot_value(const pyu_offsets *o, uint64_t bits, uint64_t *obj,
     return *obj != 0;
 }
 
-int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
-                     int (*fn)(void *arg, const pyu_var *v), void *arg)
+/* The variables of f as pyu_frame_locals reports them; with repr false,
+ * no value is written (v->value is "", or the int of a tagged slot). */
+static int frame_vars(pyu_session *s, const pyu_walk_frame *f,
+                      int (*fn)(void *arg, const pyu_var *v), void *arg,
+                      bool repr)
 {
     if (!s || !f || !fn)
         return -PYU_E_INVAL;
@@ -169,8 +172,10 @@ int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
         if (tagged) {
             snprintf(value, sizeof value, "%" PRId64, ival);
             snprintf(type, sizeof type, "int");
-        } else {
+        } else if (repr) {
             pyu_repr(s, obj, value, sizeof value, type, sizeof type);
+        } else {
+            value[0] = type[0] = '\0';
         }
         var.type = type;
         var.value = value;
@@ -179,4 +184,16 @@ int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
     }
     vars_free(&v);
     return rc;
+}
+
+int pyu_frame_locals(pyu_session *s, const pyu_walk_frame *f,
+                     int (*fn)(void *arg, const pyu_var *v), void *arg)
+{
+    return frame_vars(s, f, fn, arg, true);
+}
+
+int pyu_frame_locals_bare(pyu_session *s, const pyu_walk_frame *f,
+                          int (*fn)(void *arg, const pyu_var *v), void *arg)
+{
+    return frame_vars(s, f, fn, arg, false);
 }

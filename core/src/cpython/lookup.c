@@ -159,7 +159,7 @@ static int local_match(void *arg, const pyu_var *v)
         return 0;
     l->found = true;
     l->v.obj = v->addr;
-    l->v.tagged = !v->addr;
+    l->v.tagged = !v->addr; /* (its value: the int's decimal) */
     if (l->v.tagged)
         l->v.ival = strtoll(v->value, NULL, 10);
     return 1;
@@ -174,7 +174,7 @@ static int find_name(pyu_session *s, uint64_t frame, const char *name,
         return -PYU_E_FAULT;
     pyu_walk_frame wf = {.addr = frame, .code_addr = sc.code};
     local_find l = {.name = name};
-    int rc = pyu_frame_locals(s, &wf, local_match, &l);
+    int rc = pyu_frame_locals_bare(s, &wf, local_match, &l);
     if (rc < 0)
         return rc;
     if (l.found) {
@@ -632,7 +632,7 @@ int pyu_frame_names(pyu_session *s, uint64_t frame, const char *expr,
         if (read_scopes(s, frame, &sc) < 0)
             return -PYU_E_FAULT;
         pyu_walk_frame wf = {.addr = frame, .code_addr = sc.code};
-        if ((rc = pyu_frame_locals(s, &wf, name_of_var, &n)) != 0)
+        if ((rc = pyu_frame_locals_bare(s, &wf, name_of_var, &n)) != 0)
             return rc;
         uint64_t dicts[3] = {sc.locals != sc.globals ? sc.locals : 0,
                              sc.globals, sc.builtins};
