@@ -35,6 +35,7 @@ enum {
     OPT_BLOCKING,
     OPT_READ_ONLY,
     OPT_NO_CACHE,
+    OPT_OTHER_CPU,
     OPT_OPCODES,
     OPT_FORMAT,
     OPT_SORT,
@@ -69,6 +70,7 @@ static const struct {
     {{"blocking", no_argument, NULL, OPT_BLOCKING}, SAMPLE},
     {{"read-only", no_argument, NULL, OPT_READ_ONLY}, SAMPLE},
     {{"no-cache", no_argument, NULL, OPT_NO_CACHE}, SAMPLE},
+    {{"other-cpu", no_argument, NULL, OPT_OTHER_CPU}, SAMPLE},
     {{"opcodes", no_argument, NULL, OPT_OPCODES}, SAMPLE},
     {{"format", required_argument, NULL, OPT_FORMAT}, SAMPLE | REPORT},
     {{"sort", required_argument, NULL, OPT_SORT}, SAMPLE | REPORT},
@@ -205,6 +207,9 @@ static const char debugger_help[] =
     "  --read-only     never write to the target (the frame cache then does\n"\
     "                  without CPython 3.15's last_profiled_frame anchor)\n" \
     "  --no-cache      no frame cache: read every stack whole\n"             \
+    "  --other-cpu     never read the target from its own CPU (it is then\n" \
+    "                  never switched out for a read, but calls shorter than\n"\
+    "                  a microsecond are read less exactly)\n"              \
     "  --opcodes       each frame names the bytecode instruction it ran\n"  \
     "                  (json, raw and the heatmap show them)\n"             \
     FORMATS                                                              \
@@ -553,6 +558,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
         case OPT_BLOCKING: o->sample_flags |= PYU_SAMPLE_BLOCKING; break;
         case OPT_READ_ONLY: o->sample_flags |= PYU_SAMPLE_READ_ONLY; break;
         case OPT_NO_CACHE: o->sample_flags |= PYU_SAMPLE_NO_CACHE; break;
+        case OPT_OTHER_CPU: o->other_cpu = true; break;
         case OPT_OPCODES: o->sample_flags |= PYU_SAMPLE_OPCODES; break;
         case 'd': {
             char *end;

@@ -55,6 +55,7 @@ typedef struct pyu_cmd_opts {
     double rate;          /* -r: samples per second; 0: as fast as it can */
     int mode;             /* --mode: PYU_MODE_* */
     unsigned sample_flags; /* PYU_SAMPLE_* */
+    bool other_cpu;       /* --other-cpu: never sit on the target's CPU */
     const pyu_format *format; /* --format (pyu_profile_formats()) */
     int sort;             /* --sort: PYU_TOP_SORT_* */
     size_t limit;         /* --limit rows of top (0: all) */

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -55,6 +56,8 @@ typedef struct waiter {
     uint64_t late;   /* how late a sleep woke, recently at most */
     unsigned long slack; /* the thread's timer slack before the run */
     bool slack_set;
+    bool sleep_only; /* on the target's CPU: time spent on the clock
+                        there would be the target's (follower) */
 } waiter;
 
 #define LATE_MIN 2000ull    /* ns of the wait always spent on the clock */
@@ -77,6 +80,11 @@ static void wait_end(waiter *w)
 static void wait_until(waiter *w, uint64_t at, volatile sig_atomic_t *stop)
 {
     uint64_t now = now_ns();
+    if (w->sleep_only) {
+        if (at > now)
+            sleep_until(at);
+        return;
+    }
     if (at > now + w->late + LATE_MIN) {
         uint64_t want = at - w->late - LATE_MIN;
         sleep_until(want);
@@ -94,6 +102,72 @@ static void wait_until(waiter *w, uint64_t at, volatile sig_atomic_t *stop)
     }
     while (now_ns() < at && !(stop && *stop))
         ;
+}
+
+/* Reading a running thread from its own CPU.  A thread read from another
+ * CPU runs on under the read: its stack is copied over a microsecond or
+ * more, part by part, and a call that lasts less than that is often read
+ * half-made or half-gone, so that short calls lose their share to the
+ * long ones around them (bench/README.md, "Reading from the target's
+ * CPU").  A thread read from the CPU it runs on is not running: the
+ * sampler's wake-up switched it out, at whatever instruction it was, and
+ * it waits while it is read -- one consistent state, as when it is
+ * stopped, without a signal or ptrace.  So between samples the run sits
+ * on the CPU of the thread the last sample found running Python
+ * (pyu_sampler_cpu), and follows it when the scheduler moves it.  It costs
+ * the target the samples' own time (a few microseconds each) and two
+ * switches; so the wait for a tick sleeps there, never spins.  Only CPUs
+ * the run was allowed at its start (taskset) are used, and the run's
+ * affinity is restored at its end (a debugger's sampling thread).  Off
+ * with --other-cpu, with --blocking (the threads are stopped), and at -r
+ * max (the run would take half of the target's CPU). */
+typedef struct follower {
+    bool on;
+    cpu_set_t allowed; /* the run's CPUs at its start */
+    int cpu;           /* where it sits now; -1: on any of those */
+    uint64_t moves;
+} follower;
+
+static void follow_start(follower *f, const pyu_cmd_opts *o,
+                         uint64_t interval)
+{
+    f->cpu = -1;
+    f->moves = 0;
+    f->on = interval && !o->other_cpu &&
+            !(o->sample_flags & PYU_SAMPLE_BLOCKING) &&
+            sched_getaffinity(0, sizeof f->allowed, &f->allowed) == 0 &&
+            CPU_COUNT(&f->allowed) > 1;
+}
+
+static void follow(follower *f, waiter *w, pyu_sampler *sm)
+{
+    int cpu;
+    if (!f->on || pyu_sampler_cpu(sm, &cpu) < 0 || cpu == f->cpu)
+        return;
+    if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &f->allowed)) {
+        /* (a CPU the run may not use: back to those it may) */
+        if (f->cpu >= 0 &&
+            sched_setaffinity(0, sizeof f->allowed, &f->allowed) == 0)
+            f->cpu = -1;
+        w->sleep_only = false;
+        return;
+    }
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (sched_setaffinity(0, sizeof one, &one) < 0) {
+        f->on = false; /* (refused: read from where it is) */
+        return;
+    }
+    f->cpu = cpu;
+    f->moves++;
+    w->sleep_only = true;
+}
+
+static void follow_end(follower *f)
+{
+    if (f->cpu >= 0)
+        sched_setaffinity(0, sizeof f->allowed, &f->allowed);
 }
 
 static void status_line(FILE *f, const pyu_cmd_opts *o, uint64_t elapsed,
@@ -633,6 +707,8 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                             : UINT64_MAX;
     waiter wt;
     wait_start(&wt);
+    follower fl;
+    follow_start(&fl, o, interval);
     uint64_t seed = start | 1;
     const char *ended = NULL;
     for (;;) {
@@ -664,6 +740,8 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         for (size_t i = 0; i < r.n && one == PYU_EXIT_OK; i++) {
             if (r.t[i].done)
                 continue;
+            if (i) /* (the first target's CPU was found before the wait) */
+                follow(&fl, &wt, r.t[i].sm);
             uint64_t ti = i ? now_ns() : t;
             one = sample_one(&r, &r.t[i], ti, h, &ended, msg, msglen);
             in->busy_ns += now_ns() - ti;
@@ -707,10 +785,16 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             next_scan = ts + SCAN_EVERY_NS;
             now = ts;
         }
+        for (size_t i = 0; i < r.n; i++)
+            if (!r.t[i].done) { /* (the first target sampled next) */
+                follow(&fl, &wt, r.t[i].sm);
+                break;
+            }
         if (due > now)
             wait_until(&wt, due, h->stop);
     }
     wait_end(&wt);
+    follow_end(&fl);
     in->duration_ns = now_ns() - start;
     if (r.cap && pyu_capture_end(r.cap) < 0 && ex == PYU_EXIT_OK) {
         snprintf(msg, msglen, "writing the capture failed: %s",
@@ -729,6 +813,9 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             pyu_sampler_stats st;
             pyu_sampler_stats_get(r.t[0].sm, &st);
             stats_line(diag, &st);
+            if (fl.on)
+                fprintf(diag, "pyunwind: read from the running thread's CPU "
+                              "(moved %" PRIu64 " times)\n", fl.moves);
         }
     }
     for (size_t i = 0; i < r.n; i++)

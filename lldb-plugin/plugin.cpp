@@ -92,7 +92,7 @@ void sb_destroy(void *ctx) { delete static_cast<SBMemory *>(ctx); }
 
 const pyu_memory_ops sb_ops = {
     sb_read, sb_mappings, nullptr, nullptr, nullptr, nullptr, sb_signal,
-    sb_destroy, nullptr, nullptr, nullptr, nullptr,
+    sb_destroy, nullptr, nullptr, nullptr, nullptr, nullptr,
 };
 
 // The process's memory regions (lldb gives no file offsets: the core

@@ -146,6 +146,10 @@ typedef int (*pyu_native_fn)(void *arg, const pyu_native_frame *f);
  *           when fn returns non-zero and returns that value.  Returns 0,
  *           or a negated error with why (size whylen) saying why in one
  *           line.
+ * thread_cpu May be NULL.  Writes the CPU that native thread tid runs
+ *           on, or last ran on, and returns 0, or returns a negated error
+ *           when unknown (a sampler's run moves itself there: see
+ *           pyu_sampler_cpu).
  * source_time May be NULL.  Stores the time (seconds since the epoch)
  *           after which a source file may no longer hold what the target
  *           runs: a live process's start (*core 0), the writing of a core
@@ -165,6 +169,7 @@ typedef struct pyu_memory_ops {
     int (*native_frames)(void *ctx, uint64_t tid, pyu_native_fn fn,
                          void *arg, char *why, size_t whylen);
     int (*source_time)(void *ctx, int64_t *sec, int *core);
+    int (*thread_cpu)(void *ctx, uint64_t tid, int *cpu);
 } pyu_memory_ops;
 
 /* ---------------------------------------------------------------- sessions */
@@ -1243,6 +1248,16 @@ PYU_API int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
 PYU_API int pyu_sampler_take(pyu_sampler *sm);
 PYU_API void pyu_sampler_stats_get(const pyu_sampler *sm,
                                    pyu_sampler_stats *out);
+/* The CPU that runs the thread the last sample found running Python (the
+ * thread holding the GIL; on a free-threaded build, or with no holder, the
+ * first thread with a stack), through the memory source's thread_cpu:
+ * where a caller's sampling thread goes to sit between samples.  A thread
+ * read from the CPU it runs on is read while the scheduler has switched it
+ * out -- at a random instruction, in one consistent state, as when it is
+ * stopped -- where one read from another CPU runs on under the read
+ * (docs/sample.md, "Reading a thread from its own CPU").  Returns 0, or
+ * -PYU_E_STATE when there is no such thread or source. */
+PYU_API int pyu_sampler_cpu(pyu_sampler *sm, int *cpu);
 /* Frees the sampler; first clears the anchors it wrote in threads that
  * still exist (a live target).  Accepts NULL. */
 PYU_API void pyu_sampler_free(pyu_sampler *sm);

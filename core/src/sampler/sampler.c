@@ -399,6 +399,24 @@ static thread_read *reads_for(pyu_sampler *sm)
     return sm->reads;
 }
 
+/* The thread this sample found running Python: the GIL's holder, else
+ * (a free-threaded build, the GIL between holders) the first thread with
+ * a stack; 0 when none. */
+static uint64_t running_thread(const pyu_sampler *sm, const thread_read *r)
+{
+    uint64_t first = 0;
+    for (size_t j = 0; j < sm->nthreads; j++) {
+        const pyu_sthread *t = &sm->threads[j];
+        if (r[j].what == THREAD_SKIP || !t->cache.valid || !t->cache.n)
+            continue; /* (the stacks as counted: cached or read) */
+        if (sm->recs[j].holds_gil)
+            return sm->recs[j].native_id;
+        if (!first)
+            first = sm->recs[j].native_id;
+    }
+    return first;
+}
+
 static int take_cached(pyu_session *s, void *arg)
 {
     pyu_sampler *sm = arg;
@@ -439,6 +457,7 @@ static int take_cached(pyu_session *s, void *arg)
     }
     if (failed)
         sm->st.failed++;
+    sm->running = running_thread(sm, r);
     return stacks;
 }
 
@@ -683,6 +702,15 @@ void pyu_sampler_stats_get(const pyu_sampler *sm, pyu_sampler_stats *out)
 {
     *out = sm->st;
     out->anchors = sm->anchors;
+}
+
+int pyu_sampler_cpu(pyu_sampler *sm, int *cpu)
+{
+    pyu_session *s = sm ? sm->s : NULL;
+    if (!s || !cpu || !sm->running || !s->ops->thread_cpu)
+        return -PYU_E_STATE;
+    return s->ops->thread_cpu(s->ctx, sm->running, cpu) < 0 ? -PYU_E_STATE
+                                                           : 0;
 }
 
 void pyu_sampler_free(pyu_sampler *sm)

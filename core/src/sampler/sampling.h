@@ -308,6 +308,8 @@ struct pyu_sampler {
     size_t capreads;
     uint64_t spare_from; /* the session's reads when this read of a
                             thread's stack began (pyu_spent()) */
+    uint64_t running;    /* the native id of the thread the last sample
+                            found running Python (pyu_sampler_cpu), or 0 */
 };
 
 /* Reads a stack's read may make beyond its snapshot to find what the

@@ -233,16 +233,17 @@ static char task_state(int pid, int tid)
     return parse_state(buf, n);
 }
 
-/* The state of a thread through a stat file kept open (samplers ask every
- * time: re-reading an open file costs far less than opening it). */
-static char task_state_cached(live_ctx *c, int tid)
+/* The stat line of a thread (into buf, NUL-terminated; its length, or 0
+ * when the thread is gone) through a stat file kept open (samplers ask
+ * every time: re-reading an open file costs far less than opening it). */
+static ssize_t task_stat_cached(live_ctx *c, int tid, char *buf, size_t len)
 {
-    char buf[512];
     size_t h = (size_t)tid % LIVE_STAT_FDS;
+    ssize_t n;
     if (c->stat_fd[h].fd > 0 && c->stat_fd[h].tid == tid) {
-        ssize_t n = pread(c->stat_fd[h].fd, buf, sizeof buf - 1, 0);
+        n = pread(c->stat_fd[h].fd, buf, len - 1, 0);
         if (n > 0)
-            return parse_state(buf, n);
+            return buf[n] = '\0', n;
         close(c->stat_fd[h].fd); /* the thread ended */
         c->stat_fd[h].fd = 0;
         return 0;
@@ -250,12 +251,18 @@ static char task_state_cached(live_ctx *c, int tid)
     int fd = open_stat(c->pid, tid);
     if (fd <= 0)
         return 0;
-    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    n = pread(fd, buf, len - 1, 0);
     if (c->stat_fd[h].fd > 0)
         close(c->stat_fd[h].fd);
     c->stat_fd[h].tid = tid;
     c->stat_fd[h].fd = fd;
-    return parse_state(buf, n);
+    return n > 0 ? (buf[n] = '\0', n) : 0;
+}
+
+static char task_state_cached(live_ctx *c, int tid)
+{
+    char buf[512];
+    return parse_state(buf, task_stat_cached(c, tid, buf, sizeof buf));
 }
 
 /* The ids of a task in each pid namespace from ours down ("NSpid:" of
@@ -516,6 +523,33 @@ static int live_thread_state(void *ctx, uint64_t ns_tid, char *state)
     return 0;
 }
 
+/* The CPU a thread runs on, or last ran on: field 39 ("processor") of
+ * its stat line, 37 fields after the state. */
+static int live_thread_cpu(void *ctx, uint64_t ns_tid, int *cpu)
+{
+    live_ctx *c = ctx;
+    int tid = host_tid(c, ns_tid);
+    if (tid < 0)
+        return -PYU_E_NOPROC;
+    char buf[1024];
+    ssize_t n = task_stat_cached(c, tid, buf, sizeof buf);
+    char *p = n > 0 ? strrchr(buf, ')') : NULL;
+    if (!p)
+        return -PYU_E_NOPROC;
+    p += 2; /* the state */
+    for (int field = 3; field < 39; p++)
+        if (!*p)
+            return -PYU_E_IO;
+        else if (*p == ' ')
+            field++;
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 0 || v > 65535)
+        return -PYU_E_IO;
+    *cpu = (int)v;
+    return 0;
+}
+
 static int live_thread_name(void *ctx, uint64_t ns_tid, char *out,
                             size_t outlen)
 {
@@ -635,6 +669,7 @@ const pyu_memory_ops pyu_live_ops = {
     .pause = live_pause,
     .resume = live_resume,
     .thread_state = live_thread_state,
+    .thread_cpu = live_thread_cpu,
     .destroy = live_destroy,
     .write = live_write,
     .thread_name = live_thread_name,
