@@ -79,28 +79,25 @@ OPEN_BOUND = 0.1
 # the loop below it (9bc6624): 0.013 in the benchmark, 0.009-0.035 in
 # eight processes; held to OPEN_BOUND too, where it had 0.25.
 # Short-lived generators and a short call (workloads.py shortgen, one pass
-# of its loop about a microsecond on 3.14), read from another CPU than the
-# target's (the case of a machine with more than one: from the target's
-# own CPU, which stops it while it is read, the same sampler is at 0.03).
-# The slot of the current frame was used again by another call by its
-# copy in a third of the samples, and the call's share went to its caller
-# (`shortgen`) and from the 30-step loop (`spin`).  Those two functions'
-# shares are 0.05-0.08 from the reference's together on 3.14, 3.14t and
-# 3.15 since the thread state's data stack tells it, and were 0.17-0.31
-# before (the build before that rule, this test, 2026-11-27):
-# SHORTGEN_BOUND holds the pair.  The profile as a whole is still
-# 0.09-0.13 from the reference at 3,000 samples a method, and swings from
-# one 750-sample round to the next by as much (0.07-0.18 on 3.14.7): the
-# pipeline's generators, a third of the time, are over before their copy
-# (issue 22, bench/README.md).  In a CI run, two processes of 1,500
-# samples a method were both 0.174 from it; the whole is held only under
-# SHORTGEN_WHOLE, against a collapse (0.18-0.32 before the rule).  3.11
-# (0.45), 3.13 (0.13) and 3.13t (0.26) are still open and not held here.
-SHORTGEN_BOUND = 0.15
-SHORTGEN_WHOLE = 0.25
+# of its loop about a microsecond on 3.14).  Read from another CPU than
+# the target's, a thread runs on under the read, and the pipeline's
+# generators were over before their copy a third of the time: 0.09-0.13
+# from the reference on 3.14 and 3.15 and 0.07-0.45 on 3.11-3.13t at
+# 3,000 samples a method, for all the rules could do (issue 22,
+# bench/README.md).  The sampler now sits on the CPU of the thread it
+# reads (frontend/sample.c), where its wake-up switches the thread out
+# for the read: 0.014-0.028 on every interpreter, the reference's own
+# noise (0.015-0.036 at 3,000 samples).  SHORTGEN_WHOLE is that noise's
+# top with room; --other-cpu, the reads of before, is past it on 3.13-3.15
+# and far past it on 3.11.  And each function with 5 % or more of the
+# reference keeps its share within SHORTGEN_EACH: four standard
+# deviations of the difference of two shares of 3,000 samples at 20 %
+# (0.01 each), where the pair `shortgen` and `spin` were 0.05-0.08 off
+# together read from another CPU.
+SHORTGEN_WHOLE = 0.05
+SHORTGEN_EACH = 0.04
 SHORTGEN_ROUNDS = 4  # (3,000 samples a method)
-SHORTGEN = [p for p in PYTHONS if p[0] in ("3.14.7", "3.14.7t",
-                                           "3.15.2-debian")]
+SHORTGEN = KINDS
 
 
 class Workload:
@@ -135,18 +132,17 @@ def sample_into(path, pid, *args):
 
 
 class Pinned:
-    """The target on one CPU, this process (and the samplers it starts)
-    on another, for as long as it lasts; nothing when there is one CPU."""
+    """The target on one CPU for as long as it lasts (nothing when there is
+    one): the samplers, free to use any CPU, go to it or stay off it as
+    they do on a machine whose scheduler keeps the target on one CPU."""
 
     def __init__(self, pid):
-        self.old = os.sched_getaffinity(0)
-        self.cpus = sorted(self.old)
-        if len(self.cpus) >= 2:
-            os.sched_setaffinity(pid, {self.cpus[0]})
-            os.sched_setaffinity(0, {self.cpus[1]})
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) >= 2:
+            os.sched_setaffinity(pid, {cpus[0]})
 
     def close(self):
-        os.sched_setaffinity(0, self.old)
+        pass
 
 
 def nearer_of_two(measure, passes):
@@ -169,7 +165,10 @@ def distance_to_reference(python, mode, workdir, bound, pinned=False):
         lambda res: res[0] < bound)
 
 
-def one_distance(python, mode, workdir, pinned=False, rounds=ROUNDS):
+def one_distance(python, mode, workdir, pinned=False, rounds=ROUNDS,
+                 how=("--other-cpu",)):
+    """how: the running sampler's options; --other-cpu (by default) holds
+    the acceptance rules of reading a running thread to their bounds."""
     os.makedirs(workdir, exist_ok=True)
     ref, run = (os.path.join(workdir, n) for n in ("ref.txt", "run.txt"))
     w = Workload(python, mode)
@@ -177,7 +176,7 @@ def one_distance(python, mode, workdir, pinned=False, rounds=ROUNDS):
     try:
         for _ in range(rounds):
             sample_into(ref, w.pid, "--blocking")
-            sample_into(run, w.pid)
+            sample_into(run, w.pid, *how)
     finally:
         if pin:
             pin.close()
@@ -186,7 +185,7 @@ def one_distance(python, mode, workdir, pinned=False, rounds=ROUNDS):
     assert n > 1000, n  # (every tick served: no sample left out)
     top = lambda p: sorted(((round(s, 3), f.rsplit(":", 1)[-1])
                             for f, (s, _) in accuracy.shares(p).items()),
-                           reverse=True)[:6]
+                           reverse=True)[:12]
     return ds, top(run), top(ref)
 
 
@@ -216,22 +215,22 @@ def test_callbacks_and_generators_keep_their_share(label, python, mode,
                          ids=[p[0] for p in SHORTGEN])
 def test_short_lived_generators_keep_their_share(label, python, workdir):
     """Generators of three or four items, each item a call, and a short
-    loop between them, read from another CPU: the current frame's slot is
-    often another call's by its copy, and that call's share must not be
-    taken by the caller the thread state named under it."""
+    loop between them, the target kept on one CPU: the sampler reads it
+    from that CPU (the thread switched out for the read), and the
+    profile is the blocking one within noise, function by function."""
     def one(k):
         ds, got, want = one_distance(python, "shortgen",
                                      os.path.join(workdir, str(k)), True,
-                                     SHORTGEN_ROUNDS)
+                                     SHORTGEN_ROUNDS, how=())
         run, ref = (dict((f, s) for s, f in p) for p in (got, want))
-        pair = sum(abs(run.get(f, 0) - ref.get(f, 0))
-                   for f in ("spin", "shortgen"))
-        return pair, ds, got, want
+        worst = max(abs(run.get(f, 0) - s) for f, s in ref.items()
+                    if s >= 0.05)
+        return ds, worst, got, want
 
-    pair, ds, got, want = nearer_of_two(
-        one, lambda res: res[0] < SHORTGEN_BOUND and res[1] < SHORTGEN_WHOLE)
-    assert pair < SHORTGEN_BOUND, (pair, ds, got, want)
-    assert ds < SHORTGEN_WHOLE, (pair, ds, got, want)
+    ds, worst, got, want = nearer_of_two(
+        one, lambda res: res[0] < SHORTGEN_WHOLE and res[1] < SHORTGEN_EACH)
+    assert ds < SHORTGEN_WHOLE, (ds, worst, got, want)
+    assert worst < SHORTGEN_EACH, (ds, worst, got, want)
 
 
 @pytest.mark.accuracy
