@@ -1327,6 +1327,49 @@ static void test_sampler_code_checked(void)
     pyu_session_free(s);
 }
 
+static uint64_t cpu_asked;
+static int fake_thread_cpu(void *ctx, uint64_t tid, int *cpu)
+{
+    (void)ctx;
+    cpu_asked = tid;
+    *cpu = 5;
+    return 0;
+}
+
+/* pyu_sampler_cpu: the CPU of the thread the last sample read running
+ * Python, as the source says; nothing before a sample, or from a source
+ * that cannot say. */
+static void test_sampler_cpu(void)
+{
+    static fake_mem m;
+    static const pyu_memory_ops ops = {.read = fake_read,
+                                       .thread_cpu = fake_thread_cpu};
+    build_fake_version(&m, 0x030D05F0);
+    put_frame(&m, FRAMES, CODE, FRAMES + 0x100, 0, 0);
+    put64(&m, FRAMES, CODE);
+    put_frame(&m, FRAMES + 0x100, 0, 0, 3, 0);
+    for (int with_op = 0; with_op < 2; with_op++) {
+        pyu_session *s = pyu_session_new();
+        pyu_profile *p = pyu_profile_new();
+        pyu_sampler *sm = NULL;
+        CHECK_EQ(pyu_open_memory(s, with_op ? &ops : &fake_ops, &m, 99, RT),
+                 0);
+        pyu_sampler_opts o = {PYU_MODE_WALL, 0, 0};
+        CHECK_EQ(pyu_sampler_new(s, &o, p, &sm), 0);
+        int cpu = -1;
+        cpu_asked = 0;
+        CHECK_EQ(pyu_sampler_cpu(sm, &cpu), -PYU_E_STATE);
+        CHECK_EQ(pyu_sampler_take(sm), 1);
+        CHECK_EQ(pyu_sampler_cpu(sm, &cpu), with_op ? 0 : -PYU_E_STATE);
+        CHECK_EQ(cpu, with_op ? 5 : -1);
+        /* (the sampled thread's native id, as a dump gives it) */
+        CHECK(!with_op || cpu_asked == 4321);
+        pyu_sampler_free(sm);
+        pyu_profile_free(p);
+        pyu_session_free(s);
+    }
+}
+
 static void test_sampler_cache(void)
 {
     static sim x;
@@ -2082,6 +2125,7 @@ int main(int argc, char **argv)
     test_sampler_cache();
     test_sampler_torn_thread();
     test_sampler_code_checked();
+    test_sampler_cpu();
     test_profile_timeline();
     test_profile_select();
     test_profile_processes();
