@@ -67,6 +67,7 @@ static void wait_start(waiter *w)
 {
     int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
     w->late = 60000; /* (the kernel's default slack is 50 us) */
+    w->sleep_only = false;
     w->slack_set = old >= 0 && prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0) == 0;
     w->slack = old >= 0 ? (unsigned long)old : 0;
 }
