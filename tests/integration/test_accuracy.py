@@ -131,18 +131,13 @@ def sample_into(path, pid, *args):
         f.write(r.stdout)
 
 
-class Pinned:
-    """The target on one CPU for as long as it lasts (nothing when there is
-    one): the samplers, free to use any CPU, go to it or stay off it as
-    they do on a machine whose scheduler keeps the target on one CPU."""
-
-    def __init__(self, pid):
-        cpus = sorted(os.sched_getaffinity(0))
-        if len(cpus) >= 2:
-            os.sched_setaffinity(pid, {cpus[0]})
-
-    def close(self):
-        pass
+def pin(pid):
+    """The target on one CPU (nothing when there is one): the samplers,
+    free to use any CPU, go to it or stay off it as they do on a machine
+    whose scheduler keeps the target on one CPU."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) >= 2:
+        os.sched_setaffinity(pid, {cpus[0]})
 
 
 def nearer_of_two(measure, passes):
@@ -172,14 +167,13 @@ def one_distance(python, mode, workdir, pinned=False, rounds=ROUNDS,
     os.makedirs(workdir, exist_ok=True)
     ref, run = (os.path.join(workdir, n) for n in ("ref.txt", "run.txt"))
     w = Workload(python, mode)
-    pin = Pinned(w.pid) if pinned else None
+    if pinned:
+        pin(w.pid)
     try:
         for _ in range(rounds):
             sample_into(ref, w.pid, "--blocking")
             sample_into(run, w.pid, *how)
     finally:
-        if pin:
-            pin.close()
         w.close()
     ds, _, n = accuracy.distances(ref, run)
     assert n > 1000, n  # (every tick served: no sample left out)
@@ -247,7 +241,7 @@ def test_py_sample_in_gdb_keeps_short_calls_share(workdir):
     python = conftest.py315(PYTHONS)
     ref, run = (os.path.join(workdir, n) for n in ("ref.txt", "run.txt"))
     w = Workload(python, "shortgen")
-    pin = Pinned(w.pid)
+    pin(w.pid)
     try:
         cmd = "py-sample -d %s -r %s --format collapsed" % (SECONDS, RATE)
         for _ in range(SHORTGEN_ROUNDS):
@@ -259,7 +253,6 @@ def test_py_sample_in_gdb_keeps_short_calls_share(workdir):
             with open(run, "a", encoding="utf-8") as f:
                 f.write("\n".join(lines) + "\n")
     finally:
-        pin.close()
         w.close()
     ds, _, n = accuracy.distances(ref, run)
     assert n > 2000, n
@@ -284,7 +277,7 @@ def test_a_loop_in_step_with_the_schedule_keeps_its_shares():
     if not os.path.exists(GDB_SCRIPT):
         pytest.fail("the gdb plugin is not built (scripts/setup builds it)")
     w = Workload(conftest.py315(PYTHONS), "periodic")
-    pin = Pinned(w.pid)
+    pin(w.pid)
     got = {}
     try:
         for how in ("running", "--blocking"):
@@ -298,7 +291,6 @@ def test_a_loop_in_step_with_the_schedule_keeps_its_shares():
         got["gdb"] = "\n".join(l for l in tr[cmd].splitlines()
                                if l.startswith("tid:"))
     finally:
-        pin.close()
         w.close()
     for how, text in got.items():
         one = three = 0
@@ -378,14 +370,13 @@ def phase_distance(python):
     """(distance of the phases' shares of 3,000 running samples to their
     shares of the target's time, the share in no phase, those shares)."""
     w = Workload(python, "stdlib")
-    pin = Pinned(w.pid)
+    pin(w.pid)
     try:
         before = w.spent()
         r = pyunwind("sample", "-r", "500", "-d", "6", "--format",
                      "collapsed", str(w.pid), timeout=TIMEOUT)
         after = w.spent()
     finally:
-        pin.close()
         w.close()
     assert r.returncode == 0, r.stderr
     spent = [b - a for a, b in zip(before, after)]
