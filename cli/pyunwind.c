@@ -1,6 +1,7 @@
 /* pyunwind: the command-line front end over the core library. */
 #include "command.h"
 #include "pyunwind/pyunwind.h"
+#include "serve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -502,6 +503,8 @@ static const char overview[] =
     "       pyunwind sample [OPTIONS] PID | -- PROGRAM  sampling profiler\n"
     "       pyunwind report [OPTIONS] CAPTURE           a profile from a\n"
     "                                                   capture\n"
+    "       pyunwind serve [OPTIONS] PID... | --all     pprof endpoints over\n"
+    "                                                   HTTP\n"
     "       pyunwind --version\n"
     "`pyunwind COMMAND --help` lists a command's options.\n";
 
@@ -525,10 +528,12 @@ int main(int argc, char **argv)
         return run(PYU_CMD_TASKS, argc - 1, argv + 1);
     if (strcmp(argv[1], "sample") == 0)
         return run(PYU_CMD_SAMPLE, argc - 1, argv + 1);
+    if (strcmp(argv[1], "serve") == 0)
+        return pyu_cmd_serve(argc - 1, argv + 1);
     if (strcmp(argv[1], "report") == 0)
         return run(PYU_CMD_REPORT, argc - 1, argv + 1);
     fprintf(stderr, "pyunwind: error: unknown command '%s' (try: dump, "
-                    "tasks, sample, report)\n",
+                    "tasks, sample, report, serve)\n",
             argv[1]);
     return PYU_EXIT_USAGE;
 }

@@ -200,6 +200,10 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
 void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
                             const char *ended);
 
+/* The command line of live process pid, its arguments joined by spaces,
+ * into buf ("" when it cannot be read). */
+void pyu_cmd_command_of(int pid, char *buf, size_t len);
+
 /* The names of the formats for a message ("top, collapsed, ... or
  * gecko"); a static string. */
 const char *pyu_cmd_format_list(void);

@@ -349,9 +349,7 @@ static bool fatal(int rc)
            rc == -PYU_E_PERM;
 }
 
-/* The command line of live process pid, its arguments joined by spaces,
- * into buf ("" when it cannot be read). */
-static void command_of(int pid, char *buf, size_t len)
+void pyu_cmd_command_of(int pid, char *buf, size_t len)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
@@ -442,7 +440,7 @@ static int add_target(run *r, pyu_session *s, int pid, bool own)
     pyu_process ti = {0};
     pyu_target(s, &ti);
     char cmd[1024];
-    command_of(pid, cmd, sizeof cmd); /* (pid 0: not a live process) */
+    pyu_cmd_command_of(pid, cmd, sizeof cmd); /* (pid 0: not a live process) */
     /* (the sampler added its process: this names it) */
     long proc = pyu_profile_add_process(r->p, ti.pid, cmd, ti.python,
                                         ti.free_threaded, 0);

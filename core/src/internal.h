@@ -1112,19 +1112,6 @@ PYU_HIDDEN bool pyu_profile_keeps(const pyu_profile_filter *f,
  * own): its own, or wall narrowed to gil or exception. */
 PYU_HIDDEN bool pyu_profile_can_narrow(int profile_mode, int mode);
 
-/* A count made by pyu_profile_count, journaled for a capture. */
-typedef struct pyu_journal_entry {
-    uint32_t thread, node;
-    unsigned status;
-    uint64_t n;
-} pyu_journal_entry;
-/* From now on the profile journals every count (profile.c). */
-PYU_HIDDEN void pyu_profile_journal_start(pyu_profile *p);
-/* The counts since the start or the last take (*n of them; valid until
- * the next count), and starts over. */
-PYU_HIDDEN const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p,
-                                                             size_t *n);
-
 /* The run's clock: the first call sets the profile's origin (and the
  * info's start_ns, when unset); pyu_profile_clock gives the nanoseconds
  * since that origin (CLOCK_MONOTONIC), for pyu_profile_mark. */

@@ -981,6 +981,10 @@ PYU_API int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
 #define PYU_TIMELINE_MAX_TICKS (1u << 20)
 #define PYU_TIMELINE_MAX_EVENTS (1u << 21)
 PYU_API int pyu_profile_mark(pyu_profile *p, uint64_t t_ns, int failed);
+/* Ends the timeline now, as its limit would (cut): a profile that is
+ * only written whole, or whose counts are journaled, keeps no record of
+ * each sample. */
+PYU_API void pyu_profile_timeline_end(pyu_profile *p);
 
 typedef struct pyu_profile_event {
     uint32_t thread, node; /* as in pyu_profile_stack */
@@ -993,6 +997,22 @@ typedef struct pyu_profile_tick {
     uint32_t end;  /* its events: [the tick before's end (0), end) */
     int failed;
 } pyu_profile_tick;
+
+/* The counts as they come, for a caller that hands each sample's counts
+ * on (pyunwind serve: one sampler feeding several scrapes, each with its
+ * own window, rate and mode).  From pyu_profile_journal_start on, every
+ * count is journaled; pyu_profile_journal_take gives those since the
+ * start or the last take (*n of them; valid until the next count) and
+ * starts over (pyu_profile_timeline_end keeps such a profile, sampled
+ * for days, to its stacks and counts). */
+typedef struct pyu_profile_counted {
+    uint32_t thread, node; /* as in pyu_profile_stack */
+    unsigned status;       /* PYU_STATUS_* */
+    uint64_t n;            /* samples it counts (1 from the sampler) */
+} pyu_profile_counted;
+PYU_API void pyu_profile_journal_start(pyu_profile *p);
+PYU_API const pyu_profile_counted *pyu_profile_journal_take(pyu_profile *p,
+                                                            size_t *n);
 
 typedef struct pyu_profile_timeline {
     const pyu_profile_tick *ticks;
@@ -1151,6 +1171,10 @@ typedef struct pyu_sampler pyu_sampler;
 #define PYU_SAMPLE_OPCODES 64u  /* each frame names the instruction it ran
                                    (pyu_profile_frame's instr, op, base), as
                                    CPython's sampler --opcodes */
+#define PYU_SAMPLE_CPU_STATUS 128u /* every thread's PYU_STATUS_ON_CPU known
+                                   in every mode (a wall profile that is
+                                   also read as a cpu one: one read of the
+                                   thread's scheduler state each) */
 
 typedef struct pyu_sampler_opts {
     int mode;        /* PYU_MODE_* */

@@ -39,9 +39,9 @@ struct pyu_profile {
     size_t nstacks, capstacks;
     pyu_ix istrs, ifuncs, iframes, inodes, ithreads, istacks;
     uint64_t total;
-    /* each count since pyu_profile_journal_start, for a capture */
+    /* each count since pyu_profile_journal_start (a capture, a server) */
     bool journaling;
-    pyu_journal_entry *journal;
+    pyu_profile_counted *journal;
     size_t njournal, capjournal;
     /* the timeline (pyu_profile_mark) */
     pyu_profile_tick *ticks;
@@ -612,7 +612,7 @@ int pyu_profile_count(pyu_profile *p, uint32_t thread, uint32_t node,
                   sizeof *p->journal))
             return -PYU_E_NOMEM;
         p->journal[p->njournal++] =
-            (pyu_journal_entry){thread, node, status, n};
+            (pyu_profile_counted){thread, node, status, n};
     }
     if (!p->cut && n) {
         /* (a count too large for an event ends the timeline too) */
@@ -659,7 +659,14 @@ void pyu_profile_journal_start(pyu_profile *p)
     p->njournal = 0;
 }
 
-const pyu_journal_entry *pyu_profile_journal_take(pyu_profile *p, size_t *n)
+void pyu_profile_timeline_end(pyu_profile *p)
+{
+    if (!p->cut)
+        timeline_cut(p);
+}
+
+const pyu_profile_counted *pyu_profile_journal_take(pyu_profile *p,
+                                                    size_t *n)
 {
     *n = p->njournal;
     p->njournal = 0;

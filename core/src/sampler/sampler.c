@@ -58,7 +58,9 @@ static bool selected(const pyu_sampler *sm, const pyu_tstate *ts,
 static unsigned status_wanted(const pyu_sampler *sm)
 {
     return PYU_STATUS_EXCEPTION |
-           (sm->o.mode == PYU_MODE_CPU ? PYU_STATUS_ON_CPU : 0u);
+           (sm->o.mode == PYU_MODE_CPU || (sm->o.flags & PYU_SAMPLE_CPU_STATUS)
+                ? PYU_STATUS_ON_CPU
+                : 0u);
 }
 
 /* Swaps the two copies of t's early spans. */

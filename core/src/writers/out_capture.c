@@ -245,7 +245,7 @@ int pyu_capture_sample(pyu_capture *c, uint64_t t_ns, int failed,
     if (!put_new(c, d))
         return c->err;
     size_t n;
-    const pyu_journal_entry *e = pyu_profile_journal_take(c->p, &n);
+    const pyu_profile_counted *e = pyu_profile_journal_take(c->p, &n);
     /* (the sampler's process; counted by hand: its counts' one process) */
     long proc = pyu_profile_sampled(c->p);
     for (size_t i = 0; proc < 0 && i < n; i++)
