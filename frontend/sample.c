@@ -2,13 +2,12 @@
  * py-sample: the schedule, the status line, the summary and the profile's
  * output (see command.h). */
 #include "command.h"
+#include "follow.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -37,187 +36,6 @@ static uint64_t pick(uint64_t *x)
     *x ^= *x >> 7;
     *x ^= *x << 17;
     return *x;
-}
-
-static void sleep_until(uint64_t at)
-{
-    struct timespec t = {(time_t)(at / 1000000000u),
-                         (long)(at % 1000000000u)};
-    /* EINTR (Ctrl-C) returns early: the loop looks at the stop flag */
-    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL);
-}
-
-/* The wait for a tick.  A sleep wakes late (timer slack, the scheduler):
- * tens of microseconds, more than a sample takes, so a schedule of sleeps
- * does not serve a high rate.  The wait sleeps until a little before the
- * tick (by the latest lateness seen, which it keeps learning) and spends
- * the rest reading the clock. */
-typedef struct waiter {
-    uint64_t late;   /* how late a sleep woke, recently at most */
-    unsigned long slack; /* the thread's timer slack before the run */
-    bool slack_set;
-    bool sleep_only; /* on the target's CPU: time spent on the clock
-                        there would be the target's (follower) */
-} waiter;
-
-#define LATE_MIN 2000ull    /* ns of the wait always spent on the clock */
-#define LATE_MAX 2000000ull /* ... at most */
-
-static void wait_start(waiter *w)
-{
-    int old = prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
-    w->late = 60000; /* (the kernel's default slack is 50 us) */
-    w->sleep_only = false;
-    w->slack_set = old >= 0 && prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0) == 0;
-    w->slack = old >= 0 ? (unsigned long)old : 0;
-}
-
-static void wait_end(waiter *w)
-{
-    if (w->slack_set)
-        prctl(PR_SET_TIMERSLACK, w->slack, 0, 0, 0);
-}
-
-static void wait_until(waiter *w, uint64_t at, volatile sig_atomic_t *stop)
-{
-    uint64_t now = now_ns();
-    if (w->sleep_only) {
-        if (at > now)
-            sleep_until(at);
-        return;
-    }
-    if (at > now + w->late + LATE_MIN) {
-        uint64_t want = at - w->late - LATE_MIN;
-        sleep_until(want);
-        uint64_t woke = now_ns();
-        /* learn: the largest lateness of late, decaying slowly */
-        uint64_t late = woke > want ? woke - want : 0;
-        w->late = late > w->late ? late : w->late - (w->late - late) / 64;
-        if (w->late > LATE_MAX)
-            w->late = LATE_MAX;
-    } else if (at > now + LATE_MIN) {
-        /* a wait spent on the clock because of how late a sleep once
-         * woke: forgotten slowly, so that one slow wake (a busy moment)
-         * does not keep the run on a CPU for good */
-        w->late -= w->late / 1024;
-    }
-    while (now_ns() < at && !(stop && *stop))
-        ;
-}
-
-/* Reading a running thread from its own CPU.  A thread read from another
- * CPU runs on under the read: its stack is copied over a microsecond or
- * more, part by part, and a call that lasts less than that is often read
- * half-made or half-gone, so that short calls lose their share to the
- * long ones around them (bench/README.md, "Reading from the target's
- * CPU").  A thread read from the CPU it runs on is not running: the
- * sampler's wake-up switched it out, at whatever instruction it was, and
- * it waits while it is read -- one consistent state, as when it is
- * stopped, without a signal or ptrace.  So between samples the run sits
- * on the CPU of the thread the last sample found running Python
- * (pyu_sampler_cpu), and follows it when the scheduler moves it.  It costs
- * the target the samples' own time (a few microseconds each) and two
- * switches; so the wait for a tick sleeps there, never spins.  Only CPUs
- * the run was allowed at its start (taskset) are used, and the run's
- * affinity is restored at its end (a debugger's sampling thread).  Off
- * with --other-cpu, with --blocking (the threads are stopped), and at -r
- * max (the run would take half of the target's CPU). */
-typedef struct follower {
-    bool on;
-    cpu_set_t allowed; /* the run's CPUs at its start */
-    int cpu;           /* where it sits now; -1: on any of those */
-    uint64_t moves;
-    int policy;        /* the thread's scheduling before the run */
-    struct sched_param param;
-    bool realtime;     /* SCHED_FIFO now (see follow_realtime) */
-    bool used_realtime;
-    unsigned ticks, missed; /* in this window of MISSED_WINDOW ticks */
-} follower;
-
-/* A run that misses more than 1 % of its ticks over this many (the rate
- * asked is more than it can serve from there: each sample also costs
- * switches of the target's CPU, and the thread, switched out, may be
- * moved to another CPU and followed) leaves the target's CPU for the
- * rest of the run, and waits as a run on another CPU does. */
-#define MISSED_WINDOW 1024
-
-static void follow_start(follower *f, const pyu_cmd_opts *o,
-                         uint64_t interval)
-{
-    f->cpu = -1;
-    f->moves = 0;
-    f->realtime = f->used_realtime = false;
-    f->ticks = f->missed = 0;
-    f->policy = sched_getscheduler(0);
-    f->on = interval && !o->other_cpu &&
-            !(o->sample_flags & PYU_SAMPLE_BLOCKING) && f->policy >= 0 &&
-            sched_getparam(0, &f->param) == 0 &&
-            sched_getaffinity(0, sizeof f->allowed, &f->allowed) == 0 &&
-            CPU_COUNT(&f->allowed) > 1;
-}
-
-/* On the target's CPU, a wake-up of an ordinary thread may wait for the
- * running one's time slice to end (milliseconds, now and then: at 20 kHz
- * a third of the ticks were missed so).  Where the system allows it
- * (root, CAP_SYS_NICE, RLIMIT_RTPRIO), the run takes the lowest
- * real-time priority while it sits there: its wake-up then switches the
- * thread out at once (at 20 kHz, 0.9 % missed).  Its time there is
- * bounded: it only sleeps between samples, and leaves when it cannot
- * serve the rate from there (MISSED_WINDOW). */
-static void follow_realtime(follower *f)
-{
-    struct sched_param p = {.sched_priority = 1};
-    if (!f->realtime && f->policy != SCHED_FIFO && f->policy != SCHED_RR)
-        f->used_realtime |= f->realtime =
-            sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &p) == 0;
-}
-
-static void follow_end(follower *f)
-{
-    if (f->realtime)
-        sched_setscheduler(0, f->policy, &f->param);
-    f->realtime = false;
-    if (f->cpu >= 0)
-        sched_setaffinity(0, sizeof f->allowed, &f->allowed);
-    f->cpu = -1;
-}
-
-static void follow(follower *f, waiter *w, pyu_sampler *sm)
-{
-    int cpu;
-    if (!f->on || pyu_sampler_cpu(sm, &cpu) < 0 || cpu == f->cpu)
-        return;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &f->allowed))
-        CPU_SET(cpu, &one);
-    if (!CPU_COUNT(&one) || sched_setaffinity(0, sizeof one, &one) < 0) {
-        /* (a CPU the run may not use, or refused: back to the run's own
-         * CPUs and scheduling, read from there until the thread moves) */
-        follow_end(f);
-        w->sleep_only = false;
-        return;
-    }
-    f->cpu = cpu;
-    f->moves++;
-    w->sleep_only = true;
-    follow_realtime(f);
-}
-
-/* After each tick: whether ticks were missed since the last one. */
-static void follow_tick(follower *f, waiter *w, bool missed)
-{
-    f->ticks++;
-    f->missed += missed;
-    if (f->ticks < MISSED_WINDOW)
-        return;
-    bool over = f->missed * 100 > f->ticks; /* (over 1 %) */
-    f->ticks = f->missed = 0;
-    if (f->on && over) {
-        follow_end(f);
-        f->on = false;
-        w->sleep_only = false;
-    }
 }
 
 static void status_line(FILE *f, const pyu_cmd_opts *o, uint64_t elapsed,
@@ -753,10 +571,12 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
     uint64_t deadline = o->duration > 0
                             ? start + (uint64_t)(o->duration * 1e9)
                             : UINT64_MAX;
-    waiter wt;
-    wait_start(&wt);
-    follower fl;
-    follow_start(&fl, o, interval);
+    pyu_waiter wt;
+    pyu_wait_start(&wt);
+    pyu_follower fl;
+    pyu_follow_start(&fl, !o->other_cpu &&
+                              !(o->sample_flags & PYU_SAMPLE_BLOCKING),
+                     interval);
     uint64_t seed = start | 1;
     const char *ended = NULL;
     for (;;) {
@@ -789,7 +609,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             if (r.t[i].done)
                 continue;
             if (i) /* (the first target's CPU was found before the wait) */
-                follow(&fl, &wt, r.t[i].sm);
+                pyu_follow(&fl, &wt, r.t[i].sm);
             uint64_t ti = i ? now_ns() : t;
             one = sample_one(&r, &r.t[i], ti, h, &ended, msg, msglen);
             in->busy_ns += now_ns() - ti;
@@ -827,7 +647,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
             due = deadline;
         /* (a scan of the tree between two ticks far apart) */
         while (r.watch && next_scan < due && !(h->stop && *h->stop)) {
-            wait_until(&wt, next_scan, h->stop);
+            pyu_wait_until(&wt, next_scan, h->stop);
             uint64_t ts = now_ns();
             check_execs(&r, ts); /* (r.many: --subprocesses) */
             discover(&r, ts);
@@ -836,15 +656,15 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         }
         for (size_t i = 0; i < r.n; i++)
             if (!r.t[i].done) { /* (the first target sampled next) */
-                follow(&fl, &wt, r.t[i].sm);
+                pyu_follow(&fl, &wt, r.t[i].sm);
                 break;
             }
-        follow_tick(&fl, &wt, in->missed != missed_before);
+        pyu_follow_tick(&fl, &wt, in->missed != missed_before);
         if (due > now)
-            wait_until(&wt, due, h->stop);
+            pyu_wait_until(&wt, due, h->stop);
     }
-    wait_end(&wt);
-    follow_end(&fl);
+    pyu_wait_end(&wt);
+    pyu_follow_end(&fl);
     in->duration_ns = now_ns() - start;
     if (r.cap && pyu_capture_end(r.cap) < 0 && ex == PYU_EXIT_OK) {
         snprintf(msg, msglen, "writing the capture failed: %s",
