@@ -11,6 +11,7 @@
  * scrape's as they are first met. */
 #include "scrape.h"
 #include "command.h"
+#include "follow.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -21,6 +22,8 @@
 #include <time.h>
 
 #define NS 1000000000ull
+#define FOLLOW_UNDER_NS NS /* slower than one sample a second, a loop does
+                              not follow its target's thread */
 
 static uint64_t mono_ns(void)
 {
@@ -98,6 +101,8 @@ typedef struct loop {
     size_t n, cap;
     uint32_t *chain; /* scratch: a stack's unmapped nodes */
     size_t nchain;
+    uint64_t rng;  /* xorshift state */
+    double jitter; /* [0, 1): where in its period each part is due next */
     struct loop *next;
 } loop;
 
@@ -337,13 +342,34 @@ static void tell_all(pyu_scrape *tell)
 
 /* -------------------------------------------------------------- loops */
 
+/* When part pt is due: a random point of its period, one point for
+ * every part of the loop, drawn again after each sample.  Samples at a
+ * fixed phase of the period would see a target whose work repeats with
+ * the period's rhythm always at the same place (three() 3 ms and one()
+ * 1 ms, every 10 ms: at only two of four phases); scrapes of one rate
+ * still share every sample. */
+static uint64_t due_at(const loop *lp, const part *pt)
+{
+    return pt->due + (uint64_t)(lp->jitter * (double)pt->period);
+}
+
+static void new_jitter(loop *lp)
+{
+    uint64_t x = lp->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    lp->rng = x;
+    lp->jitter = (double)(x >> 11) / 9007199254740992.0; /* 2^53 */
+}
+
 /* The earliest due of lp's parts (UINT64_MAX: none). */
 static uint64_t earliest(const loop *lp)
 {
     uint64_t at = UINT64_MAX;
     for (size_t i = 0; i < lp->n; i++)
-        if (lp->parts[i]->due < at)
-            at = lp->parts[i]->due;
+        if (due_at(lp, lp->parts[i]) < at)
+            at = due_at(lp, lp->parts[i]);
     return at;
 }
 
@@ -362,14 +388,15 @@ static void end_loop_parts(loop *lp, const char *why, pyu_scrape **tell)
 
 /* After a sample at t: each part due by then gets its counts; those whose
  * window is over end (lock held). */
-static void hand_on(loop *lp, uint64_t t, const pyu_profile_data *d,
+static bool hand_on(loop *lp, uint64_t t, const pyu_profile_data *d,
                     const pyu_profile_counted *e, size_t n, bool failed,
                     const pyu_process *ti, const char *cmd,
                     pyu_scrape **tell)
 {
+    bool missed = false;
     for (size_t i = 0; i < lp->n;) {
         part *pt = lp->parts[i];
-        if (pt->due <= t) {
+        if (due_at(lp, pt) <= t) {
             if (add_process(pt, ti, cmd) < 0)
                 snprintf(pt->sc->error, sizeof pt->sc->error,
                          "out of memory");
@@ -378,16 +405,31 @@ static void hand_on(loop *lp, uint64_t t, const pyu_profile_data *d,
             /* (on the grid of its period: scrapes of one rate share
              * every sample) */
             pt->due += pt->period;
-            if (pt->due <= t)
-                pt->due += (t - pt->due) / pt->period * pt->period +
-                           pt->period;
+            /* (a period wholly past is missed; the one under way is
+             * still served, late, at once) */
+            if (pt->due + pt->period <= t) {
+                pt->due += (t - pt->due) / pt->period * pt->period;
+                missed = true;
+            }
         }
-        if (t >= pt->end || pt->due > pt->end + pt->period / 2) {
+        /* (its window's periods all served, or over) */
+        if (t >= pt->end + pt->period || pt->due >= pt->end) {
             end_part(pt, NULL, tell); /* (takes it off lp->parts[i]) */
             continue;
         }
         i++;
     }
+    return missed;
+}
+
+/* The shortest period of lp's parts. */
+static uint64_t shortest(const loop *lp)
+{
+    uint64_t p = UINT64_MAX;
+    for (size_t i = 0; i < lp->n; i++)
+        if (lp->parts[i]->period < p)
+            p = lp->parts[i]->period;
+    return p;
 }
 
 static void *loop_main(void *arg)
@@ -414,6 +456,13 @@ static void *loop_main(void *arg)
         pyu_target(s, &ti);
         pyu_cmd_command_of(lp->pid, cmd, sizeof cmd);
     }
+    /* between samples the loop sits on the CPU of the thread it reads,
+     * as a sampling run does (follow.h): it reads that thread switched
+     * out, in one consistent state */
+    pyu_waiter wt;
+    pyu_follower fl;
+    pyu_wait_start(&wt);
+    pyu_follow_start(&fl, true, 1);
     pyu_scrape *tell = NULL;
     pthread_mutex_lock(&ss->mu);
     while (rc == 0 && !ss->stopping && lp->n > 0) {
@@ -438,8 +487,17 @@ static void *loop_main(void *arg)
             end_loop_parts(lp, why, &tell);
             break;
         }
-        hand_on(lp, t, pyu_profile_get(src), e, took < 0 ? 0 : n,
-                took < 0 || after.failed > before.failed, &ti, cmd, &tell);
+        bool missed =
+            hand_on(lp, t, pyu_profile_get(src), e, took < 0 ? 0 : n,
+                    took < 0 || after.failed > before.failed, &ti, cmd,
+                    &tell);
+        new_jitter(lp);
+        if (lp->n && shortest(lp) < FOLLOW_UNDER_NS) {
+            pyu_follow(&fl, &wt, sm);
+            pyu_follow_tick(&fl, &wt, missed);
+        } else {
+            pyu_follow_end(&fl);
+        }
         if (tell) {
             pthread_mutex_unlock(&ss->mu);
             tell_all(tell);
@@ -450,6 +508,8 @@ static void *loop_main(void *arg)
     end_loop_parts(lp, rc < 0 ? why : "the server is stopping", &tell);
     lp->running = false;
     pthread_mutex_unlock(&ss->mu);
+    pyu_follow_end(&fl);
+    pyu_wait_end(&wt);
     tell_all(tell);
     pyu_sampler_free(sm);
     pyu_profile_free(src);
@@ -469,6 +529,8 @@ static loop *loop_of(pyu_scrapes *ss, int pid)
         return NULL;
     lp->ss = ss;
     lp->pid = pid;
+    lp->rng = mono_ns() ^ ((uint64_t)pid << 32) ^ 0x9e3779b97f4a7c15ull;
+    new_jitter(lp);
     lp->next = ss->loops;
     ss->loops = lp;
     return lp;

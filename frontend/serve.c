@@ -120,7 +120,8 @@ static uint64_t mono_ns(void)
 /* ------------------------------------------------------------ targets */
 
 /* Field 22 of /proc/PID/stat (when the process started), 0 when it cannot
- * be read: with the pid, what tells one process from a later one. */
+ * be read or the process has exited (a zombie): with the pid, what tells
+ * one process from a later one. */
 static uint64_t start_of(int pid)
 {
     char path[64], buf[1024];
@@ -134,7 +135,9 @@ static uint64_t start_of(int pid)
     const char *p = strrchr(buf, ')');
     if (!p || *p == '\0')
         return 0;
-    p += 2; /* (field 3) */
+    p += 2; /* (field 3: the state) */
+    if (*p == 'Z' || *p == 'X')
+        return 0;
     for (int field = 3; p && field < 22; field++)
         p = (p = strchr(p, ' ')) ? p + 1 : NULL;
     return p ? strtoull(p, NULL, 10) : 0;

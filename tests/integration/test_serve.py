@@ -1,0 +1,330 @@
+"""pyunwind serve: Go's pprof endpoints, read by real clients -- `go tool
+pprof` fetching over HTTP itself, and curl -- against targets that know
+their own shares (tests/targets/split.py: three() 3 ms, one() 1 ms, a
+sleeper) and their own tasks (tests/targets/tasks.py)."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import (PYUNWIND, RUNNING, TARGETS, TIMEOUT, Target,
+                      allow_core, interpreters)
+from test_formats import go_pprof
+from test_sample import split_target, state_of
+
+# one interpreter of each version: 3.11 (Debian's, stripped), 3.13
+# free-threaded, 3.14, 3.15 (Debian's, stripped)
+KINDS = [p for p in interpreters() if p[0] in
+         ("3.11.2-debian", "3.13.5t", "3.14.7", "3.15.2-debian")] or \
+    interpreters()[:1]
+ONE = KINDS[:1]
+CURL = shutil.which("curl")
+
+
+class Server:
+    """pyunwind serve on a free loopback port."""
+
+    def __init__(self, *args):
+        self.proc = subprocess.Popen(
+            [PYUNWIND, "serve", "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=allow_core)
+        line = self.proc.stderr.readline()
+        m = re.search(r"listening on (http://127\.0\.0\.1:\d+)/debug/pprof/",
+                      line)
+        if not m:
+            self.close()
+            raise RuntimeError("serve did not start: %r %s"
+                               % (line, self.proc.stderr.read()))
+        self.base = m.group(1)
+
+    def url(self, path):
+        return self.base + "/debug/pprof/" + path
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def curl(url, *args):
+    """(status, body) of a GET by curl."""
+    if not CURL:
+        pytest.fail("curl is not installed (scripts/setup --asan installs "
+                    "it)")
+    r = subprocess.run([CURL, "-sS", "-o", "-", "-w", "\n%{http_code}",
+                        *args, url], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    body, _, status = r.stdout.rpartition("\n")
+    return int(status), body
+
+
+def raw(url):
+    """go tool pprof -raw, fetching url itself: (sample types, period,
+    [(values, labels text, function names innermost first)])."""
+    text = go_pprof("-raw", url)
+    types = period = None
+    samples, locations, part = [], {}, None
+    for line in text.splitlines():
+        if line.startswith(("Samples:", "Locations", "Mappings")):
+            part = line.rstrip(":")
+            continue
+        if line.startswith("Period:"):
+            period = int(line.split()[1])
+        if part == "Samples":
+            m = re.match(r"^\s+(\d+(?:\s+\d+)*):((?: \d+)*)\s*$", line)
+            if m:
+                samples.append([[int(v) for v in m.group(1).split()], "",
+                                [int(i) for i in m.group(2).split()]])
+            elif samples and line.strip():
+                samples[-1][1] += line.strip() + " "
+            elif line.strip() and types is None:
+                types = line.split()
+        elif part == "Locations":
+            m = re.match(r"^\s+(\d+): 0x[0-9a-f]+ M=\d+ (\S+) ", line)
+            if m:
+                locations[int(m.group(1))] = m.group(2)
+    return types, period, [(v, labels, [locations[i] for i in ids])
+                           for v, labels, ids in samples]
+
+
+def share_of(samples, tid):
+    """three()'s share of three() and one() on thread tid, and their
+    count."""
+    three = one = 0
+    for values, labels, funcs in samples:
+        if "tid:%d]" % tid not in labels:
+            continue
+        three += values[0] * ("three" in funcs)
+        one += values[0] * ("one" in funcs)
+    return three / max(1, three + one), three + one
+
+
+def on_thread(samples, tid):
+    return sum(v[0] for v, labels, _ in samples if "tid:%d]" % tid in labels)
+
+
+@pytest.mark.parametrize("label,python", KINDS, ids=[p[0] for p in KINDS])
+def test_profiles_and_stacks_over_http(label, python, workdir):
+    """go tool pprof fetches a cpu and a wall profile at once (one
+    sampling loop feeds both): each has its own mode, its samples at its
+    own rate, the target's 3:1 split; goroutine gives each thread's stack
+    now, as pprof, as counts (debug=1) and as the dump's text (debug=2)."""
+    t = split_target(python, workdir)
+    srv = Server(str(t.pid))
+    try:
+        roles = t.truth["roles"]
+        got = {}
+
+        def fetch(name, query):
+            got[name] = raw(srv.url("profile?" + query))
+        scrapes = [threading.Thread(target=fetch, args=a) for a in
+                   (("cpu", "seconds=3"),
+                    ("wall", "seconds=3&mode=wall&rate=200"))]
+        for s in scrapes:
+            s.start()
+        for s in scrapes:
+            s.join()
+        types, period, cpu = got["cpu"]
+        assert types == ["samples/count", "cpu/nanoseconds"], types
+        assert period == 10000000
+        share, n = share_of(cpu, roles["main"])
+        assert 210 <= n <= 320 and abs(share - 0.75) < 0.08, (share, n)
+        assert on_thread(cpu, roles["sleeper"]) == 0
+        types, period, wall = got["wall"]
+        assert types == ["samples/count", "wall/nanoseconds"], types
+        assert period == 5000000
+        share, n = share_of(wall, roles["main"])
+        assert 420 <= n <= 640 and abs(share - 0.75) < 0.08, (share, n)
+        asleep = on_thread(wall, roles["sleeper"])
+        assert abs(asleep - n) < n * 0.1, (asleep, n)
+
+        types, _, now = raw(srv.url("goroutine"))
+        main = [f for _, labels, f in now if "tid:%d]" % roles["main"]
+                in labels]
+        sleeper = [f for _, labels, f in now
+                   if "tid:%d]" % roles["sleeper"] in labels]
+        assert len(main) == 1 and main[0][-1] == "<module>", now
+        assert sleeper == [[*sleeper[0][:1], *sleeper[0][1:]]] and \
+            sleeper[0][0] == "sleeper", now
+        status, text = curl(srv.url("goroutine?debug=1"))
+        assert status == 200 and text.startswith("thread profile: total 2")
+        assert re.search(r"^#\tsleeper\t\S+split\.py:\d+$", text, re.M), text
+        status, text = curl(srv.url("goroutine?debug=2&pid=%d" % t.pid))
+        assert status == 200 and "Process %d: CPython" % t.pid in text
+        assert 'in sleeper' in text, text
+        status, text = curl(srv.url(""))
+        assert status == 200 and ">%d</td>" % t.pid in text
+        assert state_of(t.pid) in RUNNING
+    finally:
+        srv.close()
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", ONE, ids=[p[0] for p in ONE])
+def test_every_error_is_a_status_and_a_line(label, python, workdir):
+    t = split_target(python, workdir)
+    srv = Server(str(t.pid))
+    try:
+        cases = [
+            ("profile?seconds=abc", 400, "seconds must be a whole number"),
+            ("profile?seconds=0", 400, "from 1 to 3600"),
+            ("profile?seconds=3601", 400, "from 1 to 3600"),
+            ("profile?seconds=1&mode=heap", 400, "mode must be"),
+            ("profile?seconds=1&rate=0", 400, "rate must be"),
+            ("profile?seconds=1&hz=9", 400, "unknown parameter 'hz'"),
+            ("profile?seconds=1&pid=1", 404, "not one of this server's"),
+            ("goroutine?debug=3", 400, "debug must be 0, 1 or 2"),
+            ("tasks?x=1", 400, "unknown parameter 'x'"),
+            ("allocs", 404, "no allocs profile"),
+            ("heap", 404, "no heap profile"),
+            ("block", 404, "no block profile"),
+            ("mutex", 404, "no mutex profile"),
+            ("trace", 404, "no such profile: trace"),
+        ]
+        for path, want, says in cases:
+            status, body = curl(srv.url(path))
+            assert (status, body.count("\n")) == (want, 1), (path, body)
+            assert says in body, (path, body)
+        status, body = curl(srv.base + "/metrics")
+        assert status == 404 and "under /debug/pprof/" in body
+        status, body = curl(srv.url("goroutine"), "-X", "POST")
+        assert status == 405
+        # the server serves on
+        status, body = curl(srv.url("goroutine?debug=1"))
+        assert status == 200
+    finally:
+        srv.close()
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", ONE, ids=[p[0] for p in ONE])
+def test_bad_clients_delay_no_scrape(label, python, workdir):
+    """A thousand idle connections, a half-sent request, a client that
+    hangs up mid-profile: a scrape beside them gets its whole profile on
+    time, and the server serves on."""
+    t = split_target(python, workdir)
+    srv = Server(str(t.pid))
+    host, port = srv.base.rsplit("/", 1)[1].split(":")
+    socks = []
+    try:
+        for i in range(1000):
+            s = socket.create_connection((host, int(port)), timeout=10)
+            if i % 2:
+                s.sendall(b"GET /debug/pprof/profile?sec")  # half a request
+            socks.append(s)
+        gone = socket.create_connection((host, int(port)), timeout=10)
+        gone.sendall(b"GET /debug/pprof/profile?seconds=2 HTTP/1.1\r\n"
+                     b"Host: x\r\n\r\n")
+        gone.close()  # hangs up while its profile is taken
+        start = time.monotonic()
+        _, _, samples = raw(srv.url("profile?seconds=2&mode=wall"))
+        took = time.monotonic() - start
+        share, n = share_of(samples, t.truth["roles"]["main"])
+        assert 160 <= n <= 220 and abs(share - 0.75) < 0.1, (share, n)
+        assert took < 10, took
+        status, _ = curl(srv.url("goroutine?debug=1"))
+        assert status == 200
+        assert srv.proc.poll() is None
+    finally:
+        for s in socks:
+            s.close()
+        srv.close()
+        t.close()
+
+
+@pytest.mark.parametrize("label,python", ONE, ids=[p[0] for p in ONE])
+def test_a_target_that_exits_mid_scrape(label, python, workdir):
+    """The scrape of a target that exits ends with what it has; the
+    other target's scrape is whole; then SIGTERM ends the server and
+    leaves the target running."""
+    other = os.path.join(workdir, "short")
+    os.makedirs(other)
+    short = Target(python, "split.py", other, ("--seconds", "1.5"),
+                   expect_threads=False)
+    long = split_target(python, workdir)
+    srv = Server(str(short.pid), str(long.pid))
+    try:
+        got = {}
+
+        def fetch(name, pid):
+            got[name] = raw(srv.url("profile?seconds=4&mode=wall&pid=%d"
+                                    % pid))
+        scrapes = [threading.Thread(target=fetch, args=a) for a in
+                   (("short", short.pid), ("long", long.pid))]
+        for s in scrapes:
+            s.start()
+        for s in scrapes:
+            s.join()
+        _, n = share_of(got["short"][2], short.truth["roles"]["main"])
+        assert 50 <= n < 250, n  # about 1.5 s of 4
+        _, n = share_of(got["long"][2], long.truth["roles"]["main"])
+        assert 360 <= n <= 440, n
+        status, text = curl(srv.url(""))
+        assert status == 200 and ">%d</td>" % long.pid in text
+        assert ">%d</td>" % short.pid not in text
+        # SIGTERM with a scrape under way: it ends with what it has, the
+        # server exits, the target runs on
+        fetcher = threading.Thread(target=fetch, args=("last", long.pid))
+        fetcher.start()
+        time.sleep(1)
+        srv.proc.send_signal(signal.SIGTERM)
+        assert srv.proc.wait(timeout=10) == 0
+        fetcher.join()
+        assert got["last"][2], got["last"]
+        assert "SIGTERM: stopping" in srv.proc.stderr.read()
+        time.sleep(0.2)
+        assert state_of(long.pid) in RUNNING
+    finally:
+        srv.close()
+        short.close()
+        long.close()
+
+
+# (asyncio's tasks are read from 3.14 on)
+ASYNC = [p for p in KINDS if not p[0].startswith(("3.11", "3.13"))][-1:]
+
+
+@pytest.mark.parametrize("label,python", ASYNC, ids=[p[0] for p in ASYNC])
+def test_all_finds_targets_as_they_start(label, python, workdir):
+    """--all: a CPython process started after the server is a target, the
+    server itself and a process that is not Python are not; tasks shows
+    an asyncio target's tasks."""
+    srv = Server("--all")
+    t = None
+    try:
+        t = Target(python, "tasks.py", workdir, expect_threads=False)
+        status, text = curl(srv.url(""))
+        assert status == 200 and ">%d</td>" % t.pid in text, text
+        assert ">%d</td>" % srv.proc.pid not in text
+        status, text = curl(srv.url("tasks?pid=%d" % t.pid))
+        assert status == 200, text
+        names = {n for v in t.truth["tasks_by_thread"].values() for n in v}
+        assert names and all(n in text for n in names), (names, text)
+    finally:
+        if t:
+            t.close()
+        srv.close()
+
+
+def test_usage_errors():
+    for args, says in ((["--all", "1"], "--all takes no PIDs"),
+                       ([], "give PIDs"),
+                       (["--listen", "nowhere", "1"], "give ADDR:PORT"),
+                       (["--listen", "host:80", "1"], "not an IP address"),
+                       (["x"], "'x' is not a process id")):
+        r = subprocess.run([PYUNWIND, "serve", *args], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert says in r.stderr, r.stderr
+    r = subprocess.run([PYUNWIND, "serve", str(os.getpid() + 10 ** 6)],
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 3 and r.stderr.count("\n") == 1, r.stderr
