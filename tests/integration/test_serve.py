@@ -328,3 +328,32 @@ def test_usage_errors():
     r = subprocess.run([PYUNWIND, "serve", str(os.getpid() + 10 ** 6)],
                        capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 3 and r.stderr.count("\n") == 1, r.stderr
+
+
+@pytest.mark.parametrize("label,python", ONE, ids=[p[0] for p in ONE])
+def test_subprocesses_serves_the_tree(label, python, workdir):
+    """--subprocesses: every CPython process of the tree is a target (the
+    shell between two is not); goroutine and a profile hold each one's
+    threads under its pid label."""
+    from test_subprocesses import tree
+    with tree(python, workdir) as (pid, truth):
+        srv = Server("--subprocesses", str(pid))
+        try:
+            _, _, now = raw(srv.url("goroutine"))
+            parked = {}
+            for _, labels, funcs in now:
+                m = re.search(r"pid:\[(\d+)\]", labels)
+                assert m, labels
+                parked.setdefault(int(m.group(1)), set()).update(funcs)
+            assert "parent_park" in parked[pid], parked
+            for role in ("pool", "spawned", "forkserved", "shelled"):
+                for child in truth[role]:
+                    assert "%s_park" % role in parked.get(child, ()), \
+                        (role, child, parked)
+            assert truth["shell"] not in parked
+            _, _, prof = raw(srv.url("profile?seconds=1&mode=wall"))
+            pids = {int(m.group(1)) for _, labels, _ in prof
+                    for m in [re.search(r"pid:\[(\d+)\]", labels)] if m}
+            assert set(parked) <= pids, (sorted(parked), sorted(pids))
+        finally:
+            srv.close()
