@@ -841,7 +841,7 @@ int pyu_cmd_write_profile(pyu_profile *p, pyu_profile *base,
     FILE *f = open_output(o, out, msg, msglen);
     if (!f)
         return PYU_EXIT_INTERNAL;
-    pyu_write_opts wo = {o->sort, o->limit, base};
+    pyu_write_opts wo = {o->sort, o->limit, base, 0};
     int rc = pyu_profile_write(p, o->format ? o->format->name : "top", &wo, f);
     if (rc == -PYU_E_NOMEM) {
         if (f != out)

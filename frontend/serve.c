@@ -316,6 +316,10 @@ static enum MHD_Result send_stream(struct MHD_Connection *c, unsigned status,
     return respond(c, status, type, *buf, *len, MHD_RESPMEM_MUST_FREE);
 }
 
+/* Every profile served carries its process's labels (pid, process). */
+static const pyu_write_opts labelled = {0, 0, NULL,
+                                        PYU_WRITE_PROCESS_LABELS};
+
 /* ---------------------------------------------------------- parameters */
 
 /* A request's query parameters, checked against the names an endpoint
@@ -491,7 +495,7 @@ static enum MHD_Result profile_end(request *rq, struct MHD_Connection *c)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    if (pyu_profile_write(p, "pprof", NULL, f) < 0) {
+    if (pyu_profile_write(p, "pprof", &labelled, f) < 0) {
         fclose(f);
         free(buf);
         return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -679,7 +683,7 @@ static enum MHD_Result goroutine(server *srv, struct MHD_Connection *c)
     if (debug == 1)
         write_counts(p, f);
     else
-        ok = pyu_profile_write(p, "pprof", NULL, f) == 0;
+        ok = pyu_profile_write(p, "pprof", &labelled, f) == 0;
     pyu_profile_free(p);
     if (!ok) {
         fclose(f);

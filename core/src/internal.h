@@ -1120,6 +1120,10 @@ PYU_HIDDEN uint64_t pyu_profile_clock(const pyu_profile *p);
 
 /* One line: process, version, mode, samples, rate, failed, missed. */
 PYU_HIDDEN void pyu_profile_summary(FILE *out, const pyu_profile_data *d);
+
+/* pprof (out_pprof.c), with the process labels also for one process. */
+PYU_HIDDEN int pyu_pprof_write(pyu_profile *p, FILE *out,
+                               bool process_labels);
 /* The time one sample stands for (ns): the schedule's period, or at -r
  * max the run's mean interval; 0 when unknown. */
 PYU_HIDDEN uint64_t pyu_profile_period(const pyu_profile_info *pi);

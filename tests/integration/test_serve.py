@@ -139,6 +139,9 @@ def test_profiles_and_stacks_over_http(label, python, workdir):
         share, n = share_of(cpu, roles["main"])
         assert 210 <= n <= 320 and abs(share - 0.75) < 0.08, (share, n)
         assert on_thread(cpu, roles["sleeper"]) == 0
+        # (a continuous profiler keeps processes apart by their labels)
+        assert all("pid:[%d]" % t.pid in labels and "process:[" in labels
+                   for _, labels, _ in cpu), cpu
         types, period, wall = got["wall"]
         assert types == ["samples/count", "wall/nanoseconds"], types
         assert period == 5000000

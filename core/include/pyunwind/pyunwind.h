@@ -1096,12 +1096,17 @@ PYU_API const pyu_format *pyu_profile_format(const char *name);
 
 /* What a writer may need beyond the profile: top's sort (PYU_TOP_SORT_*)
  * and limit (rows, 0 = all); the baseline of a differential flame graph
- * (flamegraph only; NULL: none). */
+ * (flamegraph only; NULL: none); flags. */
 typedef struct pyu_write_opts {
     int sort;
     size_t limit;
     pyu_profile *base;
+    unsigned flags; /* PYU_WRITE_* */
 } pyu_write_opts;
+/* pprof: the "pid" and "process" labels on every sample, also when the
+ * profile holds one process (a server's scrapes: what a continuous
+ * profiler keeps apart by labels). */
+#define PYU_WRITE_PROCESS_LABELS 1u
 
 /* Writes p in the format named `format` (o may be NULL: top's defaults,
  * self and 40 rows).  Returns 0, -PYU_E_INVAL (no such format, or a

@@ -24,11 +24,15 @@ static int flamegraph(pyu_profile *p, const pyu_write_opts *o, FILE *out)
     }
 PLAIN(collapsed)
 PLAIN(json)
-PLAIN(pprof)
 PLAIN(speedscope)
 PLAIN(raw)
 PLAIN(heatmap)
 PLAIN(gecko)
+
+static int pprof(pyu_profile *p, const pyu_write_opts *o, FILE *out)
+{
+    return pyu_pprof_write(p, out, o->flags & PYU_WRITE_PROCESS_LABELS);
+}
 
 typedef int (*writer)(pyu_profile *p, const pyu_write_opts *o, FILE *out);
 
@@ -66,7 +70,7 @@ const pyu_format *pyu_profile_format(const char *name)
 int pyu_profile_write(pyu_profile *p, const char *name,
                       const pyu_write_opts *o, FILE *out)
 {
-    static const pyu_write_opts defaults = {PYU_TOP_SORT_SELF, 40, NULL};
+    static const pyu_write_opts defaults = {PYU_TOP_SORT_SELF, 40, NULL, 0};
     const pyu_format *f = pyu_profile_format(name);
     if (!o)
         o = &defaults;

@@ -20,7 +20,8 @@
  *                     profile holds several processes, "pid" (its
  *                     process's id, a number) and "process" (its command
  *                     line, or "pid N" when unknown), so that -tagfocus
- *                     and -tags pick and show processes
+ *                     and -tags pick and show processes (also for one
+ *                     process with PYU_WRITE_PROCESS_LABELS: a server's)
  *   location (4)      one per profile frame (a function at a line): id =
  *                     frame index + 1, one line (function id, line)
  *   function (5)      one per profile function: id = index + 1, name
@@ -162,7 +163,7 @@ static void value_type(buf *b, buf *m, unsigned field, int64_t type,
 }
 
 /* The message, uncompressed, into b. */
-static int encode(const pyu_profile_data *d, buf *b)
+static int encode(const pyu_profile_data *d, bool process_labels, buf *b)
 {
     const pyu_profile_info *pi = d->info;
     strings st = {0};
@@ -181,7 +182,7 @@ static int encode(const pyu_profile_data *d, buf *b)
     int64_t s_name = str_index(&st, "thread_name");
     /* (several processes: their labels, after the strings one process
      * has, which stay as they were) */
-    bool many = d->nprocesses > 1;
+    bool many = d->nprocesses > 1 || (process_labels && d->nprocesses);
     int64_t s_pid = many ? str_index(&st, "pid") : 0;
     int64_t s_process = many ? str_index(&st, "process") : 0;
     value_type(b, &m, 1, s_samples, s_count);
@@ -317,12 +318,17 @@ static int gzip_to(FILE *out, const uint8_t *data, size_t len)
     return rc;
 }
 
-int pyu_profile_write_pprof(pyu_profile *p, FILE *out)
+int pyu_pprof_write(pyu_profile *p, FILE *out, bool process_labels)
 {
     buf b = {0};
-    int rc = encode(pyu_profile_get(p), &b);
+    int rc = encode(pyu_profile_get(p), process_labels, &b);
     if (rc == 0)
         rc = gzip_to(out, b.p, b.n);
     free(b.p);
     return rc;
+}
+
+int pyu_profile_write_pprof(pyu_profile *p, FILE *out)
+{
+    return pyu_pprof_write(p, out, false);
 }
