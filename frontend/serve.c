@@ -506,20 +506,17 @@ static enum MHD_Result profile_end(request *rq, struct MHD_Connection *c)
 
 /* ---------------------------------------------------- dumps and tasks */
 
-/* Runs `pyunwind dump` or `tasks` (argv0) with extra arguments on pids;
- * its text in *buf. */
-static int run_text(server *srv, const char *argv0, const char *extra,
-                    const int *pids, long n, char **buf, size_t *len)
+/* Runs `pyunwind dump` or `tasks` (argv0) on pids; its text in *buf. */
+static int run_text(server *srv, const char *argv0, const int *pids, long n,
+                    char **buf, size_t *len)
 {
-    char **argv = calloc((size_t)n + 3, sizeof *argv);
+    char **argv = calloc((size_t)n + 2, sizeof *argv);
     char (*num)[16] = calloc((size_t)n, sizeof *num);
     FILE *f = open_memstream(buf, len);
     int ex = PYU_EXIT_INTERNAL;
     if (argv && num && f) {
         int argc = 0;
         argv[argc++] = (char *)argv0;
-        if (extra)
-            argv[argc++] = (char *)extra;
         for (long i = 0; i < n; i++) {
             snprintf(num[i], sizeof num[i], "%d", pids[i]);
             argv[argc++] = num[i];
@@ -545,6 +542,26 @@ static int run_text(server *srv, const char *argv0, const char *extra,
     free(argv);
     free(num);
     return ex;
+}
+
+/* The text of `pyunwind dump` or `tasks` (argv0) of pids (freed here) as
+ * the answer: 200 also when some process could not be read whole (the
+ * text says so), else 500. */
+static enum MHD_Result text_reply(server *srv, struct MHD_Connection *c,
+                                  const char *argv0, int *pids, long n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int ex = run_text(srv, argv0, pids, n, &buf, &len);
+    free(pids);
+    if (!buf)
+        return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    return respond(c,
+                   ex == PYU_EXIT_OK || ex == PYU_EXIT_PARTIAL
+                       ? MHD_HTTP_OK
+                       : MHD_HTTP_INTERNAL_SERVER_ERROR,
+                   "text/plain; charset=utf-8", buf, len,
+                   MHD_RESPMEM_MUST_FREE);
 }
 
 /* A dump of each target, as a profile of one sample a thread. */
@@ -654,18 +671,8 @@ static enum MHD_Result goroutine(server *srv, struct MHD_Connection *c)
         return r;
     char *buf = NULL;
     size_t len = 0;
-    if (debug == 2) {
-        int ex = run_text(srv, "dump", NULL, pids, n, &buf, &len);
-        free(pids);
-        if (!buf)
-            return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-        return respond(c,
-                       ex == PYU_EXIT_OK || ex == PYU_EXIT_PARTIAL
-                           ? MHD_HTTP_OK
-                           : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                       "text/plain; charset=utf-8", buf, len,
-                       MHD_RESPMEM_MUST_FREE);
-    }
+    if (debug == 2)
+        return text_reply(srv, c, "dump", pids, n);
     pyu_profile *p = pyu_profile_new();
     char msg[512] = "out of memory";
     int got = p ? dump_profile(srv, pids, n, p, msg, sizeof msg) : 0;
@@ -710,18 +717,7 @@ static enum MHD_Result tasks(server *srv, struct MHD_Connection *c)
     enum MHD_Result r = which_targets(srv, c, &pids, &n, &answered);
     if (answered)
         return r;
-    char *buf = NULL;
-    size_t len = 0;
-    int ex = run_text(srv, "tasks", NULL, pids, n, &buf, &len);
-    free(pids);
-    if (!buf)
-        return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
-    return respond(c,
-                   ex == PYU_EXIT_OK || ex == PYU_EXIT_PARTIAL
-                       ? MHD_HTTP_OK
-                       : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                   "text/plain; charset=utf-8", buf, len,
-                   MHD_RESPMEM_MUST_FREE);
+    return text_reply(srv, c, "tasks", pids, n);
 }
 
 /* -------------------------------------------------------------- index */

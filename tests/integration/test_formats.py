@@ -36,9 +36,11 @@ def go_pprof(*args):
     return r.stdout
 
 
-def pprof_raw(path):
-    """go tool pprof -raw: (sample types, period, [(values, thread label,
-    [function names, innermost first])])."""
+def pprof_raw(path, labels=False):
+    """go tool pprof -raw (path: a file, or a URL it fetches): (sample
+    types, period, [(values, thread label, [function names, innermost
+    first])]); with labels, each sample's whole label text in place of
+    its thread label."""
     text = go_pprof("-raw", path)
     types = period = None
     samples, locations = [], {}
@@ -54,6 +56,8 @@ def pprof_raw(path):
             if m:
                 samples.append([[int(v) for v in m.group(1).split()], None,
                                 [int(i) for i in m.group(2).split()]])
+            elif labels and samples and line.strip():
+                samples[-1][1] = (samples[-1][1] or "") + line.strip() + " "
             elif re.search(r"(?:^|\s)thread:\[([^\]]*)\]", line):
                 # (string labels share a line: "status:[has_gil]
                 # thread:[tid:N]")
