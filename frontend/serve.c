@@ -373,38 +373,43 @@ static int int_param(struct MHD_Connection *c, const char *name, long lo,
     return 1;
 }
 
-/* The targets a request reads: all of them, or the one ?pid= names. */
-static enum MHD_Result which_targets(server *srv, struct MHD_Connection *c,
-                                     int **pids, long *n, bool *answered)
+/* The targets a request reads: all of them, or the one ?pid= names.
+ * Returns how many (in *pids, to free), or -1 when the request has been
+ * answered (a bad pid, none: *r is the answer's). */
+static long which_targets(server *srv, struct MHD_Connection *c, int **pids,
+                          enum MHD_Result *r)
 {
-    *answered = true;
     long pid = 0;
-    if (int_param(c, "pid", 1, INT32_MAX, &pid) < 0)
-        return say(c, MHD_HTTP_BAD_REQUEST, "pid must be a process id");
-    *n = targets_now(srv, pids);
-    if (*n < 0)
-        return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+    if (int_param(c, "pid", 1, INT32_MAX, &pid) < 0) {
+        *r = say(c, MHD_HTTP_BAD_REQUEST, "pid must be a process id");
+        return -1;
+    }
+    long n = targets_now(srv, pids);
+    if (n < 0) {
+        *r = say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
+        return -1;
+    }
     if (pid) {
         bool found = false;
-        for (long i = 0; i < *n; i++)
+        for (long i = 0; i < n; i++)
             found |= (*pids)[i] == pid;
         if (!found) {
             free(*pids);
-            return say(c, MHD_HTTP_NOT_FOUND,
-                       "process %ld is not one of this server's targets "
-                       "(see /debug/pprof/)",
-                       pid);
+            *r = say(c, MHD_HTTP_NOT_FOUND,
+                     "process %ld is not one of this server's targets "
+                     "(see /debug/pprof/)",
+                     pid);
+            return -1;
         }
         (*pids)[0] = (int)pid;
-        *n = 1;
+        n = 1;
     }
-    if (*n == 0) {
+    if (n == 0) {
         free(*pids);
-        return say(c, MHD_HTTP_NOT_FOUND,
-                   "no target is running CPython now");
+        *r = say(c, MHD_HTTP_NOT_FOUND, "no target is running CPython now");
+        return -1;
     }
-    *answered = false;
-    return MHD_YES;
+    return n;
 }
 
 /* ------------------------------------------------------------ profile */
@@ -459,10 +464,9 @@ static enum MHD_Result profile_start(server *srv, request *rq,
                        "mode must be cpu, wall, gil or exception");
     }
     int *pids;
-    long n;
-    bool answered;
-    enum MHD_Result r = which_targets(srv, c, &pids, &n, &answered);
-    if (answered)
+    enum MHD_Result r;
+    long n = which_targets(srv, c, &pids, &r);
+    if (n < 0)
         return r;
     pyu_scrape_opts so = {pids, (size_t)n, mode, (double)rate,
                           (double)seconds, scrape_done, rq};
@@ -664,10 +668,9 @@ static enum MHD_Result goroutine(server *srv, struct MHD_Connection *c)
     if (int_param(c, "debug", 0, 2, &debug) < 0)
         return say(c, MHD_HTTP_BAD_REQUEST, "debug must be 0, 1 or 2");
     int *pids;
-    long n;
-    bool answered;
-    enum MHD_Result r = which_targets(srv, c, &pids, &n, &answered);
-    if (answered)
+    enum MHD_Result r;
+    long n = which_targets(srv, c, &pids, &r);
+    if (n < 0)
         return r;
     char *buf = NULL;
     size_t len = 0;
@@ -712,10 +715,9 @@ static enum MHD_Result tasks(server *srv, struct MHD_Connection *c)
         return say(c, MHD_HTTP_BAD_REQUEST,
                    "unknown parameter '%s' (tasks takes pid)", bad);
     int *pids;
-    long n;
-    bool answered;
-    enum MHD_Result r = which_targets(srv, c, &pids, &n, &answered);
-    if (answered)
+    enum MHD_Result r;
+    long n = which_targets(srv, c, &pids, &r);
+    if (n < 0)
         return r;
     return text_reply(srv, c, "tasks", pids, n);
 }
