@@ -14,6 +14,7 @@
 #include "follow.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -111,13 +112,15 @@ struct pyu_scrapes {
     pthread_cond_t cv; /* a loop's parts changed, or stop */
     loop *loops;
     bool stopping;
+    FILE *log;
 };
 
-pyu_scrapes *pyu_scrapes_new(void)
+pyu_scrapes *pyu_scrapes_new(FILE *log)
 {
     pyu_scrapes *ss = calloc(1, sizeof *ss);
     if (!ss)
         return NULL;
+    ss->log = log;
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -464,7 +467,12 @@ static void *loop_main(void *arg)
     pyu_wait_start(&wt);
     pyu_follow_start(&fl, true, 1);
     pyu_scrape *tell = NULL;
+    uint64_t samples = 0;
+    bool gone = false;
     pthread_mutex_lock(&ss->mu);
+    if (ss->log && rc == 0)
+        fprintf(ss->log, "pyunwind serve: sampling process %d (%zu scrapes)\n",
+                lp->pid, lp->n);
     while (rc == 0 && !ss->stopping && lp->n > 0) {
         uint64_t at = earliest(lp), now = mono_ns();
         if (now < at) {
@@ -475,6 +483,7 @@ static void *loop_main(void *arg)
         pyu_sampler_stats before, after;
         pyu_sampler_stats_get(sm, &before);
         int took = pyu_sampler_take(sm);
+        samples++;
         pyu_sampler_stats_get(sm, &after);
         uint64_t t = mono_ns();
         size_t n;
@@ -485,6 +494,7 @@ static void *loop_main(void *arg)
             snprintf(why, sizeof why, "process %d: %s", lp->pid,
                      pyu_errmsg(s));
             end_loop_parts(lp, why, &tell);
+            gone = true;
             break;
         }
         bool missed =
@@ -507,6 +517,12 @@ static void *loop_main(void *arg)
     }
     end_loop_parts(lp, rc < 0 ? why : "the server is stopping", &tell);
     lp->running = false;
+    if (ss->log)
+        fprintf(ss->log,
+                "pyunwind serve: process %d let go after %" PRIu64
+                " samples%s%s\n",
+                lp->pid, samples, rc < 0 || gone ? ": " : "",
+                rc < 0 || gone ? why : "");
     pthread_mutex_unlock(&ss->mu);
     pyu_follow_end(&fl);
     pyu_wait_end(&wt);

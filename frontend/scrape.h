@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,8 +23,9 @@ extern "C" {
 typedef struct pyu_scrapes pyu_scrapes;
 typedef struct pyu_scrape pyu_scrape;
 
-/* The loops of a server; NULL when out of memory. */
-pyu_scrapes *pyu_scrapes_new(void);
+/* The loops of a server; NULL when out of memory.  log (NULL: none)
+ * gets a line when a loop starts and when it ends. */
+pyu_scrapes *pyu_scrapes_new(FILE *log);
 /* Ends every loop: the scrapes under way end with what they have (their
  * done called), and later ones cannot start.  The targets run on. */
 void pyu_scrapes_stop(pyu_scrapes *ss);

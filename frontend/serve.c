@@ -1035,19 +1035,19 @@ int pyu_cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&srv.mu, NULL);
     pthread_mutex_init(&srv.dump_mu, NULL);
-    srv.ss = pyu_scrapes_new();
+    srv.ss = pyu_scrapes_new(srv.verbose ? stderr : NULL);
     if (!srv.ss)
         return fail("out of memory", PYU_EXIT_INTERNAL);
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      (v6 ? MHD_USE_IPv6 : 0);
     struct MHD_Daemon *d = MHD_start_daemon(
-        flags, 0, NULL, NULL, handle, &srv, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE,
-        (unsigned)POOL_THREADS, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_NOTIFY_COMPLETED, completed,
-        &srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &srv, MHD_OPTION_END);
+        flags, 0, NULL, NULL, handle, &srv, MHD_OPTION_EXTERNAL_LOGGER,
+        mhd_log, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)POOL_THREADS,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_END);
     int ex = PYU_EXIT_OK;
     if (!d) {
         snprintf(msg, sizeof msg,

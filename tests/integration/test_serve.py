@@ -35,9 +35,13 @@ class Server:
             [PYUNWIND, "serve", "--listen", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             preexec_fn=allow_core)
-        line = self.proc.stderr.readline()
-        m = re.search(r"listening on (http://127\.0\.0\.1:\d+)/debug/pprof/",
-                      line)
+        line, m = "", None
+        for _ in range(5):  # (--verbose may say more before)
+            line = self.proc.stderr.readline()
+            m = re.search(r"listening on (http://127\.0\.0\.1:\d+)/debug/"
+                          r"pprof/", line)
+            if m or not line:
+                break
         if not m:
             self.close()
             raise RuntimeError("serve did not start: %r %s"
@@ -95,7 +99,7 @@ def test_profiles_and_stacks_over_http(label, python, workdir):
     own rate, the target's 3:1 split; goroutine gives each thread's stack
     now, as pprof, as counts (debug=1) and as the dump's text (debug=2)."""
     t = split_target(python, workdir)
-    srv = Server(str(t.pid))
+    srv = Server("--verbose", str(t.pid))
     try:
         roles = t.truth["roles"]
         got = {}
@@ -143,6 +147,11 @@ def test_profiles_and_stacks_over_http(label, python, workdir):
         status, text = curl(srv.url(""))
         assert status == 200 and ">%d</td>" % t.pid in text
         assert state_of(t.pid) in RUNNING
+        # the two scrapes had one sampler: one loop, started once
+        srv.proc.send_signal(signal.SIGTERM)
+        srv.proc.wait(timeout=10)
+        log = srv.proc.stderr.read()
+        assert log.count("sampling process %d" % t.pid) == 1, log
     finally:
         srv.close()
         t.close()
