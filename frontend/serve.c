@@ -97,7 +97,8 @@ typedef struct server {
     pthread_mutex_t mu; /* known, dumping */
     known *known;
     size_t nknown, capknown;
-    pthread_mutex_t dump_mu; /* reads that stop a target take turns */
+    pthread_mutex_t dump_mu; /* reads that stop a target take turns (and
+                                the command parser's getopt) */
     unsigned long requests;
 } server;
 
@@ -529,15 +530,15 @@ static int run_text(server *srv, const char *argv0, const int *pids, long n,
         char msg[512];
         enum pyu_cmd_kind kind =
             strcmp(argv0, "tasks") == 0 ? PYU_CMD_TASKS : PYU_CMD_DUMP;
+        /* (the parser is getopt's, whose state is global: one request
+         * at a time parses; what goes wrong with one process is a line
+         * of the text, for the reader of the page to see) */
+        pthread_mutex_lock(&srv->dump_mu);
         ex = pyu_cmd_parse(&o, kind, PYU_CMD_CLI, argc, argv, msg,
                            sizeof msg);
-        if (ex == PYU_EXIT_OK) {
-            /* (what goes wrong with one process is a line of the text:
-             * the reader of the page is the one to see it) */
-            pthread_mutex_lock(&srv->dump_mu);
+        if (ex == PYU_EXIT_OK)
             ex = pyu_cmd_run_targets(&o, f, f, msg, sizeof msg);
-            pthread_mutex_unlock(&srv->dump_mu);
-        }
+        pthread_mutex_unlock(&srv->dump_mu);
     }
     if (f)
         fclose(f);
