@@ -677,6 +677,14 @@ const pyu_memory_ops pyu_live_ops = {
     .source_time = live_source_time,
 };
 
+/* Whether process pid has exited and waits to be collected (a zombie:
+ * no memory, no mappings left to read). */
+static bool exited(int pid)
+{
+    char st = task_state(pid, pid);
+    return st == 'Z' || st == 'X';
+}
+
 int pyu_live_create(int pid, unsigned flags, void **out, pyu_err *err)
 {
     char path[64];
@@ -692,6 +700,11 @@ int pyu_live_create(int pid, unsigned flags, void **out, pyu_err *err)
                                "permission denied reading process %d: %s",
                                pid, PYU_PERM_REMEDY);
     }
+    if (exited(pid))
+        return pyu_err_set(err, PYU_E_NOPROC,
+                           "process %d has exited (its parent has not "
+                           "collected it yet)",
+                           pid);
     live_ctx *c = calloc(1, sizeof *c);
     if (!c)
         return pyu_err_set(err, PYU_E_NOMEM, "out of memory");
