@@ -70,6 +70,21 @@ def test_no_such_process():
                           "no process with id")
 
 
+def test_exited_process_not_yet_collected():
+    """A zombie has no memory to read: it says it has exited."""
+    p = subprocess.Popen(["true"])
+    try:
+        for _ in range(100):
+            with open("/proc/%d/stat" % p.pid) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.02)
+        assert_one_line_error(pyunwind("dump", str(p.pid)), 3,
+                              "process %d has exited" % p.pid)
+    finally:
+        p.wait()
+
+
 @pytest.fixture
 def sleeper():
     p = subprocess.Popen(["sleep", "300"])
