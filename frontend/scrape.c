@@ -533,6 +533,25 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
+/* Frees the loops whose thread has ended (lock held): a server of
+ * --all meets processes without end. */
+static void sweep(pyu_scrapes *ss)
+{
+    for (loop **at = &ss->loops; *at;) {
+        loop *lp = *at;
+        if (lp->running || lp->n) {
+            at = &lp->next;
+            continue;
+        }
+        if (lp->joinable) /* (ended: it no longer takes the lock) */
+            pthread_join(lp->thread, NULL);
+        *at = lp->next;
+        free(lp->parts);
+        free(lp->chain);
+        free(lp);
+    }
+}
+
 /* The loop of pid, made when there is none (lock held); NULL when out of
  * memory. */
 static loop *loop_of(pyu_scrapes *ss, int pid)
@@ -608,6 +627,7 @@ int pyu_scrape_start(pyu_scrapes *ss, const pyu_scrape_opts *o,
      * from the clock's origin) */
     uint64_t end = sc->start + (uint64_t)(o->seconds * NS);
     pthread_mutex_lock(&ss->mu);
+    sweep(ss);
     int rc = ss->stopping ? -PYU_E_STATE : 0;
     for (size_t i = 0; i < o->npids && rc == 0; i++) {
         part *pt = &sc->parts[sc->nparts++];
