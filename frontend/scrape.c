@@ -623,8 +623,8 @@ int pyu_scrape_start(pyu_scrapes *ss, const pyu_scrape_opts *o,
     sc->period = (uint64_t)(NS / o->rate);
     if (!sc->period)
         sc->period = 1;
-    /* (the first sample at once, the others on the grid of the period
-     * from the clock's origin) */
+    /* (its periods from its start; each sample at a random point of its
+     * period, due_at) */
     uint64_t end = sc->start + (uint64_t)(o->seconds * NS);
     pthread_mutex_lock(&ss->mu);
     sweep(ss);

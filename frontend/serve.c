@@ -752,7 +752,8 @@ static enum MHD_Result index_page(server *srv, struct MHD_Connection *c)
         return say(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory");
     }
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-          "<title>/debug/pprof/</title></head>\n<body>\n"
+          "<title>/debug/pprof/</title><link rel=\"icon\" href=\"data:,\">"
+          "</head>\n<body>\n"
           "<h1>/debug/pprof/</h1>\n"
           "<p>pyunwind serve: CPython processes read from outside.</p>\n"
           "<h2>Profiles</h2>\n<table>\n"
@@ -822,10 +823,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
         strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
         return say(c, MHD_HTTP_METHOD_NOT_ALLOWED,
-                   "only GET is served here");
+                   "only GET and HEAD are served here");
     if (strcmp(url, "/debug/pprof") == 0 || strcmp(url, PREFIX) == 0 ||
         strcmp(url, "/") == 0)
         return index_page(srv, c);
+    if (strcmp(url, "/favicon.ico") == 0) /* (a browser asks: no icon) */
+        return respond(c, MHD_HTTP_NO_CONTENT, "image/x-icon", NULL, 0,
+                       MHD_RESPMEM_PERSISTENT);
     if (strncmp(url, PREFIX, strlen(PREFIX)) != 0)
         return say(c, MHD_HTTP_NOT_FOUND,
                    "no such page: %s (the endpoints are under %s)", url,

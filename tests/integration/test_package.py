@@ -112,7 +112,8 @@ def test_library_through_pkg_config(root, target, tmp_path):
 
 def test_man_pages(root):
     for page in ("man1/pyunwind-dump.1", "man1/pyunwind-sample.1",
-                 "man1/pyunwind-tasks.1", "man5/pyunwind-formats.5",
+                 "man1/pyunwind-tasks.1", "man1/pyunwind-serve.1",
+                 "man5/pyunwind-formats.5",
                  "man7/pyunwind-gdb.7"):
         r = subprocess.run(["man", "-l", os.path.join(
             root, "usr", "share", "man", page)], capture_output=True,

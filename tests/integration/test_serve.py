@@ -345,3 +345,27 @@ def test_subprocesses_serves_the_tree(label, python, workdir):
             assert set(parked) <= pids, (sorted(parked), sorted(pids))
         finally:
             srv.close()
+
+
+@pytest.mark.parametrize("label,python", ONE, ids=[p[0] for p in ONE])
+def test_index_page_in_chromium(label, python, workdir):
+    """The index page in headless chromium: the target's row (pid and
+    command line), links to every endpoint, and its dump link opens the
+    target's dump."""
+    from test_formats import web_harness
+    t = split_target(python, workdir)
+    srv = Server(str(t.pid))
+    try:
+        got = web_harness("serve_index.mjs", srv.url(""), "serve-index")
+        assert got["errors"] == [], got["errors"]
+        assert got["title"] == "/debug/pprof/"
+        assert [r[:1] for r in got["rows"]] == [[str(t.pid)]], got["rows"]
+        assert "split.py" in got["rows"][0][1]
+        for path in ("profile?seconds=30", "goroutine", "goroutine?debug=1",
+                     "goroutine?debug=2", "tasks"):
+            assert srv.url(path) in got["links"], (path, got["links"])
+        assert got["dump"].startswith("Process %d: CPython" % t.pid), \
+            got["dump"][:300]
+    finally:
+        srv.close()
+        t.close()

@@ -12,7 +12,8 @@ export const fileUrl = (p) => `file://${path.resolve(p)}`;
 
 // Opens url in a viewport of the given size and awaits body(page, out);
 // then prints out.  opts: args (more chromium switches), out (the result's
-// first fields), cleanup (called once the browser is closed).
+// first fields), cleanup (called once the browser is closed), allow (a
+// RegExp of URLs the page may request besides files: a local server's).
 export async function run(modules, url, viewport, body, opts = {}) {
   const require = createRequire(path.join(modules, 'x.js'));
   const puppeteer = require('puppeteer-core');
@@ -33,7 +34,8 @@ export async function run(modules, url, viewport, body, opts = {}) {
       await d.dismiss();
     });
     page.on('request', (r) => {
-      if (!/^(file|data|blob):/.test(r.url()))
+      if (!/^(file|data|blob):/.test(r.url()) &&
+          !(opts.allow && opts.allow.test(r.url())))
         errors.push('network request: ' + r.url());
     });
     await page.goto(url);
