@@ -99,12 +99,10 @@ typedef struct server {
     size_t nknown, capknown;
     pthread_mutex_t dump_mu; /* reads that stop a target take turns (and
                                 the command parser's getopt) */
-    unsigned long requests;
 } server;
 
 /* A request's state across its handler's calls. */
 typedef struct request {
-    server *srv;
     struct MHD_Connection *conn;
     pyu_scrape *scrape;
     pthread_mutex_t mu;
@@ -813,11 +811,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     rq = calloc(1, sizeof *rq);
     if (!rq)
         return MHD_NO;
-    rq->srv = srv;
     rq->conn = c;
     pthread_mutex_init(&rq->mu, NULL);
     *state = rq;
-    __atomic_add_fetch(&srv->requests, 1, __ATOMIC_RELAXED);
     if (srv->verbose)
         fprintf(stderr, "pyunwind serve: %s %s\n", method, url);
     if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 &&
