@@ -29,6 +29,9 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -46,6 +49,13 @@
 #define MAX_RATE 100000
 #define POOL_THREADS 4
 #define MAX_CONNECTIONS 4096
+#define CONN_MEMORY (64u << 10) /* each connection's buffers: above 32 KiB,
+                                   libmicrohttpd maps them (pages touched
+                                   as used, and given back when it closes)
+                                   instead of taking them from malloc's
+                                   arenas, where a thousand connections'
+                                   come and go left more behind each hour */
+#define TRIM_EVERY_S 10
 #define IDLE_TIMEOUT_S 30 /* a connection that sends nothing this long
                              is closed (a suspended one never is) */
 #define PYTHON_RECHECK_NS 2000000000ull /* a process found not Python yet
@@ -946,6 +956,13 @@ static void more_files(void)
     }
 }
 
+static void give_back_memory(void)
+{
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+}
+
 static int fail(const char *msg, int code)
 {
     fprintf(stderr, "pyunwind: error: %s\n", msg);
@@ -1047,6 +1064,7 @@ int pyu_cmd_serve(int argc, char **argv)
         mhd_log, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)POOL_THREADS,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
         MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_END);
     int ex = PYU_EXIT_OK;
@@ -1076,8 +1094,14 @@ int pyu_cmd_serve(int argc, char **argv)
                     "whoever reaches it can read the targets' stacks\n",
                     host);
         fflush(stderr);
+        /* every so often, the pages malloc holds free go back to the
+         * system: the connections' and scrapes' memory comes and goes
+         * in several threads' arenas, which otherwise keep what the
+         * busiest minute left behind */
         int sig;
-        sigwait(&stop, &sig);
+        struct timespec every = {TRIM_EVERY_S, 0};
+        while ((sig = sigtimedwait(&stop, NULL, &every)) < 0)
+            give_back_memory();
         fprintf(stderr, "pyunwind serve: %s: stopping (the targets run on)\n",
                 sig == SIGTERM ? "SIGTERM" : "SIGINT");
         /* the scrapes under way end with what they have and their
