@@ -5,6 +5,7 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import resource
 import signal
 import subprocess
@@ -33,6 +34,40 @@ def pytest_configure(config):
                             "(scripts/test leaves it out of the release "
                             "run, whose accuracy tests read the same "
                             "targets)")
+    config.addinivalue_line("markers", "kinds: runs on one interpreter of "
+                            "each kind (conftest.KINDS), not on every one")
+
+
+# One interpreter of each way pyunwind reads them: 3.11's built-in layout
+# (Debian's: stripped, the runtime in a non-PIE executable), 3.13 from a
+# shared libpython, 3.13 and 3.14 free-threaded, Debian's stripped 3.15
+# with its anchors.  A debug build, or another build of a version, takes
+# the code paths of the one beside it.  PYU_ONLY=kinds keeps only these
+# (scripts/test's sanitized run); a test marked `kinds` runs on these only.
+KINDS = (r"3\.11\.\d+-debian", r"3\.13\.\d+-shared", r"3\.13\.\d+t",
+         r"3\.14\.\d+t", r"3\.15\.\d+-debian")
+
+
+def of_a_kind(label):
+    return any(re.fullmatch(k, label) for k in KINDS)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Deselects the `kinds` tests' runs on the other interpreters (their
+    interpreter: a (label, path) parameter, or `label`)."""
+    keep, drop = [], []
+    for item in items:
+        label = None
+        if item.get_closest_marker("kinds") and hasattr(item, "callspec"):
+            for v in item.callspec.params.values():
+                if isinstance(v, tuple) and len(v) == 2 and \
+                        isinstance(v[0], str):
+                    label = v[0]
+            label = item.callspec.params.get("label", label)
+        (drop if label and not of_a_kind(label) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def interpreters():
@@ -41,6 +76,8 @@ def interpreters():
                          capture_output=True, text=True, check=True).stdout
     pys = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
     only = os.environ.get("PYU_ONLY")  # e.g. "3.15.2-debian,3.13.5"
+    if only == "kinds":
+        return [p for p in pys if of_a_kind(p[0])]
     if only:
         pys = [p for p in pys if p[0] in only.split(",")]
     return pys

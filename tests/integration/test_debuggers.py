@@ -1,8 +1,10 @@
 """py-dump inside the real gdb and lldb, on every interpreter that
 scripts/get-pythons lists: attached to a live process, over a remote
 connection on loopback, on a gcore core, on the kernel's core, and in a
-process run under the debugger to a breakpoint.  Each time the dump equals
-the target's own record of its stacks, and the text is byte for byte what
+process run under the debugger to a breakpoint (the remote target, the
+kernel's core and the breakpoint on one interpreter of each kind,
+conftest.KINDS: on the others they read as attaching and gcore do).
+Each time the dump equals the target's own record of its stacks, and the text is byte for byte what
 `pyunwind dump` prints for the same process at the same moment."""
 
 import json
@@ -137,6 +139,7 @@ def test_attach(dbg, target, tmp_path):
     assert process_state(target.pid) in RUNNING, process_state(target.pid)
 
 
+@pytest.mark.kinds
 def test_remote(dbg, target, tmp_path):
     server = Server(dbg, target.pid)
     try:
@@ -172,6 +175,7 @@ def test_gcore(dbg, target, tmp_path):
             os.unlink(core)
 
 
+@pytest.mark.kinds
 def test_kernel_core(dbg, target, tmp_path):
     if not kernel_cores_land_here():
         pytest.skip("core_pattern sends cores elsewhere")
@@ -202,6 +206,7 @@ def test_kernel_core(dbg, target, tmp_path):
     assert other["signal"] == dump["signal"]
 
 
+@pytest.mark.kinds
 def test_breakpoint(dbg, target, tmp_path):
     """Run the program under the debugger; it stops in the recorder thread
     (a breakpoint on getppid, called from checkpoint())."""

@@ -119,6 +119,7 @@ def test_live_verbose(target):
     assert "_PyRuntime at 0x" in lines[1]
 
 
+@pytest.mark.kinds
 def test_gcore(target):
     guarded = has_guard_regions(target.pid)
     core = target.gcore()

@@ -22,6 +22,10 @@ from test_sample import (SOME, assert_split, collapsed, count, sample,
 
 PYTHONS = interpreters()
 GO = shutil.which("go")
+# what a viewer is given is the same profile structure on every version:
+# the viewers' tests run on the oldest and the newest (the writers on
+# SOME, test_every_format_from_a_capture)
+ENDS = [p for p in SOME if p[0].startswith(("3.11", "3.15"))] or SOME[:1]
 
 
 def go_pprof(*args):
@@ -309,7 +313,7 @@ def test_speedscope_opened_by_speedscope(workdir):
     assert abs(share - 0.75) < 0.1, main
 
 
-@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+@pytest.mark.parametrize("label,python", ENDS, ids=[p[0] for p in ENDS])
 def test_speedscope_from_the_cli(label, python, workdir):
     """pyunwind sample --format speedscope, opened by speedscope's app:
     no error, the sampler's stacks in all, the main thread's split."""
@@ -567,7 +571,7 @@ def assert_gecko_matches(fx, data, names=True):
                 assert b["start"] >= a["start"] + a["duration"] - 1e-6
 
 
-@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+@pytest.mark.parametrize("label,python", ENDS, ids=[p[0] for p in ENDS])
 def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
     """A capture of the split target with its exception handler thread,
     written as gecko and as json by pyunwind report: the Firefox
@@ -693,7 +697,7 @@ def totals(data, pred=lambda names: True):
                         for f in st["frames"]]))
 
 
-@pytest.mark.parametrize("label,python", SOME, ids=[p[0] for p in SOME])
+@pytest.mark.parametrize("label,python", ENDS, ids=[p[0] for p in ENDS])
 def test_flamegraph_in_chromium(label, python, workdir):
     """The flame graph page of a capture, in headless chromium: no console
     error and no network request; the outermost row's totals are the

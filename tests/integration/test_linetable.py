@@ -1,6 +1,7 @@
 """The location-table decoder against CPython's own co_lines() and
-co_positions(), for code objects of the standard library of every
-interpreter."""
+co_positions(), for code objects of the standard library of one
+interpreter of each kind (conftest.KINDS: every version; another build of
+a version has the same tables)."""
 
 import json
 import os
@@ -46,6 +47,7 @@ json.dump(out, sys.stdout)
 """
 
 
+@pytest.mark.kinds
 @pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
 def test_lines_match_co_lines(label, python):
     codes = json.loads(subprocess.run([python, "-c", SNIPPET], check=True,
@@ -58,6 +60,7 @@ def test_lines_match_co_lines(label, python):
         assert [int(x) for x in got.split()] == c["lines"], c["name"]
 
 
+@pytest.mark.kinds
 @pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])
 def test_positions_match_co_positions(label, python):
     codes = json.loads(subprocess.run([python, "-c", SNIPPET], check=True,

@@ -83,6 +83,7 @@ def test_attach(dbg, target, tmp_path):
     check_rows(target, tmp_path, peer)
 
 
+@pytest.mark.kinds
 def test_remote(dbg, target, tmp_path):
     peer = peer_rows(target.python, target.pid)
     server = Server(dbg, target.pid)
