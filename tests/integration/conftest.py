@@ -101,6 +101,18 @@ def labelled(pythons, label):
     pytest.skip("no %s among the selected interpreters (PYU_ONLY)" % label)
 
 
+def first_of(pythons, *labels):
+    """The path of the first of labels among pythons (one build of a
+    version standing for another); skips the test when PYU_ONLY left none
+    of them."""
+    for label in labels:
+        for lab, path in pythons:
+            if lab == label:
+                return path
+    pytest.skip("none of %s among the selected interpreters (PYU_ONLY)"
+                % ", ".join(labels))
+
+
 def pyunwind(*args, timeout=TIMEOUT, **kw):
     """Runs the CLI; returns the CompletedProcess (text mode)."""
     return subprocess.run([PYUNWIND, *args], capture_output=True, text=True,
