@@ -145,15 +145,29 @@ def build_id(path):
 def pie_core():
     """A kernel core of the stacks target on a CPython built from source
     (a PIE whose first page, which the kernel keeps in every core, holds
-    its build-id note)."""
-    yield from kernel_core("3.14.7", "--threads", "2", "--depth", "6")
+    its build-id note): 3.14.7, or 3.13.5t when PYU_ONLY left that."""
+    have = dict(PYTHONS)
+    label = next((lab for lab in ("3.14.7", "3.13.5t") if lab in have), None)
+    if not label:
+        pytest.skip("neither 3.14.7 nor 3.13.5t among the selected "
+                    "interpreters (PYU_ONLY)")
+    for core in kernel_core(label, "--threads", "2", "--depth", "6"):
+        core["label"] = label
+        yield core
 
 
 def test_exe_of_another_build(pie_core):
-    """--exe naming another build of the interpreter (the free-threaded one
-    of the same version): refused in one line naming both build-ids, as
-    readelf gives them, never a wrong stack; the right --exe reads."""
-    other = labelled(PYTHONS, "3.14.7t")
+    """--exe naming another build of the interpreter (another one of the
+    same version: free-threaded, or with a shared libpython): refused in
+    one line naming both build-ids, as readelf gives them, never a wrong
+    stack; the right --exe reads."""
+    version = pie_core["label"].rstrip("t")
+    others = [path for lab, path in PYTHONS if lab != pie_core["label"]
+              and lab in (version, version + "t", version + "-shared")]
+    if not others:
+        pytest.skip("no other build of %s among the selected interpreters "
+                    "(PYU_ONLY)" % version)
+    other = others[0]
     r = pyunwind("dump", "--core", pie_core["path"], "--exe", other)
     assert_one_line_error(r, 3, "is not the file the process ran",
                           "its build-id is %s" % build_id(other),
