@@ -92,25 +92,16 @@ def py315(pythons):
     pytest.skip("no CPython 3.15 among the selected interpreters (PYU_ONLY)")
 
 
-def labelled(pythons, label):
-    """The path of the interpreter labelled label among pythons; skips the
-    test when PYU_ONLY left it out."""
-    for lab, path in pythons:
-        if lab == label:
-            return path
-    pytest.skip("no %s among the selected interpreters (PYU_ONLY)" % label)
-
-
-def first_of(pythons, *labels):
-    """The path of the first of labels among pythons (one build of a
-    version standing for another); skips the test when PYU_ONLY left none
-    of them."""
+def labelled(pythons, *labels):
+    """The path of the first of labels among pythons (a second label: a
+    build of the version that stands for the first); skips the test when
+    PYU_ONLY left none of them."""
     for label in labels:
         for lab, path in pythons:
             if lab == label:
                 return path
-    pytest.skip("none of %s among the selected interpreters (PYU_ONLY)"
-                % ", ".join(labels))
+    pytest.skip("no %s among the selected interpreters (PYU_ONLY)"
+                % " or ".join(labels))
 
 
 def pyunwind(*args, timeout=TIMEOUT, **kw):

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import time
 
-from conftest import (PYUNWIND, ROOT, TIMEOUT, interpreters, first_of,
+from conftest import (PYUNWIND, ROOT, TIMEOUT, interpreters, labelled,
                       pyunwind)
 from test_subprocesses import tree
 
@@ -28,7 +28,7 @@ PARKS = {"parent": "parent_park", "pool": "pool_park",
 
 
 def python314():
-    return first_of(PYTHONS, "3.14.7", "3.14.7t")
+    return labelled(PYTHONS, "3.14.7", "3.14.7t")
 
 
 def report(*args):

@@ -6,7 +6,7 @@ person would, against the pids the tree recorded itself."""
 import os
 import re
 
-from conftest import interpreters, first_of, pyunwind
+from conftest import interpreters, labelled, pyunwind
 from test_formats import web_harness
 from test_subprocesses import tree
 
@@ -22,7 +22,7 @@ def test_flamegraph_of_subprocesses_in_chromium(workdir):
     its one thread, its row is marked; the tooltip names the processes a
     frame's samples came from; search works inside the choice; a click
     on the chosen row shows every process again."""
-    python = first_of(PYTHONS, "3.14.7", "3.14.7t")
+    python = labelled(PYTHONS, "3.14.7", "3.14.7t")
     page = os.path.join(workdir, "page.html")
     with tree(python, workdir) as (pid, truth):
         r = pyunwind("sample", "--subprocesses", "-d", "2", "--format",

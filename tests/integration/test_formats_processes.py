@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from conftest import interpreters, first_of, labelled, pyunwind
+from conftest import interpreters, labelled, pyunwind
 from test_formats import FirefoxProfiler, go_pprof, speedscope_app
 from test_subprocesses import tree
 
@@ -23,8 +23,9 @@ ROLES = ("pool", "spawned", "forkserved", "shelled")
 @pytest.fixture(scope="module")
 def parked(tmp_path_factory):
     """The tree under CPython 3.14.7 (3.14.7t when PYU_ONLY left that),
-    for the tests that leave it as it is: (pid, truth, {pid: its park function}, {pid: its command line})."""
-    python = first_of(PYTHONS, "3.14.7", "3.14.7t")
+    for the tests that leave it as it is: (pid, truth, {pid: its park
+    function}, {pid: its command line})."""
+    python = labelled(PYTHONS, "3.14.7", "3.14.7t")
     with tree(python, str(tmp_path_factory.mktemp("tree"))) as (pid, truth):
         yield (pid, truth) + parks_and_commands(pid, truth)
 
@@ -192,7 +193,7 @@ def test_gecko_a_process_that_runs_another_program(workdir):
     processes of one pid: the Profiler shows the first ending when the
     second begins (its end and start times), the second as "PID.1" (a
     track of its own), each with its own stack."""
-    first = first_of(PYTHONS, "3.14.7", "3.14.7t")
+    first = labelled(PYTHONS, "3.14.7", "3.14.7t")
     then = labelled(PYTHONS, "3.11.2-debian")
     code = ("import os, time\n"
             "def before_exec():\n"

@@ -473,11 +473,11 @@ os.execv(sys.executable, [sys.executable, sys.argv[0], "again"])
 """
 
 
-# (Debian's 3.11, not position-independent, and a 3.14 built here, which is)
-EXEC_SELF_ON = [lab for lab in BY_LABEL if lab.startswith("3.11")
-                and lab.endswith("-debian")][:1] + \
-    [lab for lab in BY_LABEL if lab.startswith("3.14")
-     and lab[len("3.14."):].rstrip("t").isdigit()][:1]
+# (Debian's 3.11, not position-independent, and a 3.14 built here, which
+# is: 3.14.7t when PYU_ONLY left no 3.14.7)
+EXEC_SELF_ON = [lab for lab in ("3.11.2-debian", "3.14.7") if lab in BY_LABEL]
+if "3.14.7" not in BY_LABEL and "3.14.7t" in BY_LABEL:
+    EXEC_SELF_ON.append("3.14.7t")
 
 
 @pytest.mark.parametrize("label", EXEC_SELF_ON)
