@@ -100,14 +100,13 @@ def test_not_python(sleeper):
 
 
 def test_version_not_read(tmp_path):
-    """A runtime whose Py_Version says 3.12.3 (no 3.12 interpreter can be
-    installed here): refused in one line naming the versions read, not
-    read as the 3.11 it is shaped like."""
-    with sleeping(python_claiming(0x030c03f0, tmp_path)) as p:
+    """A runtime whose Py_Version says 3.8.18 (a version not read):
+    refused in one line naming the versions read, not read as the 3.11
+    it is shaped like."""
+    with sleeping(python_claiming(0x030812f0, tmp_path)) as p:
         assert_one_line_error(pyunwind("dump", str(p.pid)), 4,
-                              "CPython 3.12.3 is not a version pyunwind "
-                              "reads; it reads CPython 3.11, 3.13, 3.14 "
-                              "and 3.15")
+                              "CPython 3.8.18 is not a version pyunwind "
+                              "reads; it reads CPython 3.11-3.15")
 
 
 def test_permission_denied():
@@ -469,39 +468,51 @@ def test_a_thousand_threads_that_come_and_go(tmp_path):
     """1,000 threads, each replaced as soon as it ends: dumps (stopping the
     target, and without stopping it) and a sampling run end cleanly, with
     stacks of hundreds of threads; never a crash, a hang or a target left
-    stopped."""
+    stopped.  How many threads are alive at a dump, and how many samples
+    a run takes, is the machine's speed (a loaded one once left 299 alive
+    at a dump that wanted 300): every run must be clean, and each is made
+    again, up to a deadline, until it has shown what is asked."""
     import json
     python = py315(interpreters())
     t = Target(python, "threads.py", str(tmp_path), expect_threads=False)
+    deadline = time.time() + 240
     try:
         main = t.truth["main"]
         for args in (["--json"], ["--json", "--nonblocking"]) * 2:
-            r = pyunwind("dump", *args, str(t.pid), timeout=120)
-            assert r.returncode in (0, 5), r.stderr
-            dump = json.loads(r.stdout)
-            assert len(dump["threads"]) > 300, len(dump["threads"])
-            assert dump["threads"][0]["native_thread_id"] == main
-            if r.returncode == 5:
-                assert r.stderr.startswith("pyunwind: warning: "), r.stderr
-        r = pyunwind("sample", "-d", "2", "--format", "json", str(t.pid),
-                     timeout=120)
-        assert r.returncode == 0, r.stderr
-        # (3.15: the sampler writes anchors into thread states, which
-        # threads that end free: a write after that aborted the target)
-        time.sleep(0.5)
-        assert t.proc.poll() is None, "the target died while sampled"
-        assert "the target exited" not in r.stderr, r.stderr
-        prof = json.loads(r.stdout)
-        # (the ASan build reads 64-74 samples a second of 1,000 threads,
-        # and 67 in the 2 s of one loaded run; the release build 180)
-        assert prof["samples"] > 30 and prof["total"] > 30 * 100, \
-            (prof["samples"], prof["total"])
-        # threads came and went: the run sampled threads born after the
-        # dump before it (a loaded machine keeps fewer threads alive and
-        # replaces them more slowly, so no count is asked for)
-        before = {th["native_thread_id"] for th in dump["threads"]}
-        born = {th["native_thread_id"] for th in prof["threads"]} - before
-        assert len(born) >= 10, (len(born), len(prof["threads"]), len(before))
+            while True:
+                r = pyunwind("dump", *args, str(t.pid), timeout=120)
+                assert r.returncode in (0, 5), r.stderr
+                dump = json.loads(r.stdout)
+                assert dump["threads"][0]["native_thread_id"] == main
+                if r.returncode == 5:
+                    assert r.stderr.startswith("pyunwind: warning: "), \
+                        r.stderr
+                if len(dump["threads"]) > 300:
+                    break
+                assert time.time() < deadline, (
+                    "no dump saw more than 300 threads", len(dump["threads"]))
+        while True:
+            r = pyunwind("sample", "-d", "2", "--format", "json", str(t.pid),
+                         timeout=120)
+            assert r.returncode == 0, r.stderr
+            # (3.15: the sampler writes anchors into thread states, which
+            # threads that end free: a write after that aborted the target)
+            time.sleep(0.5)
+            assert t.proc.poll() is None, "the target died while sampled"
+            assert "the target exited" not in r.stderr, r.stderr
+            prof = json.loads(r.stdout)
+            # threads came and went: the run sampled threads born after
+            # the dump before it.  (The ASan build reads 64-74 samples a
+            # second of 1,000 threads, the release build 180; a loaded
+            # machine fewer, and keeps fewer threads alive)
+            before = {th["native_thread_id"] for th in dump["threads"]}
+            born = {th["native_thread_id"] for th in prof["threads"]} - before
+            if prof["samples"] > 30 and prof["total"] > 30 * 100 and \
+                    len(born) >= 10:
+                break
+            assert time.time() < deadline, (
+                prof["samples"], prof["total"], len(born),
+                len(prof["threads"]), len(before))
         for tid in os.listdir("/proc/%d/task" % t.pid)[:50]:
             try:
                 with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:

@@ -3,6 +3,7 @@ process tree.
 
     python workers.py TRUTH.json MODE [--workers N] [--parent-exits S]
     python workers.py TRUTH.json short [--rate R] [--life MS] [--seconds S]
+                                       [--count N]
 
 MODE fork, spawn or forkserver: a ProcessPoolExecutor of N workers (default
 2) started by that method, each given a task that never ends: a loop of
@@ -19,8 +20,10 @@ os.fork, so that nothing waits for them) for S more seconds, then they
 exit too.
 
 MODE short: the parent forks R children a second (default 200) for S
-seconds (default 2), each asleep in short_life() for MS ms (default 50)
-and then gone (200 busy ones would want 10 CPUs); TRUTH.json gets
+seconds (default 2), or until it has forked N of them when --count is
+given (however long a loaded machine makes that: a test asks for a
+number, not for a speed), each asleep in short_life() for MS ms (default
+50) and then gone (200 busy ones would want 10 CPUs); TRUTH.json gets
 {"parent": pid, "children": [pids]}, written at the end ("ready" comes at
 the start).
 """
@@ -105,7 +108,8 @@ def short(args):
     period = 1.0 / args.rate
     start = clock()
     k = 0
-    while clock() - start < args.seconds:
+    while (len(children) < args.count if args.count
+           else clock() - start < args.seconds):
         wait = start + k * period - clock()
         if wait > 0:
             time.sleep(wait)
@@ -141,6 +145,7 @@ def main():
     ap.add_argument("--rate", type=float, default=200)
     ap.add_argument("--life", type=float, default=50)
     ap.add_argument("--seconds", type=float, default=2)
+    ap.add_argument("--count", type=int, default=0)
     args = ap.parse_args()
     directory = os.path.join(os.path.dirname(os.path.abspath(args.truth)),
                              "workers")
