@@ -276,6 +276,9 @@ typedef struct pyu_offsets {
      * (PyDictValues *) at managed_values_back, 0 from 3.13 (the values are
      * inline, after tp_basicsize bytes, with Py_TPFLAGS_INLINE_VALUES) */
     uint8_t managed_dict_back, managed_values_back;
+    /* 3.12: the word managed_dict_back before the object is the values
+     * less one (its low bit set) when it is not a dict */
+    bool managed_dict_tagged;
     /* a frame's instruction pointer can be the last inline cache entry of
      * its instruction (3.11's prev_instr, in a frame that made a call) */
     bool instr_in_caches;
@@ -429,7 +432,7 @@ PYU_HIDDEN int pyu_offsets_read(pyu_session *s, uint64_t runtime_addr,
                                 pyu_offsets *out);
 
 /* The versions read, for messages. */
-#define PYU_VERSIONS_READ "CPython 3.11, 3.13, 3.14 and 3.15"
+#define PYU_VERSIONS_READ "CPython 3.11-3.15"
 
 /* The built-in layout of a version without debug offsets (3.11), with the
  * runtime's version (Py_Version).  Returns 0, or -PYU_E_VERSION naming
@@ -1220,9 +1223,12 @@ PYU_HIDDEN int pyu_source_load(const char *root, const char *path,
  * col and end_col 0-based UTF-8 byte offsets, as co_positions gives
  * them; end_line 0 and col/end_col -1 when unknown (then the stripped
  * line alone, as a frame without positions).  Writes nothing when line
- * is not in text or line <= 0. */
+ * is not in text or line <= 0.  version: the target's minor * 100 +
+ * micro (1201 for 3.12.1; micro versions of 3.11 and 3.12 format
+ * carets differently), or the minor version alone (its first micro
+ * version's rules). */
 PYU_HIDDEN void pyu_source_lines(FILE *out, const char *text, size_t len,
-                                 int minor, int line, int end_line, int col,
-                                 int end_col);
+                                 int version, int line, int end_line,
+                                 int col, int end_col);
 
 #endif

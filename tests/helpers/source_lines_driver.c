@@ -1,9 +1,10 @@
 /* source_lines_driver: pyu_source_lines over records read from stdin,
  * one a line:
  *
- *     MINOR LINE END_LINE COL END_COL PATH
+ *     VERSION LINE END_LINE COL END_COL PATH
  *
- * (PATH is the rest of the line; END_LINE 0 and COL/END_COL -1 when
+ * (VERSION: minor * 100 + micro, or the minor version alone; PATH is
+ * the rest of the line; END_LINE 0 and COL/END_COL -1 when
  * unknown).  For each it writes what pyu_source_lines writes for that
  * file, then a line holding only "\x1e", so tests/integration/
  * test_source_lines.py can split the output by record.  Exits 1 on a
@@ -60,8 +61,8 @@ int main(void)
     while ((got = getline(&line, &cap, stdin)) > 0) {
         if (line[got - 1] == '\n')
             line[got - 1] = 0;
-        int minor, lno, end_line, col, end_col, used = 0;
-        if (sscanf(line, "%d %d %d %d %d %n", &minor, &lno, &end_line, &col,
+        int version, lno, end_line, col, end_col, used = 0;
+        if (sscanf(line, "%d %d %d %d %d %n", &version, &lno, &end_line, &col,
                    &end_col, &used) != 5 || !line[used]) {
             fprintf(stderr, "source_lines_driver: bad record: %s\n", line);
             rc = 1;
@@ -73,7 +74,7 @@ int main(void)
             rc = 1;
             break;
         }
-        pyu_source_lines(stdout, f.text, f.len, minor, lno, end_line, col,
+        pyu_source_lines(stdout, f.text, f.len, version, lno, end_line, col,
                          end_col);
         fputs("\x1e\n", stdout);
     }

@@ -353,16 +353,19 @@ static void test_py311(void)
     pyu_offsets o;
     uint8_t buf[128] = {0};
 
-    /* the built-in layout validates; 3.12 has none and says what is read */
+    /* the built-in layouts validate; 3.8 has none and says what is read */
     s = pyu_session_new();
     CHECK_EQ(pyu_offsets_builtin(s, 0x030B02F0, &o), 0);
     CHECK(o.builtin && o.long_size_signed && o.dict_order_before);
     CHECK(!PYU_HAS(&o, ts_current_frame) && PYU_OFF(&o, ts_cframe) == 56);
     CHECK(PYU_OFF(&o, co_flags) == 48); /* (not derived from co_argcount) */
-    CHECK_EQ(pyu_offsets_builtin(s, 0x030C03F0, &o), -PYU_E_VERSION);
-    CHECK(strstr(pyu_errmsg(s), "CPython 3.12.3 is not a version pyunwind "
-                                "reads; it reads CPython 3.11, 3.13, 3.14 "
-                                "and 3.15") != NULL);
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030C01F0, &o), 0);
+    CHECK(o.builtin && !o.long_size_signed && o.dict_order_before);
+    CHECK(o.managed_dict_tagged && PYU_OFF(&o, cframe_current_frame) == 0);
+    CHECK(!PYU_HAS(&o, fr_is_entry) && PYU_OFF(&o, fr_owner) == 70);
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030812F0, &o), -PYU_E_VERSION);
+    CHECK(strstr(pyu_errmsg(s), "CPython 3.8.18 is not a version pyunwind "
+                                "reads; it reads CPython 3.11-3.15") != NULL);
     pyu_session_free(s);
 
     /* the shape a scan looks for: interpreters.main at the embedded main
@@ -373,6 +376,9 @@ static void test_py311(void)
     CHECK_EQ(pyu_builtin_runtime_at(buf, sizeof buf, 8, 0x1000 + 8),
              0x030B0000);
     CHECK_EQ(pyu_builtin_runtime_at(buf, sizeof buf, 80, 0x1000 + 80), 0);
+    memcpy(buf + 8 + 48, &(uint64_t){0x1000 + 8 + 76392}, 8); /* 3.12 */
+    CHECK_EQ(pyu_builtin_runtime_at(buf, sizeof buf, 8, 0x1000 + 8),
+             0x030C0000);
 
     /* a consistent runtime: the interpreter points back, both threads
      * name it */

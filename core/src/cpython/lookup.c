@@ -286,9 +286,12 @@ static void own_dict(pyu_session *s, uint64_t obj, const cls *c,
         return;
     }
     *dict = word(s, obj - o->managed_dict_back);
-    if (*dict || !PYU_HAS(o, ht_cached_keys))
+    if (o->managed_dict_tagged && (*dict & 1)) {
+        *values = *dict + 1;
+        *dict = 0;
+    } else if (*dict || !PYU_HAS(o, ht_cached_keys)) {
         return;
-    if (o->managed_values_back) {
+    } else if (o->managed_values_back) {
         *values = word(s, obj - o->managed_values_back);
     } else if (c->flags & PYU_TPFLAGS_INLINE_VALUES) {
         uint64_t size = word(s, c->addr + PYU_OFF(o, tp_basicsize));

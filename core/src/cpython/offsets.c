@@ -407,9 +407,13 @@ static void add_known_facts(pyu_offsets *o)
     /* Py_TPFLAGS_MANAGED_DICT: the dict pointer sits three words before
      * the object (3.11; 3.13+ with the GIL: MANAGED_DICT_OFFSET in
      * Include/internal/pycore_object.h), one word before it without the
-     * GIL; 3.11 keeps its values pointer four words before it */
+     * GIL; 3.11 keeps its values pointer four words before it; 3.12
+     * shares the dict's word with the values */
     o->managed_dict_back = o->free_threaded ? 8 : 24;
     o->managed_values_back = minor == 11 ? 32 : 0;
+    /* 3.12 keeps one word there (PyDictOrValues): the dict, or the values
+     * less one, the low bit set (Include/internal/pycore_object.h) */
+    o->managed_dict_tagged = minor == 12;
     /* generator-like objects (Include/internal/pycore_frame.h): the
      * gi_frame_state values were renumbered in 3.15, where the awaited
      * object also moved one slot down the value stack */
@@ -462,7 +466,7 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
                                ver);
         return pyu_err_set(&s->err, PYU_E_VERSION,
                            "CPython %s is a pre-release whose debug offsets "
-                           "layout pyunwind does not know; it reads 3.11, "
+                           "layout pyunwind does not know; it reads 3.11, 3.12, "
                            "the 3.13 and 3.14 releases and 3.15 from "
                            "3.15.0b4",
                            ver);
@@ -610,48 +614,131 @@ static const known layout_311[] = {
     {L(str_ascii_size), 48}, {L(str_compact_size), 72},
 };
 
+/* CPython 3.12, measured as 3.11's was: from the DWARF of pyenv's 3.12.1
+ * (libpython3.12.so, a release build; the headers' structs are the same
+ * in distributions' builds).  What 3.12 does differently from 3.11 is
+ * again said by the table: the current frame is two loads away as in
+ * 3.11 (ts_cframe, then cframe_current_frame, which is now the _PyCFrame's
+ * first word), but each eval loop pushes an entry frame of its own (owner
+ * 3, on the C stack) as 3.13 does, so no frame says is_entry; the GIL is
+ * the main interpreter's (`_gil` in PyInterpreterState, which the runtime
+ * embeds as `_main_interpreter` at 76392: the holder and locked flag are
+ * given as offsets in the runtime, as 3.11's are); strings have lost
+ * their wstr fields (40- and 56-byte headers); ints have lv_tag; a frame
+ * keeps prev_instr as 3.11 does. */
+static const known layout_312[] = {
+    {L(rt_size), 459944}, {L(rt_finalizing), 24},
+    {L(rt_interpreters_head), 40}, {L(rt_main_thread), 64},
+    {L(rt_gil_holder), 76392 + 1040 + 8},
+    {L(rt_gil_locked), 76392 + 1040 + 16},
+    {L(is_size), 383552}, {L(is_next), 0}, {L(is_threads_head), 72},
+    {L(is_runtime), 96}, {L(is_id), 8}, {L(is_gc), 112},
+    {L(is_imports_modules), 944}, {L(is_sysdict), 352},
+    {L(is_builtins), 360},
+    {L(gc_size), 240}, {L(gc_collecting), 200},
+    {L(ts_size), 288}, {L(ts_prev), 0}, {L(ts_next), 8}, {L(ts_interp), 16},
+    {L(ts_cframe), 56}, {L(ts_current_exception), 96},
+    {L(ts_exc_info), 104}, {L(ts_thread_id), 136},
+    {L(ts_native_thread_id), 144}, {L(ts_datastack_chunk), 232},
+    {L(ts_datastack_top), 240}, {L(ts_exc_state), 256},
+    {L(cframe_current_frame), 0}, {L(cframe_previous), 8},
+    {L(err_exc_value), 0},
+    {L(fr_size), 80}, {L(fr_executable), 0 /* f_code */},
+    {L(fr_previous), 8}, {L(fr_funcobj), 16}, {L(fr_globals), 24},
+    {L(fr_builtins), 32}, {L(fr_locals), 40},
+    {L(fr_instr_ptr), 56 /* prev_instr */}, {L(fr_stacktop), 64},
+    /* (return_offset, at 68, is not given: a 3.12 call sets it to 0,
+     * where 3.13+ saves the call's size, which the sampler reads as
+     * evidence of the call) */
+    {L(fr_owner), 70}, {L(fr_localsplus), 72},
+    {L(co_size), 200}, {L(co_flags), 48}, {L(co_argcount), 52},
+    {L(co_kwonlyargcount), 60}, {L(co_stacksize), 64},
+    {L(co_firstlineno), 68}, {L(co_nlocalsplus), 72},
+    {L(co_localsplusnames), 96}, {L(co_localspluskinds), 104},
+    {L(co_filename), 112}, {L(co_name), 120}, {L(co_qualname), 128},
+    {L(co_linetable), 136}, {L(co_firsttraceable), 176},
+    {L(co_code_adaptive), 192},
+    {L(ob_size), 16}, {L(ob_type), 8},
+    {L(tp_size), 416}, {L(tp_name), 24}, {L(tp_basicsize), 32},
+    {L(tp_repr), 88}, {L(tp_flags), 168}, {L(tp_dictoffset), 288},
+    {L(ht_size), 920}, {L(ht_cached_keys), 880},
+    {L(tuple_size), 32}, {L(tuple_ob_size), 16}, {L(tuple_ob_item), 24},
+    {L(list_size), 40}, {L(list_ob_size), 16}, {L(list_ob_item), 24},
+    {L(set_size), 200}, {L(set_used), 24}, {L(set_mask), 32},
+    {L(set_table), 40},
+    {L(dict_size), 48}, {L(dict_ma_used), 16}, {L(dict_ma_keys), 32},
+    {L(dict_ma_values), 40},
+    {L(float_size), 24}, {L(float_ob_fval), 16},
+    {L(long_size), 32}, {L(long_lv_tag), 16}, {L(long_ob_digit), 24},
+    {L(bytes_size), 40}, {L(bytes_ob_size), 16}, {L(bytes_ob_sval), 32},
+    {L(str_size), 64}, {L(str_length), 16}, {L(str_state), 32},
+    {L(str_ascii_size), 40}, {L(str_compact_size), 56},
+};
+
+/* The built-in layouts, by minor version. */
+static const struct {
+    int minor;
+    const known *fields;
+    size_t n;
+} builtin[] = {
+    {11, layout_311, sizeof layout_311 / sizeof *layout_311},
+    {12, layout_312, sizeof layout_312 / sizeof *layout_312},
+};
+
 int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
 {
     char ver[32];
+    size_t b = 0;
     pyu_version_string(hex, ver, sizeof ver);
-    if (PY_MAJOR(hex) != 3 || PY_MINOR(hex) != 11)
+    while (b < sizeof builtin / sizeof *builtin &&
+           (PY_MAJOR(hex) != 3 || PY_MINOR(hex) != builtin[b].minor))
+        b++;
+    if (b == sizeof builtin / sizeof *builtin)
         return pyu_err_set(&s->err, PYU_E_VERSION,
                            "CPython %s is not a version pyunwind reads; "
                            "it reads " PYU_VERSIONS_READ, ver);
     memset(o, 0, sizeof *o);
     for (size_t i = 0; i < PYU_F_COUNT; i++)
         o->v[i] = PYU_ABSENT;
-    for (size_t i = 0; i < sizeof layout_311 / sizeof *layout_311; i++)
-        o->v[layout_311[i].field] = layout_311[i].value;
+    for (size_t i = 0; i < builtin[b].n; i++)
+        o->v[builtin[b].fields[i].field] = builtin[b].fields[i].value;
     o->version_hex = hex;
     o->builtin = true;
-    o->long_size_signed = true;
+    /* (3.12: ints have lv_tag; both keep a split dict's order before its
+     * values, and a frame's last code unit run) */
+    o->long_size_signed = builtin[b].minor == 11;
     o->dict_order_before = true;
     o->instr_in_caches = true;
     add_known_facts(o);
     return validate(s, o, ver);
 }
 
-/* The shape of a 3.11 runtime, for a scan of memory without files: the
- * main interpreter lies inside _PyRuntimeState (its _main_interpreter
- * member, at 58936) and interpreters.main (at 48) points at it, with
- * interpreters.head (at 40) set
- * (internal/pycore_runtime.h, pystate.c's _PyInterpreterState_Enable). */
-#define MAIN_INTERP_311 58936
-#define INTERPRETERS_MAIN_311 48
-#define INTERPRETERS_HEAD_311 40
+/* The shape of a 3.11 or 3.12 runtime, for a scan of memory without
+ * files: the main interpreter lies inside _PyRuntimeState (its
+ * _main_interpreter member: at 58936 in 3.11, 76392 in 3.12) and
+ * interpreters.main (at 48) points at it, with interpreters.head (at 40)
+ * set (internal/pycore_runtime.h, pystate.c's
+ * _PyInterpreterState_Enable). */
+#define INTERPRETERS_MAIN_OLD 48
+#define INTERPRETERS_HEAD_OLD 40
+static const struct {
+    uint64_t main_interp, version;
+} shapes[] = {{58936, 0x030b0000u}, {76392, 0x030c0000u}};
 
 uint64_t pyu_builtin_runtime_at(const uint8_t *buf, size_t len, size_t k,
                                 uint64_t addr)
 {
     uint64_t main, head;
-    if (k > len || len - k < INTERPRETERS_MAIN_311 + 8 ||
-        addr > UINT64_MAX - MAIN_INTERP_311)
+    if (k > len || len - k < INTERPRETERS_MAIN_OLD + 8 ||
+        addr > UINT64_MAX - (1u << 20))
         return 0;
-    memcpy(&main, buf + k + INTERPRETERS_MAIN_311, 8);
-    memcpy(&head, buf + k + INTERPRETERS_HEAD_311, 8);
+    memcpy(&main, buf + k + INTERPRETERS_MAIN_OLD, 8);
+    memcpy(&head, buf + k + INTERPRETERS_HEAD_OLD, 8);
     /* (an uninitialised runtime is of no use: its interpreter list must
      * be there, and the caller checks that it points back); the micro
      * version is unknown: "3.11" */
-    return main == addr + MAIN_INTERP_311 && head ? 0x030b0000u : 0;
+    for (size_t i = 0; head && i < sizeof shapes / sizeof *shapes; i++)
+        if (main == addr + shapes[i].main_interp)
+            return shapes[i].version;
+    return 0;
 }

@@ -174,7 +174,7 @@ static void describe_old_python(const pyu_mapped *g, char *out,
             sscanf(base, "python%d.%d", &major, &minor) == 2) {
             snprintf(out, outlen, "it runs CPython %d.%d (%s)", major, minor,
                      g->files[i].path);
-            if (minor < 13 && minor != 11)
+            if (minor < 11)
                 return;
         }
     }
@@ -231,8 +231,8 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
                 rc = pyu_err_set(&s->err, PYU_E_NOTPY,
                                  "no CPython runtime found (no .PyRuntime "
                                  "section, _PyRuntime symbol or debug "
-                                 "offsets cookie): not a CPython 3.11 or "
-                                 "3.13+ program%s",
+                                 "offsets cookie): not a CPython 3.11+ "
+                                 "program%s",
                                  s->ops->mappings ? "" : " at the given address");
         }
         goto out;

@@ -122,12 +122,13 @@ static void print_source(FILE *out, src_cache *c, const pyu_frame *fr)
                                 ? "core was written" : "process started");
         return;
     }
-    int major = 0, minor = 0;
-    if (sscanf(c->process ? c->process->python : "", "%d.%d", &major,
-               &minor) != 2 || major != 3)
-        minor = 0;
-    pyu_source_lines(out, f->text, f->len, minor, fr->line, fr->end_line,
-                     fr->col, fr->end_col);
+    int major = 0, minor = 0, micro = 0;
+    int n = sscanf(c->process ? c->process->python : "", "%d.%d.%d", &major,
+                   &minor, &micro);
+    if (n < 2 || major != 3 || micro < 0 || micro > 99)
+        minor = micro = 0;
+    pyu_source_lines(out, f->text, f->len, minor * 100 + micro, fr->line,
+                     fr->end_line, fr->col, fr->end_col);
 }
 
 /* ------------------------------------------------------------------- text */

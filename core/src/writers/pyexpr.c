@@ -1831,3 +1831,51 @@ bool pyu_anchors311(sl *c, uv seg, long *left, long *right)
     }
     return false;
 }
+
+/* 3.12's anchors of a one-line segment, which move 3.11's past what
+ * surrounds an operand.  A BinOp's operator starts as 3.11's (the left
+ * operand's end in bytes plus the spaces before the operator in
+ * characters), then moves on, with its end, over spaces, ')' and '#' --
+ * stepping through the segment's characters by that mixed number, as
+ * CPython does -- before both become characters.  A Subscript's left
+ * anchor moves from the value's end to its '[', its right one from one
+ * past the slice's end to the ']', and past it when there is one. */
+bool pyu_anchors312(sl *c, uv seg, long *left, long *right)
+{
+    node top;
+    if (!expr_statement(c, seg, &top))
+        return false;
+    long ln, lbc, rbc, n = (long)seg.n;
+    if (top.kind == K_BINOP) {
+        pos_of(seg.p, top.a_end, &ln, &lbc);
+        pos_of(seg.p, top.b_start, &ln, &rbc);
+        uv op = pyu_uv_slice(seg, pyu_uv_b2c(seg, lbc), pyu_uv_b2c(seg, rbc));
+        long skip = (long)pyu_uv_lspace(op);
+        long la = lbc + skip, ra = la + 1;
+        if (skip + 1 < (long)op.n && !pyu_u_isspace(op.p[skip + 1]))
+            ra++;
+        while (la < n && (pyu_u_isspace(seg.p[la]) || seg.p[la] == ')' ||
+                          seg.p[la] == '#')) {
+            la++;
+            ra++;
+        }
+        *left = pyu_uv_b2c(seg, la);
+        *right = pyu_uv_b2c(seg, ra);
+        return true;
+    }
+    if (top.kind == K_SUBSCRIPT) {
+        pos_of(seg.p, top.a_end, &ln, &lbc);
+        pos_of(seg.p, top.b_end, &ln, &rbc);
+        long la = pyu_uv_b2c(seg, lbc), ra = pyu_uv_b2c(seg, rbc + 1);
+        while (la < n && seg.p[la] != '[')
+            la++;
+        while (ra < n && seg.p[ra] != ']')
+            ra++;
+        if (ra < n)
+            ra++;
+        *left = la;
+        *right = ra;
+        return true;
+    }
+    return false;
+}

@@ -23,8 +23,9 @@
 /* One call's state.  failed is sticky: an allocation failed, or CPython
  * would have raised out of the formatting; nothing is written then. */
 typedef struct sl {
-    int minor; /* whose rules: 11, 13, 14 or 15 */
+    int minor; /* whose rules: 11, 12, 13, 14 or 15 */
     bool failed;
+    bool late; /* 3.11.7+ and 3.12.1+: columns, and 3.12's anchors */
 } sl;
 
 /* ======================================================== Unicode facts */
@@ -133,5 +134,7 @@ bool pyu_anchors313(sl *c, uv seg, anchors *a);
  * for a BinOp its operator's one or two characters, for a Subscript from
  * the value's end to one past the slice's; false when there are none. */
 bool pyu_anchors311(sl *c, uv seg, long *left, long *right);
+/* 3.12's, which skip what surrounds the operator or the brackets. */
+bool pyu_anchors312(sl *c, uv seg, long *left, long *right);
 
 #endif

@@ -698,7 +698,10 @@ static void src_lines(sl *c, const src *s, long first, long count,
 
 /* ============================================================ 3.11 */
 
-/* 3.11's format_frame_summary, below its first line. */
+/* 3.11's and 3.12's format_frame_summary, below its first line, as
+ * 3.11.2 has it; from 3.11.7 and 3.12.1 (c->late) the carets count
+ * columns, as display_width() does for 3.13, and the anchors are 3.12's
+ * (pyu_anchors312()). */
 static void fmt311(sl *c, const src *s, long line, long end_line, long col,
                    long end_col, ustr *out)
 {
@@ -720,11 +723,26 @@ static void fmt311(sl *c, const src *s, long line, long end_line, long col,
     long start = pyu_uv_b2c(r, col) + 1, end = pyu_uv_b2c(r, end_col) + 1;
     long left = 0, right = 0;
     bool have = false;
+    uv seg = pyu_uv_slice(r, start - 1, end - 1);
     if (line == end_line)
-        have = pyu_anchors311(c, pyu_uv_slice(r, start - 1, end - 1), &left, &right);
+        have = (c->late ? pyu_anchors312 : pyu_anchors311)(c, seg, &left,
+                                                           &right);
+    else if (c->late)
+        end = (long)uv_rstrip(r).n + 1;
     else
         end = stripped + (long)st.n;
     if (end - start < (long)st.n || (have && right - left > 0)) {
+        if (c->late) { /* (columns: a wide character takes two) */
+            sl w = {13, false, false}; /* (the nearest unicodedata known) */
+            long ds = display_width(&w, r, start - 1) + 1,
+                 de = display_width(&w, r, end - 1) + 1;
+            if (have) {
+                right = display_width(&w, seg, right);
+                left = display_width(&w, seg, left);
+            }
+            start = ds;
+            end = de;
+        }
         pyu_us_adda(c, out, "    ");
         us_addc(c, out, ' ', start - stripped);
         if (have) {
@@ -989,19 +1007,22 @@ static void write_utf8(FILE *f, uv s)
     free(b);
 }
 
-void pyu_source_lines(FILE *out, const char *text, size_t len, int minor,
+void pyu_source_lines(FILE *out, const char *text, size_t len, int version,
                       int line, int end_line, int col, int end_col)
 {
     if (!out || (!text && len) || line <= 0)
         return;
-    sl c = {minor <= 12 ? 11 : minor > 15 ? 15 : minor, false};
+    int minor = version >= 100 ? version / 100 : version,
+        micro = version >= 100 ? version % 100 : 0;
+    sl c = {minor < 11 ? 11 : minor > 15 ? 15 : minor, false,
+            (minor == 11 && micro >= 7) || (minor == 12 && micro >= 1)};
     src s;
     if (!src_open(&c, text ? text : "", len, &s))
         return;
     ustr o = {0};
     if (col < 0 || end_col < 0)
         col = end_col = -1;
-    if (c.minor == 11)
+    if (c.minor <= 12)
         fmt311(&c, &s, line, end_line, col, end_col, &o);
     else
         fmt313(&c, &s, line, end_line, col, end_col, &o);
