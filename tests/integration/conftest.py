@@ -39,12 +39,14 @@ def pytest_configure(config):
 
 
 # One interpreter of each way pyunwind reads them: 3.11's built-in layout
-# (Debian's: stripped, the runtime in a non-PIE executable), 3.13 from a
+# (Debian's: stripped, the runtime in a non-PIE executable), 3.12's (a
+# stripped copy of pyenv's: the runtime in libpython, PIE), 3.13 from a
 # shared libpython, 3.13 and 3.14 free-threaded, Debian's stripped 3.15
 # with its anchors.  A debug build, or another build of a version, takes
 # the code paths of the one beside it.  PYU_ONLY=kinds keeps only these
 # (scripts/test's sanitized run); a test marked `kinds` runs on these only.
-KINDS = (r"3\.11\.\d+-debian", r"3\.13\.\d+-shared", r"3\.13\.\d+t",
+KINDS = (r"3\.11\.\d+-debian", r"3\.12\.\d+-pyenv-stripped",
+         r"3\.13\.\d+-shared", r"3\.13\.\d+t",
          r"3\.14\.\d+t", r"3\.15\.\d+-debian")
 
 
