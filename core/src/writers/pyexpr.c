@@ -1800,6 +1800,22 @@ bool pyu_anchors313(sl *c, uv seg, anchors *a)
     return ok;
 }
 
+/* A BinOp's operator in a one-line segment as 3.11 finds it: from the
+ * left operand's end (in bytes) plus the spaces before the operator (in
+ * characters), one or two long; *la and *ra still to become characters. */
+static void binop_operator(uv seg, const node *top, long *la, long *ra)
+{
+    long ln, lbc, rbc;
+    pos_of(seg.p, top->a_end, &ln, &lbc);
+    pos_of(seg.p, top->b_start, &ln, &rbc);
+    uv op = pyu_uv_slice(seg, pyu_uv_b2c(seg, lbc), pyu_uv_b2c(seg, rbc));
+    long skip = (long)pyu_uv_lspace(op);
+    *la = lbc + skip;
+    *ra = *la + 1;
+    if (skip + 1 < (long)op.n && !pyu_u_isspace(op.p[skip + 1]))
+        ++*ra;
+}
+
 /* 3.11's anchors of a one-line segment: for a BinOp, its operator's one
  * or two characters after the left operand's end (skipping spaces, but
  * not a ')'); for a Subscript, from the value's end to one past the
@@ -1811,13 +1827,8 @@ bool pyu_anchors311(sl *c, uv seg, long *left, long *right)
         return false;
     long ln, lbc, rbc;
     if (top.kind == K_BINOP) {
-        pos_of(seg.p, top.a_end, &ln, &lbc);
-        pos_of(seg.p, top.b_start, &ln, &rbc);
-        uv op = pyu_uv_slice(seg, pyu_uv_b2c(seg, lbc), pyu_uv_b2c(seg, rbc));
-        long skip = (long)pyu_uv_lspace(op);
-        long la = lbc + skip, ra = la + 1;
-        if (skip + 1 < (long)op.n && !pyu_u_isspace(op.p[skip + 1]))
-            ra++;
+        long la, ra;
+        binop_operator(seg, &top, &la, &ra);
         *left = pyu_uv_b2c(seg, la);
         *right = pyu_uv_b2c(seg, ra);
         return true;
@@ -1847,13 +1858,8 @@ bool pyu_anchors312(sl *c, uv seg, long *left, long *right)
         return false;
     long ln, lbc, rbc, n = (long)seg.n;
     if (top.kind == K_BINOP) {
-        pos_of(seg.p, top.a_end, &ln, &lbc);
-        pos_of(seg.p, top.b_start, &ln, &rbc);
-        uv op = pyu_uv_slice(seg, pyu_uv_b2c(seg, lbc), pyu_uv_b2c(seg, rbc));
-        long skip = (long)pyu_uv_lspace(op);
-        long la = lbc + skip, ra = la + 1;
-        if (skip + 1 < (long)op.n && !pyu_u_isspace(op.p[skip + 1]))
-            ra++;
+        long la, ra;
+        binop_operator(seg, &top, &la, &ra);
         while (la < n && (pyu_u_isspace(seg.p[la]) || seg.p[la] == ')' ||
                           seg.p[la] == '#')) {
             la++;
