@@ -694,6 +694,7 @@ static const short base_312[256] = {
     [251] = 4,
     [252] = 5,
 };
+
 static const char *const names_313[256] = {
     [0] = "CACHE",
     [1] = "BEFORE_ASYNC_WITH",
