@@ -25,15 +25,17 @@ STDLIB_CAP = 2500
 
 
 def one_per_version():
-    """(label, path, minor) of one interpreter of each micro version:
-    tracebacks changed within 3.11 and 3.12 (3.11.7 and 3.12.1 count
-    columns and moved their anchors)."""
+    """(label, path, minor) of one interpreter of each minor version, and
+    of each micro version of 3.11 and 3.12, whose tracebacks changed
+    within them (3.11.7 and 3.12.1 count columns and moved their
+    anchors)."""
     seen, out = set(), []
     for label, path in interpreters():
         version = tuple(int(x) for x in label.split("-")[0].rstrip("t")
                         .split(".")[:3])
-        if version not in seen:
-            seen.add(version)
+        key = version if version[1] <= 12 else version[:2]
+        if key not in seen:
+            seen.add(key)
             out.append((label, path, version[1]))
     return out
 
