@@ -117,7 +117,8 @@ typedef struct pyu_elf_info {
     uint64_t pyruntime_vaddr;
     bool has_symbol;         /* a _PyRuntime dynamic symbol */
     uint64_t symbol_vaddr;
-    bool has_py_version;     /* the value of its Py_Version (3.11+) */
+    bool has_py_version;     /* the value of its Py_Version (3.11+), or
+                                of its PY_VERSION string (3.6-3.10) */
     uint64_t py_version;
     uint64_t base_vaddr;     /* first PT_LOAD p_vaddr, rounded down */
     bool has_asyncio;        /* an .AsyncioDebug section (3.14+) */
@@ -218,7 +219,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
     X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable) X(co_names)        \
-    X(co_nlocalsplus) X(co_stacksize) X(ts_datastack_top)                    \
+    X(co_nlocalsplus) X(co_stacksize) X(ts_datastack_top) X(co_code)         \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset) X(tp_dict) X(tp_mro) X(md_dict) X(descr_member)         \
@@ -282,7 +283,23 @@ typedef struct pyu_offsets {
     /* a frame's instruction pointer can be the last inline cache entry of
      * its instruction (3.11's prev_instr, in a frame that made a call) */
     bool instr_in_caches;
+    /* before 3.11: a thread's frames are PyFrameObjects on the heap,
+     * linked by f_back (fr_previous) from the thread state's frame
+     * (ts_current_frame); each names its code (fr_executable) and keeps
+     * the last instruction run as an int, f_lasti (fr_instr_ptr), in
+     * bytes (3.9: lasti_scale 2) or code units (3.10: 1), -1 before the
+     * first; the bytecode is the bytes object co_code; no owner, no data
+     * stack, no native thread id (threads.c finds it) */
+    bool object_frames;
+    uint8_t lasti_scale;
+    /* which format co_linetable has: PYU_LINES_* */
+    uint8_t linetable_kind;
 } pyu_offsets;
+
+/* co_linetable's formats: 3.11+'s location table, 3.10's line table
+ * (pairs of a bytecode delta and a signed line delta, -128: no line),
+ * 3.9's co_lnotab (pairs of the same, read as a line number table) */
+enum { PYU_LINES_LOCATIONS, PYU_LINES_310, PYU_LINES_LNOTAB };
 
 #define PYU_OFF(o, f) ((o)->v[PYU_F_##f])
 #define PYU_HAS(o, f) ((o)->v[PYU_F_##f] != PYU_ABSENT)
@@ -321,6 +338,9 @@ struct pyu_session {
     uint64_t reads;              /* read calls made (source.c) */
     uint64_t version_hint;       /* pyu_set_version_hint(), or 0 */
     uint64_t none_addr;          /* where None is, once seen (status.c) */
+    int32_t pthread_tid_at;      /* before 3.11: where glibc's struct
+                                    pthread keeps the thread's id; 0 not
+                                    yet found, -1 not findable (threads.c) */
     pyu_native_frames_fn native_fn; /* the caller's unwinder, or NULL */
     void *native_arg;
 
@@ -432,7 +452,7 @@ PYU_HIDDEN int pyu_offsets_read(pyu_session *s, uint64_t runtime_addr,
                                 pyu_offsets *out);
 
 /* The versions read, for messages. */
-#define PYU_VERSIONS_READ "CPython 3.11-3.15"
+#define PYU_VERSIONS_READ "CPython 3.9-3.15"
 
 /* The built-in layout of a version without debug offsets (3.11), with the
  * runtime's version (Py_Version).  Returns 0, or -PYU_E_VERSION naming
@@ -683,6 +703,7 @@ typedef struct pyu_code {
     uint32_t linetable_len;
     int firstlineno;
     int32_t firsttraceable; /* 3.11: code units before the first RESUME */
+    uint8_t linetable_kind; /* PYU_LINES_* */
     uint32_t ncode;       /* its code units (0: unknown) */
     uint32_t nlocalsplus; /* its locals, cells and free variables (3.11+;
                              0: none or unknown) */
@@ -694,6 +715,13 @@ typedef struct pyu_code {
     uint32_t memo_instr;  /* one-entry memo of instr -> line */
     int memo_line;
 } pyu_code;
+
+/* The line of code unit index in a line table older than 3.11's
+ * (kind: PYU_LINES_310 or PYU_LINES_LNOTAB), first_line its code's
+ * co_firstlineno; -1 when none (linetable.c). */
+PYU_HIDDEN int pyu_linetable_line_old(const uint8_t *t, size_t len,
+                                      int first_line, uint64_t index,
+                                      int kind);
 
 /* The cached code object at addr, reading it on a miss; NULL with the
  * record set when addr is not a readable code object.  *is_code is false

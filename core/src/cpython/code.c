@@ -276,8 +276,17 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
     c->tlbc_array = PYU_HAS(o, co_tlbc) && o->free_threaded
                         ? pyu_u64(buf, len, PYU_OFF(o, co_tlbc))
                         : 0;
-    /* (a code object is a variable-size object of its code units) */
+    /* (a code object is a variable-size object of its code units; before
+     * 3.11 they are in the bytes object co_code) */
     int64_t units = (int64_t)pyu_u64(buf, len, PYU_OFF(o, ob_size));
+    if (o->object_frames) {
+        uint64_t bytes = pyu_u64(buf, len, PYU_OFF(o, co_code));
+        int64_t size = 0;
+        units = bytes && pyu_read_quiet(s, bytes + PYU_OFF(o, bytes_ob_size),
+                                        &size, 8) == 0
+                    ? size / 2
+                    : 0;
+    }
     c->ncode = units > 0 && units < (1 << 24) ? (uint32_t)units : 0;
     int32_t locals = PYU_HAS(o, co_nlocalsplus)
                          ? (int32_t)pyu_u32(buf, len, PYU_OFF(o, co_nlocalsplus))
@@ -301,6 +310,7 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
         c->framesize = 0;
     c->memo_instr = PYU_INSTR_UNKNOWN;
     c->tlbc_memo_index = 0;
+    c->linetable_kind = o->linetable_kind;
     if (read_linetable(s, c->linetable_addr, c) < 0) {
         /* (the name is worth the cost: this happens once per code) */
         pyu_err_ctx(&s->err, "code object %s at 0x%" PRIx64, qual, addr);
@@ -498,8 +508,12 @@ int pyu_code_line(const pyu_code *cc, uint32_t instr)
         return 0;
     if (instr == c->memo_instr)
         return c->memo_line;
-    int line = pyu_linetable_line(c->linetable, c->linetable_len,
-                                  c->firstlineno, instr);
+    int line = c->linetable_kind == PYU_LINES_LOCATIONS
+                   ? pyu_linetable_line(c->linetable, c->linetable_len,
+                                        c->firstlineno, instr)
+                   : pyu_linetable_line_old(c->linetable, c->linetable_len,
+                                            c->firstlineno, instr,
+                                            c->linetable_kind);
     if (line < 0)
         line = 0;
     c->memo_instr = instr;
@@ -512,7 +526,8 @@ void pyu_code_position(const pyu_code *c, uint32_t instr, pyu_frame *f)
     pyu_position p = {0, 0, -1, -1};
     f->line = pyu_code_line(c, instr);
     if (instr != PYU_INSTR_UNKNOWN && f->line > 0 &&
-        (pyu_linetable_position(c->linetable, c->linetable_len,
+        (c->linetable_kind != PYU_LINES_LOCATIONS ||
+         pyu_linetable_position(c->linetable, c->linetable_len,
                                 c->firstlineno, instr, &p) < 0 ||
          p.line != f->line))
         p = (pyu_position){0, 0, -1, -1};

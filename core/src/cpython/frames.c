@@ -6,6 +6,9 @@
  * code and are not reported; neither are executables that are not code.
  * The chain runs from the thread's current frame through `previous` to
  * NULL, or on 3.15 to the base frame embedded in the thread state.
+ * Before 3.11 the frames are frame objects, decoded by the same code
+ * (pyu_offsets.object_frames): f_back is their `previous`, and they are
+ * all the thread's own.
  *
  * There is one decoder of a frame's fields (pyu_frame_raw_take) and one
  * walk of a chain (pyu_chain_each), which finds each frame's bytes in
@@ -33,6 +36,15 @@ void pyu_frame_raw_take(const pyu_offsets *o, uint64_t addr,
     f->owner = pyu_u8(buf, fsize, PYU_OFF(o, fr_owner));
     f->code = pyu_u64(buf, fsize, PYU_OFF(o, fr_executable)) & ~o->tag_mask;
     f->instr_ptr = pyu_u64(buf, fsize, PYU_OFF(o, fr_instr_ptr));
+    if (o->object_frames) {
+        /* (a frame object's f_lasti, an int: stood for by where that
+         * instruction would lie if the bytecode began at the code object,
+         * co_code_adaptive being 0 -- the instruction index every reader
+         * of instr_ptr derives; -1, not started yet: the first) */
+        int32_t lasti = (int32_t)pyu_u32(buf, fsize, PYU_OFF(o, fr_instr_ptr));
+        uint64_t units = lasti > 0 ? (uint64_t)lasti / o->lasti_scale : 0;
+        f->instr_ptr = f->code + 2 * units;
+    }
     f->tlbc = o->free_threaded && PYU_HAS(o, fr_tlbc_index)
                   ? (int32_t)pyu_u32(buf, fsize, PYU_OFF(o, fr_tlbc_index))
                   : 0;

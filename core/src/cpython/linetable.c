@@ -117,3 +117,36 @@ int pyu_linetable_line(const uint8_t *t, size_t len, int first_line,
                ? -1
                : p.line;
 }
+
+/* Before 3.11, pairs of bytes: how far the bytecode goes (unsigned, in
+ * bytes) and how far the line goes (signed).  3.10's co_linetable gives
+ * each pair a range of bytecode and the line it runs (-128: none),
+ * carried on by the line deltas before it; 3.9's co_lnotab steps the line
+ * once the bytecode has gone past an address.  The line of code unit
+ * `index` (byte 2 * index), -1 for none. */
+int pyu_linetable_line_old(const uint8_t *t, size_t len, int first_line,
+                           uint64_t index, int kind)
+{
+    if (index > (uint64_t)INT32_MAX / 2)
+        return -1;
+    int64_t at = 2 * (int64_t)index, addr = 0, line = first_line;
+    size_t n = len / 2;
+    if (kind == PYU_LINES_LNOTAB) {
+        for (size_t i = 0; i < n; i++) {
+            addr += t[2 * i];
+            if (addr > at)
+                break;
+            line += (int8_t)t[2 * i + 1];
+        }
+        return line >= 0 && line <= INT32_MAX ? (int)line : -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int64_t end = addr + t[2 * i];
+        int8_t dl = (int8_t)t[2 * i + 1];
+        int64_t here = dl == -128 ? -1 : (line += dl);
+        if (at >= addr && at < end)
+            return here >= 0 && here <= INT32_MAX ? (int)here : -1;
+        addr = end;
+    }
+    return -1;
+}

@@ -326,7 +326,7 @@ static void add_known_facts(pyu_offsets *o)
         o->v[PYU_F_ts_datastack_top] = PYU_OFF(o, ts_datastack_chunk) + 8;
     /* ... after co_consts, co_names and co_exceptiontable (3.11-3.15) */
     if (PYU_HAS(o, co_flags) && PYU_OFF(o, co_flags) >= 16 &&
-        PYU_OFF(o, co_flags) % 8 == 0)
+        PYU_OFF(o, co_flags) % 8 == 0 && !PYU_HAS(o, co_names))
         o->v[PYU_F_co_names] = PYU_OFF(o, co_flags) - 16;
     /* PyCellObject {PyObject_HEAD; PyObject *ob_ref;}: the header ends
      * with ob_type (both builds) */
@@ -346,7 +346,8 @@ static void add_known_facts(pyu_offsets *o)
     }
     /* _PyErr_StackItem: {PyObject *exc_value; _PyErr_StackItem
      * *previous_item;} since 3.11 */
-    o->v[PYU_F_err_previous_item] = o->v[PYU_F_err_exc_value] + 8;
+    if (!PYU_HAS(o, err_previous_item))
+        o->v[PYU_F_err_previous_item] = o->v[PYU_F_err_exc_value] + 8;
     /* holds_gil: 3.13 keeps it as bit 5 of the `_status` bit field; 3.14
      * has an int right after the 4-byte `_status`; 3.15 publishes it */
     if (o->free_threaded && PYU_HAS(o, ts_status)) {
@@ -499,7 +500,13 @@ static int validate(pyu_session *s, const pyu_offsets *o, const char *ver)
         const check *c = &checks[i];
         uint64_t v = o->v[c->field], within = o->v[c->within];
         if (v == PYU_ABSENT) {
-            if (c->required)
+            /* (frame objects have no owner, threads no data stack and,
+             * before 3.11, no native id in their state) */
+            bool objects_lack = o->object_frames &&
+                                (c->field == PYU_F_fr_owner ||
+                                 c->field == PYU_F_ts_datastack_chunk ||
+                                 c->field == PYU_F_ts_native_thread_id);
+            if (c->required && !objects_lack)
                 return pyu_err_set(&s->err, PYU_E_OFFSETS,
                                    "debug offsets of CPython %s lack %s",
                                    ver, field_names[c->field]);
@@ -675,12 +682,77 @@ static const known layout_312[] = {
     {L(str_ascii_size), 40}, {L(str_compact_size), 56},
 };
 
+/* CPython 3.10 and 3.9, measured from the DWARF of pyenv's 3.10.13 and
+ * 3.9.18 (release builds, the runtime in libpython).  Their frames are
+ * PyFrameObjects (Include/cpython/frameobject.h), not frames of a data
+ * stack: the thread state names the current one (`frame`), each its
+ * caller (f_back), its code (f_code) and its last instruction (f_lasti);
+ * pyu_offsets.object_frames says so.  The runtime does not embed the main
+ * interpreter; the GIL is the runtime's (ceval.gil at 352: last_holder,
+ * locked), as 3.11's; the interpreter lists its threads in tstate_head;
+ * an exception being raised is curexc_type; _PyErr_StackItem still has
+ * exc_type, exc_value, exc_traceback before previous_item.  There is no
+ * co_qualname: co_name stands in its place.  Strings keep their wstr
+ * fields (48- and 72-byte headers), ints their signed digit count. */
+#define LAYOUT_39_310_COMMON                                                \
+    {L(rt_finalizing), 16}, {L(rt_interpreters_head), 32},                  \
+    {L(rt_main_thread), 72}, {L(rt_gil_holder), 352 + 8},                   \
+    {L(rt_gil_locked), 352 + 16},                                           \
+    {L(is_next), 0}, {L(is_threads_head), 8}, {L(is_runtime), 16},          \
+    {L(is_id), 24}, {L(is_gc), 616}, {L(is_imports_modules), 856},          \
+    {L(is_sysdict), 872}, {L(is_builtins), 880},                            \
+    {L(gc_size), 240}, {L(gc_collecting), 200},                             \
+    {L(ts_prev), 0}, {L(ts_next), 8}, {L(ts_interp), 16},                   \
+    {L(ts_current_frame), 24 /* frame */},                                  \
+    {L(ts_current_exception), 88 /* curexc_type */},                        \
+    {L(ts_exc_state), 112}, {L(ts_exc_info), 144}, {L(ts_thread_id), 176},  \
+    {L(err_exc_value), 8}, {L(err_previous_item), 24},                      \
+    {L(fr_size), 120}, {L(fr_previous), 24 /* f_back */},                   \
+    {L(fr_executable), 32 /* f_code */}, {L(fr_builtins), 40},              \
+    {L(fr_globals), 48}, {L(fr_locals), 56},                                \
+    {L(co_size), 176}, {L(co_argcount), 16}, {L(co_kwonlyargcount), 24},    \
+    {L(co_stacksize), 32}, {L(co_flags), 36}, {L(co_firstlineno), 40},      \
+    {L(co_code), 48}, {L(co_names), 64}, {L(co_filename), 104},             \
+    {L(co_name), 112}, {L(co_qualname), 112 /* co_name */},                 \
+    {L(co_linetable), 120 /* 3.9: co_lnotab */},                            \
+    {L(co_code_adaptive), 0 /* (see pyu_frame_raw_take) */},                \
+    {L(ob_size), 16}, {L(ob_type), 8},                                      \
+    {L(tp_size), 408}, {L(tp_name), 24}, {L(tp_basicsize), 32},             \
+    {L(tp_repr), 88}, {L(tp_flags), 168}, {L(tp_dictoffset), 288},          \
+    {L(tuple_size), 32}, {L(tuple_ob_size), 16}, {L(tuple_ob_item), 24},    \
+    {L(list_size), 40}, {L(list_ob_size), 16}, {L(list_ob_item), 24},       \
+    {L(set_size), 200}, {L(set_used), 24}, {L(set_mask), 32},               \
+    {L(set_table), 40},                                                     \
+    {L(dict_size), 48}, {L(dict_ma_used), 16}, {L(dict_ma_keys), 32},       \
+    {L(dict_ma_values), 40},                                                \
+    {L(float_size), 24}, {L(float_ob_fval), 16},                            \
+    {L(long_size), 32}, {L(long_lv_tag), 16}, {L(long_ob_digit), 24},       \
+    {L(bytes_size), 40}, {L(bytes_ob_size), 16}, {L(bytes_ob_sval), 32},    \
+    {L(str_size), 80}, {L(str_length), 16}, {L(str_state), 32},             \
+    {L(str_ascii_size), 48}, {L(str_compact_size), 72}
+
+static const known layout_310[] = {
+    LAYOUT_39_310_COMMON,
+    {L(rt_size), 672}, {L(is_size), 113528}, {L(ts_size), 280},
+    {L(fr_instr_ptr), 96 /* f_lasti */}, {L(fr_localsplus), 352},
+    {L(ht_size), 888}, {L(ht_cached_keys), 872},
+};
+
+static const known layout_39[] = {
+    LAYOUT_39_310_COMMON,
+    {L(rt_size), 656}, {L(is_size), 5656}, {L(ts_size), 264},
+    {L(fr_instr_ptr), 104 /* f_lasti */}, {L(fr_localsplus), 360},
+    {L(ht_size), 880}, {L(ht_cached_keys), 864},
+};
+
 /* The built-in layouts, by minor version. */
 static const struct {
     int minor;
     const known *fields;
     size_t n;
 } builtin[] = {
+    {9, layout_39, sizeof layout_39 / sizeof *layout_39},
+    {10, layout_310, sizeof layout_310 / sizeof *layout_310},
     {11, layout_311, sizeof layout_311 / sizeof *layout_311},
     {12, layout_312, sizeof layout_312 / sizeof *layout_312},
 };
@@ -704,11 +776,17 @@ int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
         o->v[builtin[b].fields[i].field] = builtin[b].fields[i].value;
     o->version_hex = hex;
     o->builtin = true;
-    /* (3.12: ints have lv_tag; both keep a split dict's order before its
-     * values, and a frame's last code unit run) */
-    o->long_size_signed = builtin[b].minor == 11;
-    o->dict_order_before = true;
-    o->instr_in_caches = true;
+    /* (3.12: ints have lv_tag; 3.11 and 3.12 keep a split dict's order
+     * before its values, and a frame's last code unit run) */
+    int minor = builtin[b].minor;
+    o->long_size_signed = minor <= 11;
+    o->dict_order_before = minor >= 11;
+    o->instr_in_caches = minor >= 11;
+    o->object_frames = minor < 11;
+    o->lasti_scale = minor == 9 ? 2 : 1;
+    o->linetable_kind = minor == 9    ? PYU_LINES_LNOTAB
+                        : minor == 10 ? PYU_LINES_310
+                                      : PYU_LINES_LOCATIONS;
     add_known_facts(o);
     return validate(s, o, ver);
 }

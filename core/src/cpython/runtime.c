@@ -174,7 +174,7 @@ static void describe_old_python(const pyu_mapped *g, char *out,
             sscanf(base, "python%d.%d", &major, &minor) == 2) {
             snprintf(out, outlen, "it runs CPython %d.%d (%s)", major, minor,
                      g->files[i].path);
-            if (minor < 11)
+            if (minor < 9)
                 return;
         }
     }

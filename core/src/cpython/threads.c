@@ -225,6 +225,45 @@ static void order_interps(struct pyu_threads *t, size_t n, bool list_order)
 
 /* ---------------------------------------------------------------- threads */
 
+#define PTHREAD_SCAN 4096 /* bytes of the main thread's struct pthread
+                             looked through for its id */
+#define PTHREAD_TID_GLIBC 720 /* where glibc 2.26 and later keep it on
+                                 x86_64 (struct pthread: the TCB header,
+                                 a list node, then tid) */
+
+/* Before 3.11 a thread state names its thread only by its pthread_t, the
+ * address of glibc's struct pthread, which holds the kernel's thread id.
+ * Where, glibc's version decides: it is found once, as the word of the
+ * main thread's struct that holds the process id (the main thread's id),
+ * glibc's usual place first.  The native id of the thread whose pthread_t
+ * is `thread`, or 0 when it cannot be told. */
+static uint64_t native_of_pthread(pyu_session *s, const pyu_interp *in,
+                                  uint64_t thread)
+{
+    if (s->pthread_tid_at == 0) {
+        uint64_t main = in->main_thread;
+        uint32_t *words = NULL;
+        s->pthread_tid_at = -1;
+        if (s->pid > 0 && main && !(main & 7) &&
+            (words = malloc(PTHREAD_SCAN)) != NULL &&
+            pyu_read_quiet(s, main, words, PTHREAD_SCAN) == 0) {
+            if (words[PTHREAD_TID_GLIBC / 4] == (uint32_t)s->pid)
+                s->pthread_tid_at = PTHREAD_TID_GLIBC;
+            for (size_t k = 4; s->pthread_tid_at < 0 &&
+                               k < PTHREAD_SCAN / 4; k++)
+                if (words[k] == (uint32_t)s->pid)
+                    s->pthread_tid_at = (int32_t)(4 * k);
+        }
+        free(words);
+    }
+    int32_t tid = 0;
+    if (s->pthread_tid_at < 0 || !thread ||
+        pyu_read_quiet(s, thread + (uint64_t)s->pthread_tid_at, &tid, 4) < 0
+        || tid <= 0)
+        return 0;
+    return (uint64_t)tid;
+}
+
 void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                      const uint64_t extra_off[2], uint64_t ts,
                      const uint8_t *buf, size_t len, pyu_tstate *r,
@@ -235,7 +274,9 @@ void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
     r->addr = ts;
     *next = pyu_u64(buf, len, PYU_OFF(o, ts_next));
     r->thread_id = pyu_u64(buf, len, PYU_OFF(o, ts_thread_id));
-    r->native_id = pyu_u64(buf, len, PYU_OFF(o, ts_native_thread_id));
+    r->native_id = PYU_HAS(o, ts_native_thread_id)
+                       ? pyu_u64(buf, len, PYU_OFF(o, ts_native_thread_id))
+                       : native_of_pthread(s, in, r->thread_id);
     r->main = PYU_HAS(o, is_threads_main) ? in->threads_main == ts
               : PYU_HAS(o, rt_main_thread)
                   ? in->main_thread && r->thread_id == in->main_thread

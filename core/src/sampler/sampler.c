@@ -656,10 +656,19 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     return 0;
 }
 
+/* Whether each sample is a pyu_walk: with PYU_SAMPLE_ASYNC, and before
+ * 3.11, whose frame objects the snapshots and their rules do not read
+ * (each stack is read whole, frame by frame, and one that cannot be read
+ * to its end counts as failed). */
+static bool walked(const pyu_sampler *sm)
+{
+    return (sm->o.flags & PYU_SAMPLE_ASYNC) || sm->s->off.object_frames;
+}
+
 static int take(pyu_session *s, void *arg)
 {
     pyu_sampler *sm = arg;
-    if (sm->o.flags & PYU_SAMPLE_ASYNC)
+    if (walked(sm))
         return take_walked(sm);
     return take_cached(s, sm);
 }
@@ -673,8 +682,7 @@ int pyu_sampler_take(pyu_sampler *sm)
     uint64_t t = pyu_profile_clock(sm->p);
     int rc;
     pyu_profile_sampling(sm->p, sm->process);
-    if ((sm->o.flags & PYU_SAMPLE_BLOCKING) &&
-        !(sm->o.flags & PYU_SAMPLE_ASYNC))
+    if ((sm->o.flags & PYU_SAMPLE_BLOCKING) && !walked(sm))
         rc = pyu_paused(s, take, sm);
     else
         rc = take(s, sm); /* pyu_walk stops the target itself, if asked */

@@ -1,5 +1,6 @@
 /* ELF files on disk: where .PyRuntime and _PyRuntime are in a python
- * executable or libpython, and its Py_Version.  Section headers are not mapped into a process,
+ * executable or libpython, and its Py_Version (before 3.11: its
+ * PY_VERSION string).  Section headers are not mapped into a process,
  * so they are read from the file. */
 #include "../internal.h"
 
@@ -61,6 +62,50 @@ static void find_symbols(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh,
         if (info->has_symbol && info->has_py_version)
             return;
     }
+}
+
+/* A CPython older than 3.11 has no Py_Version: its version is the
+ * PY_VERSION string in .rodata ("3.10.13", often merged by the linker into
+ * the tail of a longer string, such as an install path ending in it).
+ * The first "3.M.N" there (not part of a longer number, ended by a NUL or
+ * by '+', as Debian's "3.9.2+") with M from 6 to 10 gives the version
+ * (final release level: the micro version is what readers show). */
+static bool rodata_version(Elf *elf, size_t shstrndx, uint64_t *out)
+{
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        GElf_Shdr sh;
+        const char *name;
+        if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+            !(name = elf_strptr(elf, shstrndx, sh.sh_name)) ||
+            strcmp(name, ".rodata") != 0)
+            continue;
+        Elf_Data *d = elf_getdata(scn, NULL);
+        if (!d || !d->d_buf)
+            return false;
+        const char *b = d->d_buf;
+        size_t n = d->d_size;
+        for (size_t i = 1; i + 6 <= n; i++) {
+            if (b[i] != '3' || b[i + 1] != '.' ||
+                (b[i - 1] >= '0' && b[i - 1] <= '9') || b[i - 1] == '.')
+                continue;
+            size_t k = i + 2;
+            unsigned minor = 0, micro = 0, dm = 0, du = 0;
+            while (k < n && b[k] >= '0' && b[k] <= '9' && dm < 3)
+                minor = minor * 10 + (unsigned)(b[k++] - '0'), dm++;
+            if (!dm || k >= n || b[k++] != '.')
+                continue;
+            while (k < n && b[k] >= '0' && b[k] <= '9' && du < 3)
+                micro = micro * 10 + (unsigned)(b[k++] - '0'), du++;
+            if (!du || k >= n || (b[k] != '\0' && b[k] != '+') ||
+                minor < 6 || minor > 10)
+                continue;
+            *out = 0x03000000u | minor << 16 | micro << 8 | 0xF0;
+            return true;
+        }
+        return false;
+    }
+    return false;
 }
 
 void pyu_build_id_hex(const uint8_t *id, size_t len, char *out)
@@ -174,6 +219,9 @@ int pyu_elf_inspect(const char *path, pyu_elf_info *info, pyu_err *err)
             find_symbols(elf, scn, &sh, info);
         }
     }
+    if ((info->has_pyruntime || info->has_symbol) && !info->has_py_version)
+        info->has_py_version = rodata_version(elf, shstrndx,
+                                              &info->py_version);
 out:
     if (elf)
         elf_end(elf);
