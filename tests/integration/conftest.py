@@ -7,6 +7,7 @@ import json
 import os
 import re
 import resource
+import select
 import signal
 import subprocess
 import time
@@ -130,7 +131,10 @@ class Target:
             [python, os.path.join(TARGETS, script), self.truth_path, *args],
             cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             text=True, preexec_fn=allow_core)
-        line = self.proc.stdout.readline()
+        # (a target that fails before its "ready" may live on, its
+        # threads waited for: the wait for the line has a deadline)
+        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT)
+        line = self.proc.stdout.readline() if ready else ""
         if line.strip() != "ready":
             self.close()
             raise RuntimeError("target did not start: %r %s"

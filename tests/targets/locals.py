@@ -18,7 +18,8 @@ import sys
 import threading
 import time
 
-sys.set_int_max_str_digits(0)
+if hasattr(sys, "set_int_max_str_digits"):  # (3.11+, and late 3.9 and 3.10)
+    sys.set_int_max_str_digits(0)
 
 
 class Point:
@@ -88,7 +89,7 @@ def record(out, frames):
             vs[name] = {"type": type(value).__name__, "shown": shown(value),
                         "id": id(value)}
         result.append({"function": f.f_code.co_name,
-                       "qualname": f.f_code.co_qualname,
+                       "qualname": getattr(f.f_code, "co_qualname", f.f_code.co_name),
                        "cells": list(f.f_code.co_cellvars),
                        "free": list(f.f_code.co_freevars),
                        "args": list(f.f_code.co_varnames[

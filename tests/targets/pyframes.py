@@ -72,7 +72,7 @@ def record(ident, native_id):
     while f is not None:
         names = f.f_code.co_varnames + f.f_code.co_cellvars
         frames.append({
-            "function": f.f_code.co_qualname,
+            "function": getattr(f.f_code, "co_qualname", f.f_code.co_name),
             "file": f.f_code.co_filename,
             "line": f.f_lineno,
             "locals": {k: repr(v) for k, v in f.f_locals.items()

@@ -41,7 +41,7 @@ def park(role=None):
     """Marks the calling thread as parked, then blocks in a C call."""
     if role:
         roles[role] = threading.get_ident()
-        exc = sys.exception()
+        exc = sys.exc_info()[1]
         exceptions[role] = type(exc).__name__ if exc is not None else None
     parked.release()
     time.sleep(1e6)
@@ -263,7 +263,7 @@ def describe(frame):
     out = []
     while frame is not None:
         code = frame.f_code
-        out.append({"function": code.co_qualname, "name": code.co_name,
+        out.append({"function": getattr(code, "co_qualname", code.co_name), "name": code.co_name,
                     "file": code.co_filename, "line": frame.f_lineno})
         frame = frame.f_back
     return out
