@@ -37,16 +37,22 @@ def pytest_configure(config):
                             "targets)")
     config.addinivalue_line("markers", "kinds: runs on one interpreter of "
                             "each kind (conftest.KINDS), not on every one")
+    config.addinivalue_line("markers", "builds: also runs on the other "
+                            "builds of a version (conftest.OTHER_BUILDS)")
 
 
-# One interpreter of each way pyunwind reads them: 3.11's built-in layout
+# One interpreter of each way pyunwind reads them: 3.9's frame objects
+# and co_lnotab (Debian 11's: stripped, the runtime in a non-PIE
+# executable), 3.10's line table (a stripped copy of pyenv's: libpython,
+# PIE), 3.11's built-in layout
 # (Debian's: stripped, the runtime in a non-PIE executable), 3.12's (a
 # stripped copy of pyenv's: the runtime in libpython, PIE), 3.13 from a
 # shared libpython, 3.13 and 3.14 free-threaded, Debian's stripped 3.15
 # with its anchors.  A debug build, or another build of a version, takes
 # the code paths of the one beside it.  PYU_ONLY=kinds keeps only these
 # (scripts/test's sanitized run); a test marked `kinds` runs on these only.
-KINDS = (r"3\.11\.\d+-debian", r"3\.12\.\d+-pyenv-stripped",
+KINDS = (r"3\.9\.\d+-bullseye", r"3\.10\.\d+-pyenv-stripped",
+         r"3\.11\.\d+-debian", r"3\.12\.\d+-pyenv-stripped",
          r"3\.13\.\d+-shared", r"3\.13\.\d+t",
          r"3\.14\.\d+t", r"3\.15\.\d+-debian")
 
@@ -55,19 +61,39 @@ def of_a_kind(label):
     return any(re.fullmatch(k, label) for k in KINDS)
 
 
+# Other builds of a version the matrix has: pyenv's own builds (their
+# stripped copies stand for them: the same code, without symbols; 3.9's
+# distribution build is Debian 11's) and Debian 11's debug build.  A test
+# runs on these only when marked `builds`: the tests that compare a dump
+# with the target's own record (live, cores, debuggers), which must hold
+# on every build.
+OTHER_BUILDS = (r"3\.\d+\.\d+-pyenv", r"3\.9\.\d+-pyenv-stripped",
+                r"3\.9\.\d+-bullseye-dbg")
+
+
+def another_build(label):
+    return any(re.fullmatch(k, label) for k in OTHER_BUILDS)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Deselects the `kinds` tests' runs on the other interpreters (their
+    """Deselects the `kinds` tests' runs on the other interpreters, and
+    every test's runs on the other builds but the `builds` tests' (their
     interpreter: a (label, path) parameter, or `label`)."""
     keep, drop = [], []
     for item in items:
         label = None
-        if item.get_closest_marker("kinds") and hasattr(item, "callspec"):
+        if hasattr(item, "callspec"):
             for v in item.callspec.params.values():
                 if isinstance(v, tuple) and len(v) == 2 and \
                         isinstance(v[0], str):
                     label = v[0]
             label = item.callspec.params.get("label", label)
-        (drop if label and not of_a_kind(label) else keep).append(item)
+        if not isinstance(label, str):
+            label = None
+        out = label and (
+            (item.get_closest_marker("kinds") and not of_a_kind(label)) or
+            (another_build(label) and not item.get_closest_marker("builds")))
+        (drop if out else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep

@@ -20,6 +20,9 @@ from conftest import (ROOT, Target, allow_core, assert_matches_truth,
                       labelled, pyunwind)
 from test_bad_input import assert_no_crash, assert_one_line_error
 
+# (the dumps equal the targets' own records on every build of a
+# version, conftest.OTHER_BUILDS)
+pytestmark = pytest.mark.builds
 PYTHONS = interpreters()
 # (the compressor's command, writing the file named last)
 COMPRESSORS = {

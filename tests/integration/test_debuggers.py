@@ -24,7 +24,9 @@ from conftest import (RUNNING, ROOT, TARGETS, TIMEOUT, Target,
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN, LLDB_SERVER,
                        PLUGINS, Server, cli_command, process_state)
 
-pytestmark = pytest.mark.debugger
+# (`builds`: attached and on cores, the dumps equal the targets' own
+# records on every build of a version, conftest.OTHER_BUILDS)
+pytestmark = [pytest.mark.debugger, pytest.mark.builds]
 PYTHONS = interpreters()
 
 

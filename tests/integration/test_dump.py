@@ -13,6 +13,9 @@ from conftest import (Target, assert_matches_truth, assert_prefix_of_truth,
                       dump_json, has_guard_regions, interpreters,
                       kernel_cores_land_here, pyunwind)
 
+# (the dumps equal the targets' own records on every build of a
+# version, conftest.OTHER_BUILDS)
+pytestmark = pytest.mark.builds
 PYTHONS = interpreters()
 
 
