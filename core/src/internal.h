@@ -220,6 +220,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
     X(co_flags) X(co_kwonlyargcount) X(co_firsttraceable) X(co_names)        \
     X(co_nlocalsplus) X(co_stacksize) X(ts_datastack_top) X(co_code)         \
+    X(co_varnames) X(co_cellvars) X(co_freevars)                             \
     X(ob_size) X(ob_type) X(cell_ob_ref)                                     \
     X(tp_size) X(tp_name) X(tp_repr) X(tp_flags) X(tp_basicsize)             \
     X(tp_dictoffset) X(tp_dict) X(tp_mro) X(md_dict) X(descr_member)         \
@@ -270,6 +271,9 @@ typedef struct pyu_offsets {
      * before its values (3.13: a 4-byte header, the order after them) */
     bool long_size_signed;
     bool dict_order_before;
+    /* before 3.11: a dict's keys are {refcnt, size, lookup, usable,
+     * nentries, indices...} and a split dict's values a plain array */
+    bool dict_keys_old;
     /* the layout is pyunwind's own (a version without debug offsets) */
     bool builtin;
     /* an object whose type has Py_TPFLAGS_MANAGED_DICT keeps its dict

@@ -106,7 +106,7 @@ def test_version_not_read(tmp_path):
     with sleeping(python_claiming(0x030812f0, tmp_path)) as p:
         assert_one_line_error(pyunwind("dump", str(p.pid)), 4,
                               "CPython 3.8.18 is not a version pyunwind "
-                              "reads; it reads CPython 3.11-3.15")
+                              "reads; it reads CPython 3.9-3.15")
 
 
 def test_permission_denied():

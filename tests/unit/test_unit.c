@@ -365,7 +365,7 @@ static void test_py311(void)
     CHECK(!PYU_HAS(&o, fr_is_entry) && PYU_OFF(&o, fr_owner) == 70);
     CHECK_EQ(pyu_offsets_builtin(s, 0x030812F0, &o), -PYU_E_VERSION);
     CHECK(strstr(pyu_errmsg(s), "CPython 3.8.18 is not a version pyunwind "
-                                "reads; it reads CPython 3.11-3.15") != NULL);
+                                "reads; it reads CPython 3.9-3.15") != NULL);
     pyu_session_free(s);
 
     /* the shape a scan looks for: interpreters.main at the embedded main
@@ -1436,9 +1436,18 @@ static int print_lines(int argc, char **argv)
     }
     long n = atol(argv[4]);
     bool positions = strcmp(argv[1], "positions") == 0;
+    int old = strcmp(argv[1], "lines310") == 0   ? PYU_LINES_310
+              : strcmp(argv[1], "lnotab") == 0 ? PYU_LINES_LNOTAB
+                                               : -1;
     for (long i = 0; i < n; i++) {
         pyu_position p;
-        if (!positions)
+        int line;
+        if (old >= 0) /* (no line: 0, as pyu_code_line shows it) */
+            printf("%d\n", (line = pyu_linetable_line_old(
+                                 t, len, first, (uint64_t)i, old)) < 0
+                               ? 0
+                               : line);
+        else if (!positions)
             printf("%d\n", pyu_linetable_line(t, len, first, (uint64_t)i));
         else if (pyu_linetable_position(t, len, first, (uint64_t)i, &p) < 0)
             printf("-1\n");
@@ -2116,6 +2125,8 @@ static void test_ticks(void)
 int main(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "lines") == 0 ||
+                     strcmp(argv[1], "lines310") == 0 ||
+                     strcmp(argv[1], "lnotab") == 0 ||
                      strcmp(argv[1], "positions") == 0))
         return print_lines(argc, argv);
     test_linetable();

@@ -24,6 +24,8 @@
 #define CO_FAST_HIDDEN 0x10
 #define CO_FAST_CELL 0x40
 #define CO_FAST_FREE 0x80
+#define ARG_CELL 0x01 /* (pyunwind's own, before 3.11: a cell variable
+                         that is an argument) */
 #define CO_VARARGS 0x4
 #define CO_VARKEYWORDS 0x8
 #define MAX_VARS 65536
@@ -51,8 +53,82 @@ static void vars_free(vars_of *v)
     free(v->slots);
 }
 
+/* Before 3.11: the names are three tuples, co_varnames (the arguments
+ * first), co_cellvars and co_freevars, whose values the frame object
+ * holds in that order in f_localsplus; an argument some closure captures
+ * is also a cell variable, its own slot emptied when the frame starts
+ * (its value is the cell's). */
+static int read_vars_old(pyu_session *s, const pyu_walk_frame *f,
+                         vars_of *v)
+{
+    const pyu_offsets *o = &s->off;
+    uint64_t code = f->code_addr, tuples[3] = {0, 0, 0};
+    int32_t argc = 0, kwonly = 0, flags = 0;
+    int64_t count[3] = {0, 0, 0};
+    static const uint8_t kind[3] = {0x20, CO_FAST_CELL, CO_FAST_FREE};
+    pyu_range r[6] = {
+        {code + PYU_OFF(o, co_varnames), &tuples[0], 8},
+        {code + PYU_OFF(o, co_cellvars), &tuples[1], 8},
+        {code + PYU_OFF(o, co_freevars), &tuples[2], 8},
+        {code + PYU_OFF(o, co_argcount), &argc, 4},
+        {code + PYU_OFF(o, co_kwonlyargcount), &kwonly, 4},
+        {code + PYU_OFF(o, co_flags), &flags, 4},
+    };
+    if (pyu_readv(s, r, 6, "a code object's variables") < 0)
+        return -1;
+    size_t n = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!tuples[k] || (tuples[k] & 7) ||
+            pyu_read(s, tuples[k] + PYU_OFF(o, tuple_ob_size), &count[k], 8,
+                     "the names of a code object's variables") < 0)
+            return pyu_fail(&s->err, PYU_E_CORRUPT, "the code object at 0x%"
+                            PRIx64 " has no table of variables", code);
+        if (count[k] < 0 || count[k] > MAX_VARS)
+            return pyu_fail(&s->err, PYU_E_CORRUPT, "the code object at 0x%"
+                            PRIx64 " has %" PRId64 " variable names", code,
+                            count[k]);
+        n += (size_t)count[k];
+    }
+    if (argc < 0 || kwonly < 0 || (int64_t)argc + kwonly + 2 > MAX_VARS ||
+        n > MAX_VARS)
+        return pyu_fail(&s->err, PYU_E_CORRUPT, "the code object at 0x%"
+                        PRIx64 " has %zu variables", code, n);
+    v->n = n;
+    v->nargs = (size_t)argc + (size_t)kwonly + !!(flags & CO_VARARGS) +
+               !!(flags & CO_VARKEYWORDS);
+    if (!n)
+        return 0;
+    v->names = malloc(n * 8);
+    v->kinds = malloc(n);
+    v->slots = malloc(n * 8);
+    if (!v->names || !v->kinds || !v->slots)
+        return pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
+    pyu_range r2[4];
+    size_t at = 0, nr = 0;
+    for (int k = 0; k < 3; k++) {
+        if (count[k])
+            r2[nr++] = (pyu_range){tuples[k] + PYU_OFF(o, tuple_ob_item),
+                                   v->names + at, (size_t)count[k] * 8};
+        memset(v->kinds + at, kind[k], (size_t)count[k]);
+        at += (size_t)count[k];
+    }
+    r2[nr++] = (pyu_range){f->addr + PYU_OFF(o, fr_localsplus), v->slots,
+                           n * 8};
+    if (pyu_readv(s, r2, nr, "a frame's variables") < 0)
+        return -1;
+    /* (names are interned: an argument's cell has its very name) */
+    size_t cells = (size_t)count[0] + (size_t)count[1];
+    for (size_t j = (size_t)count[0]; j < cells; j++)
+        for (size_t a = 0; a < v->nargs && a < (size_t)count[0]; a++)
+            if (v->names[j] == v->names[a])
+                v->kinds[j] |= ARG_CELL;
+    return 0;
+}
+
 static int read_vars(pyu_session *s, const pyu_walk_frame *f, vars_of *v)
 {
+    if (s->off.object_frames)
+        return read_vars_old(s, f, v);
     const pyu_offsets *o = &s->off;
     uint64_t names = 0, kinds = 0, code = f->code_addr;
     int32_t argc = 0, kwonly = 0, flags = 0;
@@ -147,7 +223,8 @@ static int frame_vars(pyu_session *s, const pyu_walk_frame *f,
         if ((k & CO_FAST_HIDDEN) ||
             !slot_value(o, v.slots[i], &obj, &tagged, &ival))
             continue;
-        pyu_var var = {.kind = i < v.nargs              ? PYU_VAR_ARGUMENT
+        pyu_var var = {.kind = i < v.nargs || (k & ARG_CELL)
+                                                        ? PYU_VAR_ARGUMENT
                                : (k & CO_FAST_FREE)     ? PYU_VAR_FREE
                                : (k & CO_FAST_CELL)     ? PYU_VAR_CELL
                                                         : PYU_VAR_LOCAL};

@@ -712,7 +712,8 @@ static const known layout_312[] = {
     {L(fr_globals), 48}, {L(fr_locals), 56},                                \
     {L(co_size), 176}, {L(co_argcount), 16}, {L(co_kwonlyargcount), 24},    \
     {L(co_stacksize), 32}, {L(co_flags), 36}, {L(co_firstlineno), 40},      \
-    {L(co_code), 48}, {L(co_names), 64}, {L(co_filename), 104},             \
+    {L(co_code), 48}, {L(co_names), 64}, {L(co_varnames), 72},              \
+    {L(co_freevars), 80}, {L(co_cellvars), 88}, {L(co_filename), 104},      \
     {L(co_name), 112}, {L(co_qualname), 112 /* co_name */},                 \
     {L(co_linetable), 120 /* 3.9: co_lnotab */},                            \
     {L(co_code_adaptive), 0 /* (see pyu_frame_raw_take) */},                \
@@ -783,6 +784,7 @@ int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
     o->dict_order_before = minor >= 11;
     o->instr_in_caches = minor >= 11;
     o->object_frames = minor < 11;
+    o->dict_keys_old = minor < 11;
     o->lasti_scale = minor == 9 ? 2 : 1;
     o->linetable_kind = minor == 9    ? PYU_LINES_LNOTAB
                         : minor == 10 ? PYU_LINES_310

@@ -543,9 +543,80 @@ static int split_values(pyu_session *s, uint64_t values, int64_t nentries,
 
 /* ------------------------------------------------------------ dicts */
 
+/* The items of a combined table: nentries entries of esize bytes from
+ * `entries`, the key at key_at and the value after it. */
+static int combined_each(pyu_session *s, uint64_t keys, uint64_t entries,
+                         int64_t nentries, size_t esize, size_t key_at,
+                         size_t max, pyu_item_fn fn, void *arg)
+{
+    uint64_t e[32 * 3];
+    size_t per = sizeof e / esize;
+    size_t limit = (uint64_t)nentries < max ? (size_t)nentries : max;
+    for (size_t at = 0; at < limit; at += per) {
+        size_t k = limit - at < per ? limit - at : per;
+        if (pyu_read_quiet(s, entries + at * esize, e, k * esize) < 0)
+            return pyu_fail(&s->err, PYU_E_FAULT, "the entries of a "
+                            "dict at 0x%" PRIx64 " cannot be read", keys);
+        for (size_t i = 0; i < k; i++) {
+            uint64_t key = pyu_u64(e, k * esize, i * esize + key_at);
+            uint64_t val = pyu_u64(e, k * esize, i * esize + key_at + 8);
+            int rc = val ? fn(arg, key, val) : 0;
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+#define DK_OLD_HEADER 40 /* 3.9, 3.10: refcnt, size, lookup, usable,
+                            nentries, then the indices */
+
+/* 3.9's and 3.10's keys: dk_size (a power of two) slots of indices, each
+ * 1, 2, 4 or 8 bytes as the size needs, then {hash, key, value} entries;
+ * a split dict's values are an array in the entries' order. */
+static int keys_each_old(pyu_session *s, uint64_t keys, uint64_t values,
+                         size_t max, pyu_item_fn fn, void *arg)
+{
+    int64_t kh[DK_OLD_HEADER / 8];
+    if (!keys || pyu_read_quiet(s, keys, kh, sizeof kh) < 0)
+        return pyu_fail(&s->err, PYU_E_FAULT, "the keys of a dict at 0x%"
+                        PRIx64 " cannot be read", keys);
+    int64_t size = kh[1], nentries = kh[4];
+    if (size < 8 || size > (1ll << 40) || (size & (size - 1)) ||
+        nentries < 0 || nentries > size)
+        return pyu_fail(&s->err, PYU_E_CORRUPT, "the keys of a dict at 0x%"
+                        PRIx64 " make no sense", keys);
+    uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2
+                     : size <= 0xffffffffll ? 4 : 8;
+    uint64_t entries = keys + DK_OLD_HEADER + (uint64_t)size * width;
+    if (!values)
+        return combined_each(s, keys, entries, nentries, 24, 8, max, fn,
+                             arg);
+    uint64_t vals[256];
+    size_t n = (size_t)(nentries < 256 ? nentries : 256);
+    if (n && pyu_read_quiet(s, values, vals, n * 8) < 0)
+        return pyu_fail(&s->err, PYU_E_FAULT, "the values of a dict at 0x%"
+                        PRIx64 " cannot be read", values);
+    for (size_t i = 0, shown = 0; i < n && shown < max; i++) {
+        uint64_t key = 0;
+        if (!vals[i])
+            continue;
+        if (pyu_read_quiet(s, entries + i * 24 + 8, &key, 8) < 0)
+            return pyu_fail(&s->err, PYU_E_FAULT, "the keys of a dict at 0x%"
+                            PRIx64 " cannot be read", keys);
+        int rc = fn(arg, key, vals[i]);
+        if (rc)
+            return rc;
+        shown++;
+    }
+    return 0;
+}
+
 int pyu_keys_each(pyu_session *s, uint64_t keys, uint64_t values,
                   size_t max, pyu_item_fn fn, void *arg)
 {
+    if (s->off.dict_keys_old)
+        return keys_each_old(s, keys, values, max, fn, arg);
     uint8_t kh[DK_INDICES];
     if (!keys || pyu_read_quiet(s, keys, kh, sizeof kh) < 0)
         return pyu_fail(&s->err, PYU_E_FAULT, "the keys of a dict at 0x%"
@@ -559,25 +630,9 @@ int pyu_keys_each(pyu_session *s, uint64_t keys, uint64_t values,
                         PRIx64 " make no sense", keys);
     uint64_t entries = keys + DK_INDICES + (1ull << log2_index);
     size_t esize = kind == 0 ? 24 : 16, key_at = kind == 0 ? 8 : 0;
-    if (!values) { /* combined: the entries hold keys and values */
-        uint64_t e[32 * 3];
-        size_t per = sizeof e / esize;
-        size_t limit = (uint64_t)nentries < max ? (size_t)nentries : max;
-        for (size_t at = 0; at < limit; at += per) {
-            size_t k = limit - at < per ? limit - at : per;
-            if (pyu_read_quiet(s, entries + at * esize, e, k * esize) < 0)
-                return pyu_fail(&s->err, PYU_E_FAULT, "the entries of a "
-                                "dict at 0x%" PRIx64 " cannot be read", keys);
-            for (size_t i = 0; i < k; i++) {
-                uint64_t key = pyu_u64(e, k * esize, i * esize + key_at);
-                uint64_t val = pyu_u64(e, k * esize, i * esize + key_at + 8);
-                int rc = val ? fn(arg, key, val) : 0;
-                if (rc)
-                    return rc;
-            }
-        }
-        return 0;
-    }
+    if (!values) /* combined: the entries hold keys and values */
+        return combined_each(s, keys, entries, nentries, esize, key_at, max,
+                             fn, arg);
     /* split: values and their order in a PyDictValues */
     uint8_t head[DV_VALUES], order[256];
     uint64_t vals[256];
