@@ -144,8 +144,8 @@ uint64_t runtime_hint(lldb::SBTarget &target)
 }
 
 // Py_Version (PY_VERSION_HEX) as lldb reads it, for a CPython without
-// debug offsets (3.11): from the process, else from the module's file (a
-// core leaves read-only data out); 0 when unknown.
+// debug offsets (3.9-3.12): from the process, else from the module's file
+// (a core leaves read-only data out); 0 when unknown.
 uint64_t version_hint(lldb::SBTarget &target, lldb::SBProcess &process)
 {
     for (uint32_t i = 0, n = target.GetNumModules(); i < n; i++) {
@@ -161,6 +161,19 @@ uint64_t version_hint(lldb::SBTarget &target, lldb::SBProcess &process)
             return v;
         err.Clear();
         if (target.ReadMemory(at, &v, 8, err) == 8 && err.Success())
+            return v;
+    }
+    // (3.9 and 3.10 have no Py_Version: the file of the module that holds
+    // the runtime says it)
+    for (uint32_t i = 0, n = target.GetNumModules(); i < n; i++) {
+        lldb::SBModule mod = target.GetModuleAtIndex(i);
+        if (!mod.FindSection(".PyRuntime").IsValid() &&
+            !mod.FindSymbol("_PyRuntime").IsValid())
+            continue;
+        char path[4096];
+        uint64_t v = 0;
+        if (mod.GetFileSpec().GetPath(path, sizeof path) > 0 &&
+            pyu_file_python_version(path, &v) == 0)
             return v;
     }
     return 0;

@@ -12,6 +12,9 @@ import pytest
 
 from conftest import ROOT, interpreters
 
+# (`builds`: the line decoders hold on every build, 3.9 and 3.10
+# among them, conftest.OTHER_BUILDS)
+pytestmark = pytest.mark.builds
 PYTHONS = interpreters()
 TEST_UNIT = os.environ.get("PYU_TEST_UNIT",
                            os.path.join(os.path.dirname(os.environ.get(

@@ -16,6 +16,9 @@ import pytest
 from conftest import (Target, allow_core, has_guard_regions, interpreters,
                       kernel_cores_land_here, py315, pyunwind)
 
+# (`builds`: the variables read hold on every build, 3.9 and 3.10
+# among them, conftest.OTHER_BUILDS)
+pytestmark = pytest.mark.builds
 PYTHONS = interpreters()
 TEXT = 508  # bytes of a value's text before it is cut (then "...")
 

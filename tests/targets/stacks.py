@@ -263,7 +263,8 @@ def describe(frame):
     out = []
     while frame is not None:
         code = frame.f_code
-        out.append({"function": getattr(code, "co_qualname", code.co_name), "name": code.co_name,
+        out.append({"function": getattr(code, "co_qualname", code.co_name),
+                    "name": code.co_name,
                     "file": code.co_filename, "line": frame.f_lineno})
         frame = frame.f_back
     return out

@@ -258,6 +258,16 @@ PYU_API void pyu_set_native_frames(pyu_session *s, pyu_native_frames_fn fn,
  * target's files.  0 forgets it. */
 PYU_API void pyu_set_version_hint(pyu_session *s, uint64_t version_hex);
 
+/* The version (PY_VERSION_HEX) of the CPython whose executable or
+ * libpython is the ELF file at path, as a reader without debug offsets
+ * needs it: its Py_Version (3.11+), else the PY_VERSION string in its
+ * read-only data (3.9, 3.10; the release level is taken as final).  For a
+ * debugger whose module has no Py_Version symbol, to give
+ * pyu_set_version_hint.  Returns 0 and sets *version_hex, or
+ * -PYU_E_IO (not a readable ELF file) or -PYU_E_NOTPY (no version in
+ * it). */
+PYU_API int pyu_file_python_version(const char *path, uint64_t *version_hex);
+
 /* The target's CPython, once opened. */
 typedef struct pyu_python_info {
     uint64_t runtime_addr; /* address of _PyRuntime */

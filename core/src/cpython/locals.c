@@ -24,8 +24,6 @@
 #define CO_FAST_HIDDEN 0x10
 #define CO_FAST_CELL 0x40
 #define CO_FAST_FREE 0x80
-#define ARG_CELL 0x01 /* (pyunwind's own, before 3.11: a cell variable
-                         that is an argument) */
 #define CO_VARARGS 0x4
 #define CO_VARKEYWORDS 0x8
 #define MAX_VARS 65536
@@ -57,7 +55,7 @@ static void vars_free(vars_of *v)
  * first), co_cellvars and co_freevars, whose values the frame object
  * holds in that order in f_localsplus; an argument some closure captures
  * is also a cell variable, its own slot emptied when the frame starts
- * (its value is the cell's). */
+ * (its value is the cell's, shown in the argument's place). */
 static int read_vars_old(pyu_session *s, const pyu_walk_frame *f,
                          vars_of *v)
 {
@@ -116,12 +114,17 @@ static int read_vars_old(pyu_session *s, const pyu_walk_frame *f,
                            n * 8};
     if (pyu_readv(s, r2, nr, "a frame's variables") < 0)
         return -1;
-    /* (names are interned: an argument's cell has its very name) */
+    /* an argument's cell (names are interned: it has the very name) takes
+     * the argument's place, as 3.11+ keep it there */
     size_t cells = (size_t)count[0] + (size_t)count[1];
     for (size_t j = (size_t)count[0]; j < cells; j++)
         for (size_t a = 0; a < v->nargs && a < (size_t)count[0]; a++)
-            if (v->names[j] == v->names[a])
-                v->kinds[j] |= ARG_CELL;
+            if (v->names[j] == v->names[a] && !v->slots[a]) {
+                v->slots[a] = v->slots[j];
+                v->kinds[a] |= CO_FAST_CELL;
+                v->kinds[j] = CO_FAST_HIDDEN;
+                break;
+            }
     return 0;
 }
 
@@ -223,8 +226,7 @@ static int frame_vars(pyu_session *s, const pyu_walk_frame *f,
         if ((k & CO_FAST_HIDDEN) ||
             !slot_value(o, v.slots[i], &obj, &tagged, &ival))
             continue;
-        pyu_var var = {.kind = i < v.nargs || (k & ARG_CELL)
-                                                        ? PYU_VAR_ARGUMENT
+        pyu_var var = {.kind = i < v.nargs              ? PYU_VAR_ARGUMENT
                                : (k & CO_FAST_FREE)     ? PYU_VAR_FREE
                                : (k & CO_FAST_CELL)     ? PYU_VAR_CELL
                                                         : PYU_VAR_LOCAL};

@@ -143,6 +143,21 @@ int pyu_open_core(pyu_session *s, const char *core, const char *exe,
     return rc;
 }
 
+int pyu_file_python_version(const char *path, uint64_t *version_hex)
+{
+    pyu_elf_info info;
+    pyu_err err = {0};
+    if (!path || !version_hex)
+        return -PYU_E_INVAL;
+    int rc = pyu_elf_inspect(path, &info, &err);
+    if (rc < 0)
+        return rc;
+    if (!info.has_py_version)
+        return -PYU_E_NOTPY;
+    *version_hex = info.py_version;
+    return 0;
+}
+
 void pyu_set_version_hint(pyu_session *s, uint64_t version_hex)
 {
     if (s)
