@@ -21,6 +21,18 @@ TEST_UNIT = os.environ.get("PYU_TEST_UNIT",
                                "PYUNWIND", os.path.join(ROOT, "build", "pyunwind"))),
                                "test_unit"))
 
+# (the end of each snippet: walk() goes on into nested code objects, and
+# runs over the code of some standard library modules)
+WALK_ON = r"""
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            walk(c)
+for mod in (asyncio.base_events, threading, textwrap, argparse, dataclasses, j2.decoder):
+    with open(mod.__file__, encoding="utf-8") as f:
+        walk(compile(f.read(), mod.__file__, "exec"))
+json.dump(out, sys.stdout)
+"""
+
 SNIPPET = r"""
 import json, sys, types
 import asyncio, json as j2, threading, textwrap, argparse, dataclasses
@@ -41,14 +53,7 @@ def walk(code):
     out.append({"first": code.co_firstlineno, "table": code.co_linetable.hex(),
                 "lines": lines, "positions": positions,
                 "name": code.co_qualname})
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            walk(c)
-for mod in (asyncio.base_events, threading, textwrap, argparse, dataclasses, j2.decoder):
-    with open(mod.__file__, encoding="utf-8") as f:
-        walk(compile(f.read(), mod.__file__, "exec"))
-json.dump(out, sys.stdout)
-"""
+""" + WALK_ON
 
 
 # Before 3.11: each instruction's line as the interpreter tells it (3.10:
@@ -75,14 +80,7 @@ def walk(code):
             lines[u] = line
     out.append({"first": code.co_firstlineno, "table": table.hex(),
                 "lines": lines, "name": code.co_name})
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            walk(c)
-for mod in (asyncio.base_events, threading, textwrap, argparse, dataclasses, j2.decoder):
-    with open(mod.__file__, encoding="utf-8") as f:
-        walk(compile(f.read(), mod.__file__, "exec"))
-json.dump(out, sys.stdout)
-"""
+""" + WALK_ON
 
 
 def minor_of(label):
