@@ -467,7 +467,7 @@ int pyu_offsets_read(pyu_session *s, uint64_t runtime, pyu_offsets *o)
                                ver);
         return pyu_err_set(&s->err, PYU_E_VERSION,
                            "CPython %s is a pre-release whose debug offsets "
-                           "layout pyunwind does not know; it reads 3.11, 3.12, "
+                           "layout pyunwind does not know; it reads 3.9-3.12, "
                            "the 3.13 and 3.14 releases and 3.15 from "
                            "3.15.0b4",
                            ver);

@@ -231,7 +231,7 @@ int pyu_runtime_find(pyu_session *s, uint64_t hint)
                 rc = pyu_err_set(&s->err, PYU_E_NOTPY,
                                  "no CPython runtime found (no .PyRuntime "
                                  "section, _PyRuntime symbol or debug "
-                                 "offsets cookie): not a CPython 3.11+ "
+                                 "offsets cookie): not a CPython 3.9+ "
                                  "program%s",
                                  s->ops->mappings ? "" : " at the given address");
         }
