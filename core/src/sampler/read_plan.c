@@ -683,6 +683,11 @@ int pyu_plan_batch(pyu_sampler *sm)
                             sm->indirect ? &peek : NULL);
             if (sm->indirect)
                 outer_frame(sm, t, &sm->recs[j]);
+            /* (a thread state that names another thread now: a forked
+             * child's, read before the child wrote its own ids in) */
+            if (sm->recs[j].native_id != t->native_id ||
+                sm->recs[j].thread_id != t->thread_id)
+                same = false;
             if (t->spans_read)
                 again_at(sm, t);
             cframe_seen(t, sm->recs[j].cframe);
