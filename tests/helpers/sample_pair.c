@@ -78,8 +78,17 @@ int main(int argc, char **argv)
     srand(1);
     for (int i = 0; i < n && rc == 0; i++) {
         kill(pid, SIGSTOP);
-        for (int w = 0; w < 10000 && !all_stopped(pid); w++)
+        /* (a loaded machine may take its time to stop every thread: up to
+         * 240 s, then the pair would not read the same stacks) */
+        for (int w = 0; w < 2400000 && !all_stopped(pid); w++)
             usleep(100);
+        if (!all_stopped(pid)) {
+            kill(pid, SIGCONT);
+            fprintf(stderr, "sample_pair: sample %d: the process did not "
+                            "stop\n", i);
+            rc = 1;
+            break;
+        }
         int a = pyu_sampler_take(cached), b = pyu_sampler_take(full);
         kill(pid, SIGCONT);
         if (a < 0 || b < 0 || a != b) {

@@ -4,12 +4,14 @@ binary, starting targets, and comparing dumps with the target's own truth."""
 import contextlib
 import ctypes
 import json
+import math
 import os
 import re
 import resource
 import select
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -18,6 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TARGETS = os.path.join(ROOT, "tests", "targets")
 PYUNWIND = os.environ.get("PYUNWIND", os.path.join(ROOT, "build", "pyunwind"))
 TIMEOUT = 120
+# How long a test waits for a state or for enough of something (samples,
+# threads, a process sleeping) before it fails: a loaded machine, or the
+# ASan build, takes its time, but a state that never comes fails the test.
+DEADLINE = 240
 # What /proc/PID/stat says of a process that is not stopped: running,
 # sleeping, or in a short uninterruptible wait ("D": on I/O, or on its own
 # memory map's lock while a reader holds it). "T" and "t" are stopped.
@@ -185,13 +191,7 @@ class Target:
         return self.proc.pid
 
     def _wait_threads(self, n):
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            if len(os.listdir("/proc/%d/task" % self.pid)) == n:
-                return
-            time.sleep(0.05)
-        raise RuntimeError("target has %d tasks, expected %d"
-                           % (len(os.listdir("/proc/%d/task" % self.pid)), n))
+        wait_threads(self.pid, n)
 
     def gcore(self):
         prefix = os.path.join(self.workdir, "gcore")
@@ -215,6 +215,229 @@ class Target:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+
+
+def wait_threads(pid, n):
+    """Until process pid has n threads (a target's recorder threads have
+    ended); RuntimeError after DEADLINE."""
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        if len(os.listdir("/proc/%d/task" % pid)) == n:
+            return
+        time.sleep(0.05)
+    raise RuntimeError("target has %d tasks, expected %d"
+                       % (len(os.listdir("/proc/%d/task" % pid)), n))
+
+
+def wait_until(condition, what, deadline=DEADLINE):
+    """Polls condition() until it is true; fails the test after deadline
+    seconds.  For a state a test must see before it goes on (a process
+    stopped, asleep, running again): a fixed sleep is too short on a
+    loaded machine."""
+    end = time.monotonic() + deadline
+    while not condition():
+        assert time.monotonic() < end, "waited %d s for %s" % (deadline, what)
+        time.sleep(0.02)
+
+
+def until_shown(attempt, deadline=DEADLINE):
+    """attempt(k) for k = 0, 1, 2... until it returns something true, which
+    is returned.  A run that a loaded machine (or the ASan build) may starve
+    of samples is run again, longer each time if attempt makes it so, until
+    it has shown what the test judges; each attempt asserts what must hold
+    of every run.  After deadline seconds the test fails."""
+    end = time.monotonic() + deadline
+    k = 0
+    while True:
+        got = attempt(k)
+        if got:
+            return got
+        assert time.monotonic() < end, \
+            "still not shown after %d attempts in %d s" % (k + 1, deadline)
+        k += 1
+
+
+def longer(seconds, k):
+    """The duration of attempt k of a run of `seconds` (until_shown):
+    twice as long each time, at most eight times."""
+    return "%g" % (float(seconds) * 2 ** min(k, 3))
+
+
+# A share of samples is held to a tolerance only on enough samples that
+# chance alone puts a right profile past it less than once in 10,000
+# runs.  A sample (at a random point of its tick, of a target whose loop
+# drifts against the schedule) finds a function that holds a share p of
+# the time with probability p, so the share of n independent samples has
+# a standard deviation of sqrt(p (1 - p) / n); Z = 4.4 of them on either
+# side hold all but 1.1e-5 of it (the normal tail), which leaves room for
+# the several such bounds one test may hold: 1 in 10,000 for all of them
+# together.  The samples of a loaded machine are not independent: while a
+# thread waits for a CPU, every tick finds it in the same function.  The
+# spread of split.py's 3:1 split over 1,000 samples was 0.6-1.0 times the
+# independent samples' on an idle machine and 1.0-2.05 times with two
+# busy processes on its two CPUs (30-40 runs each), so a share of the
+# clock's time is judged on DESIGN = 4 times the samples (twice the
+# spread); a share held to the time the target measured itself over the
+# same runs (workers.py, prefork.py) waits on the CPU in both, and needs
+# no more than the independent samples' (design=1).
+Z = 4.4
+DESIGN = 4
+
+
+def samples_for(tolerance, p=0.75, pairs=1, design=DESIGN):
+    """The samples that put a share p within tolerance of the truth but
+    for a chance of 1.1e-5 (Z, DESIGN); pairs=2: the difference of two
+    such shares (two profiles of this many samples each)."""
+    return math.ceil(design * pairs * p * (1 - p) * (Z / tolerance) ** 2)
+
+
+STATUS = re.compile(r"pyunwind: sampling [\d.]+(?:/[\d.]+)? s, (\d+) samples")
+
+
+class Sampling:
+    """`pyunwind sample ARGS` in the background, its standard error on a
+    terminal (a pty), where it rewrites a status line with the samples
+    taken so far (every 0.25 s).  A test that acts in the middle of a run
+    (interrupts it, ends or changes the target) waits for the samples it
+    needs, not for a time: a loaded machine or the ASan build may take
+    any time to start and to sample."""
+
+    def __init__(self, *args, stdout=subprocess.PIPE):
+        import pty
+        self._master, slave = pty.openpty()
+        try:
+            self.proc = subprocess.Popen(
+                [PYUNWIND, "sample", *args], stdin=subprocess.DEVNULL,
+                stdout=stdout, stderr=slave, text=True, errors="replace")
+        finally:
+            os.close(slave)
+        self._err = bytearray()
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        while True:
+            try:
+                chunk = os.read(self._master, 65536)
+            except OSError:  # (EIO: the terminal closed with the process)
+                break
+            if not chunk:
+                break
+            with self._lock:
+                self._err += chunk
+
+    def err(self):
+        with self._lock:
+            return self._err.decode("utf-8", "replace")
+
+    def samples(self):
+        """The samples its last status line counted (0 before the
+        first)."""
+        found = STATUS.findall(self.err())
+        return int(found[-1]) if found else 0
+
+    def wait_for(self, samples, deadline=DEADLINE):
+        """Until the run has taken this many samples; fails the test if it
+        ends first or takes more than deadline seconds."""
+        end = time.monotonic() + deadline
+        while self.samples() < samples:
+            assert self.proc.poll() is None, \
+                "the run ended first: %s" % self.err()[-2000:]
+            assert time.monotonic() < end, \
+                "%d samples of %d after %d s" % (self.samples(), samples,
+                                                  deadline)
+            time.sleep(0.05)
+
+    def finish(self, sig=None, timeout=TIMEOUT):
+        """Sends sig (if any) and waits for the run to end: (its exit
+        status, its standard output, its standard error)."""
+        if sig is not None:
+            self.proc.send_signal(sig)
+        try:
+            out, _ = self.proc.communicate(timeout=timeout)
+        finally:
+            self.close()
+        return self.proc.returncode, out, self.err()
+
+    def close(self):
+        """Ends the run if it still runs (a test that failed midway)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self._master is not None:
+            self._reader.join(10)
+            os.close(self._master)
+            self._master = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class OnPty:
+    """A program on a terminal of its own (a pty), what it draws read as
+    it comes.  A test of a live view waits for the view a key changes
+    before it presses the next, as a person would, rather than for a time
+    that a loaded machine may not keep."""
+
+    def __init__(self, argv):
+        import pty
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.execv(argv[0], argv)
+        self.seen = b""
+
+    def views(self):
+        """What it drew, a screen per clear (ESC [H ESC [2J)."""
+        return self.seen.decode("utf-8", "replace").split(
+            "\x1b[H\x1b[2J")[1:]
+
+    def read(self, seconds=0.05):
+        """Adds what it wrote within seconds to seen; False once the
+        terminal is closed (the program ended)."""
+        import select
+        if select.select([self.fd], [], [], seconds)[0]:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:
+                return False
+            if not chunk:
+                return False
+            self.seen += chunk
+        return True
+
+    def wait_for(self, condition, what, deadline=DEADLINE):
+        """Reads until condition(views()) holds; fails the test if the
+        program ends first or deadline seconds pass."""
+        end = time.monotonic() + deadline
+        while not condition(self.views()):
+            assert time.monotonic() < end, "%s: not drawn in %d s: %r" % (
+                what, deadline, self.seen[-2000:])
+            assert self.read(), "%s: the program ended first: %r" % (
+                what, self.seen[-2000:])
+
+    def key(self, k):
+        os.write(self.fd, k)
+
+    def end(self, deadline=DEADLINE):
+        """Reads to the end of what it writes; its wait status."""
+        end = time.monotonic() + deadline
+        while self.read():
+            assert time.monotonic() < end, "still running after %d s: %r" % (
+                deadline, self.seen[-2000:])
+        return os.waitpid(self.pid, 0)[1]
+
+    def close(self):
+        try:
+            if os.waitpid(self.pid, os.WNOHANG)[0] == 0:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass  # (end() collected it)
+        os.close(self.fd)
 
 
 def python_claiming(version_hex, directory):
@@ -273,12 +496,10 @@ def traced_by_strace(pid):
     tracer = subprocess.Popen(["strace", "-f", "-o", "/dev/null", "-p",
                                str(pid)], stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 10
-        while time.time() < deadline:
+        def traced():
             with open("/proc/%d/status" % pid) as f:
-                if "TracerPid:\t%d\n" % tracer.pid in f.read():
-                    break
-            time.sleep(0.05)
+                return "TracerPid:\t%d\n" % tracer.pid in f.read()
+        wait_until(traced, "strace to attach to %d" % pid)
         yield tracer
     finally:
         tracer.kill()

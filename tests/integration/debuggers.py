@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 
-from conftest import PYUNWIND, ROOT, TIMEOUT
+from conftest import DEADLINE, PYUNWIND, ROOT, TIMEOUT
 
 PLUGINS = os.environ.get("PYUNWIND_PLUGINS", os.path.join(ROOT, "build"))
 GDB_SCRIPT = os.path.join(PLUGINS, "pyunwind-gdb.py")
@@ -182,8 +182,9 @@ class Server:
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         # it listens once it has attached; it takes a single connection, so
-        # look in /proc/net/tcp rather than connecting
-        deadline = time.time() + 30
+        # look in /proc/net/tcp rather than connecting (the test fails at
+        # its first command if it never does)
+        deadline = time.time() + DEADLINE
         while time.time() < deadline and not listening(self.port):
             time.sleep(0.1)
 
@@ -210,7 +211,7 @@ class ForeignServer:
         script = (
             '%s%s %s %s > %s 2>&1 & pid=$!; i=0; '
             'until grep -q ready %s; do i=$((i+1)); '
-            '[ $i -gt 600 ] && exit 1; sleep 0.05; done; '
+            '[ $i -gt 4800 ] && exit 1; sleep 0.05; done; '
             'exec gdbserver --once 127.0.0.1:%d --attach $pid'
             % ("setsid " if leader else "", python,
                os.path.join(ROOT, "tests", "targets", script), truth, out,
@@ -220,7 +221,7 @@ class ForeignServer:
              "sh", "-c",
              script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True)
-        deadline = time.time() + 30
+        deadline = time.time() + DEADLINE
         while (time.time() < deadline and self.proc.poll() is None and
                not listening(self.port)):
             time.sleep(0.1)

@@ -14,9 +14,11 @@ import time
 
 import pytest
 
-from conftest import (PYUNWIND, Target, allow_core, assert_matches_truth,
-                      interpreters, kernel_cores_land_here, pyunwind,
-                      python_claiming, sleeping, traced_by_strace, py315)
+from conftest import (PYUNWIND, TIMEOUT, Target, allow_core,
+                      assert_matches_truth, interpreters,
+                      kernel_cores_land_here, pyunwind, python_claiming,
+                      sleeping, traced_by_strace, py315, until_shown,
+                      wait_until)
 
 SANITIZER_MARKS = ("AddressSanitizer", "runtime error:", "LeakSanitizer")
 
@@ -74,15 +76,30 @@ def test_exited_process_not_yet_collected():
     """A zombie has no memory to read: it says it has exited."""
     p = subprocess.Popen(["true"])
     try:
-        for _ in range(100):
-            with open("/proc/%d/stat" % p.pid) as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    break
-            time.sleep(0.02)
+        wait_until(lambda: state(p.pid) == "Z", "true to exit")
         assert_one_line_error(pyunwind("dump", str(p.pid)), 3,
                               "process %d has exited" % p.pid)
     finally:
         p.wait()
+
+
+def state(pid, tid=None):
+    """The state letter /proc gives process pid (or its thread tid)."""
+    path = "/proc/%d/stat" % pid if tid is None else \
+        "/proc/%d/task/%s/stat" % (pid, tid)
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def states(pid):
+    """{thread id: state letter} of every thread of process pid."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            out[tid] = state(pid, tid)
+        except OSError:
+            pass  # (a thread that ended)
+    return out
 
 
 @pytest.fixture
@@ -184,7 +201,8 @@ def sleeping_in_file(file_name):
                          text=True)
     try:
         assert p.stdout.readline().strip() == "ready"
-        time.sleep(0.2)
+        # (asleep, in the code of that name: the only sleep after "ready")
+        wait_until(lambda: state(p.pid) == "S", "the target to sleep")
         yield p
     finally:
         p.kill()
@@ -197,7 +215,7 @@ def test_source_path_is_a_fifo(tmp_path):
     fifo = str(tmp_path / "code.py")
     os.mkfifo(fifo)
     with sleeping_in_file(fifo) as p:
-        r = pyunwind("dump", str(p.pid), timeout=30)
+        r = pyunwind("dump", str(p.pid))  # (a dump that waits: timed out)
         assert r.returncode == 0, r.stderr
         assert 'File "%s", line 1, in <module>' % fifo in r.stdout
 
@@ -226,18 +244,15 @@ def test_stopped_process_stays_stopped(tmp_path):
                                                      "--no-subinterpreter"])
     try:
         os.kill(t.pid, signal.SIGSTOP)
-        time.sleep(0.2)
+        # (every thread stops when it next runs: a loaded machine may take
+        # its time)
+        wait_until(lambda: set(states(t.pid).values()) == {"T"},
+                   "every thread to stop")
         r = pyunwind("dump", "--json", str(t.pid))
         assert r.returncode == 0, r.stderr
-        states = set()
-        for tid in os.listdir("/proc/%d/task" % t.pid):
-            with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
-                states.add(f.read().rsplit(")", 1)[1].split()[0])
-        assert states == {"T"}, states
+        assert set(states(t.pid).values()) == {"T"}, states(t.pid)
         os.kill(t.pid, signal.SIGCONT)
-        time.sleep(0.2)
-        with open("/proc/%d/stat" % t.pid) as f:
-            assert f.read().rsplit(")", 1)[1].split()[0] in ("S", "R")
+        wait_until(lambda: state(t.pid) in ("S", "R"), "the target to run")
     finally:
         t.close()
 
@@ -429,7 +444,7 @@ def test_fifo_as_core(tmp_path):
     a writer forever."""
     f = tmp_path / "fifo"
     os.mkfifo(f)
-    assert_one_line_error(pyunwind("dump", "--core", str(f), timeout=20), 3,
+    assert_one_line_error(pyunwind("dump", "--core", str(f)), 3,
                           "not a regular file")
 
 
@@ -587,7 +602,7 @@ def test_target_killed_while_its_threads_stop(tmp_path):
         time.sleep(delay)
         t.kill()
         try:
-            out, err = p.communicate(timeout=30)
+            out, err = p.communicate(timeout=TIMEOUT)
         except subprocess.TimeoutExpired:
             p.kill()
             p.communicate()
@@ -609,7 +624,7 @@ def test_forking_target(tmp_path):
     script.write_text(
         "import os, sys, time\n"
         "def in_child():\n"
-        "    time.sleep(0.5)\n"
+        "    time.sleep(3)\n"
         "def in_parent():\n"
         "    while True:\n"
         "        pid = os.fork()\n"
@@ -630,30 +645,39 @@ def test_forking_target(tmp_path):
         prof = json.loads(r.stdout)
         names = {f["name"] for f in prof["functions"]}
         assert "in_parent" in names and "in_child" not in names, names
-        # A child lives 0.5 s, so the one picked may end before the dump
-        # reads it: try again with a newer one, but one must be read.
+        # A child lives 3 s (longer than a dump of the ASan build takes on
+        # a loaded machine), so the one picked may still end before the
+        # dump reads it: try again with a newer one, but one must be read.
         seen = []
-        for _ in range(20):
+
+        def read_one(_):
             children = open("/proc/%d/task/%d/children" % (p.pid, p.pid)) \
                 .read().split()
             assert children
             r = pyunwind("dump", "--json", children[-1])
             seen.append((r.returncode, r.stderr.strip()))
-            if r.returncode == 3 and ("no process with id" in r.stderr
-                                      or "No such process" in r.stderr):
-                continue  # (the child ended meanwhile)
+            if r.returncode != 0 and state_or_gone(int(children[-1])) in \
+                    "ZXx":
+                return False  # (the child ended meanwhile)
             assert r.returncode == 0, r.stderr
             frames = [f["function"] for f in
                       json.loads(r.stdout)["threads"][0]["frames"]]
             if frames[0] == "in_parent":
-                continue  # (read between the fork and the call)
+                return False  # (read between the fork and the call)
             assert frames[0] == "in_child", frames
-            break
-        else:
-            raise AssertionError("no child was read: %r" % seen)
+            return True
+        until_shown(read_one)
     finally:
         p.kill()
         p.wait()
+
+
+def state_or_gone(pid):
+    """The state letter of process pid, "x" once it is gone."""
+    try:
+        return state(pid)
+    except OSError:
+        return "x"
 
 
 def test_target_under_another_tracer(tmp_path):
@@ -669,10 +693,16 @@ def test_target_under_another_tracer(tmp_path):
             r = pyunwind("dump", "--json", str(t.pid))
             assert r.returncode == 0, r.stderr
             assert_matches_truth(json.loads(r.stdout), t.truth)
-            r = pyunwind("sample", "-d", "0.5", "--format", "json",
-                         str(t.pid))
-            assert r.returncode == 0, r.stderr
-            assert json.loads(r.stdout)["samples"] > 100
+            samples = 0
+
+            def run(_):  # (runs until 100 samples, however slow)
+                nonlocal samples
+                r = pyunwind("sample", "-d", "0.5", "--format", "json",
+                             str(t.pid))
+                assert r.returncode == 0, r.stderr
+                samples += json.loads(r.stdout)["samples"]
+                return samples > 100
+            until_shown(run)
             with open("/proc/%d/status" % t.pid) as f:
                 assert "TracerPid:\t%d\n" % tracer.pid in f.read()
     finally:
@@ -688,19 +718,27 @@ def test_sampling_a_stopped_process(tmp_path):
                ["--threads", "2", "--depth", "5", "--no-subinterpreter"])
     try:
         os.kill(t.pid, signal.SIGSTOP)
-        time.sleep(0.2)
+        # (every thread stops when it next runs: a loaded machine may take
+        # its time)
+        wait_until(lambda: set(states(t.pid).values()) == {"T"},
+                   "every thread to stop")
         for extra in ([], ["--blocking"]):
-            r = pyunwind("sample", "-d", "0.5", "--format", "json", *extra,
-                         str(t.pid))
-            assert r.returncode == 0, r.stderr
-            prof = json.loads(r.stdout)
-            assert prof["samples"] > 50 and prof["failed"] == 0, prof
-            # every sample the same stacks: one per thread
-            assert len(prof["stacks"]) == len(prof["threads"]), \
-                prof["stacks"]
-            for tid in os.listdir("/proc/%d/task" % t.pid):
-                with open("/proc/%d/task/%s/stat" % (t.pid, tid)) as f:
-                    assert f.read().rsplit(")", 1)[1].split()[0] == "T"
+            samples = 0
+
+            def run(_):  # (runs until 50 samples, however slow)
+                nonlocal samples
+                r = pyunwind("sample", "-d", "0.5", "--format", "json",
+                             *extra, str(t.pid))
+                assert r.returncode == 0, r.stderr
+                prof = json.loads(r.stdout)
+                assert prof["failed"] == 0, prof
+                # every sample the same stacks: one per thread
+                assert len(prof["stacks"]) == len(prof["threads"]), \
+                    prof["stacks"]
+                assert set(states(t.pid).values()) == {"T"}, states(t.pid)
+                samples += prof["samples"]
+                return samples > 50
+            until_shown(run)
     finally:
         os.kill(t.pid, signal.SIGCONT)
         t.close()

@@ -8,13 +8,11 @@ capture of the format's previous version (tests/fixtures) still reads."""
 import json
 import os
 import re
-import select
 import signal
 import subprocess
-import time
 
-from conftest import (PYUNWIND, ROOT, TIMEOUT, interpreters, labelled,
-                      pyunwind)
+from conftest import (PYUNWIND, ROOT, OnPty, Sampling, interpreters,
+                      labelled, pyunwind, wait_until)
 from test_subprocesses import tree
 
 PYTHONS = interpreters()
@@ -115,42 +113,63 @@ def test_a_capture_of_a_tree(workdir):
 
 
 def test_a_process_that_exits_during_the_run(workdir):
-    """A pool worker killed 1.5 s into a 4 s run: the report has its end,
-    within the run and after its start, and the processes that lived on
-    did not end; the worker the pool starts in its place is a process of
-    its own, found during the run."""
+    """A pool worker killed during a run: the report has its end, within
+    the run and after its start, and the processes that lived on did not
+    end; the worker the pool starts in its place is a process of its own,
+    found during the run.  (The run's moments are its own, not the
+    clock's: the worker is killed once the capture holds every process of
+    the tree, and the run goes on until it holds the worker's end and its
+    successor, and twice the worker's samples of the parent; then it is
+    interrupted.)"""
     raw = os.path.join(workdir, "run.raw")
+
+    def so_far():
+        """The processes of the capture so far (a note says it is cut)."""
+        r = pyunwind("report", raw, "--format", "json")
+        return json.loads(r.stdout)["processes"] if r.returncode == 0 else []
+
+    def samples_of(p):
+        """Process p's samples in the capture so far."""
+        r = pyunwind("report", raw, "--pid", str(p))
+        m = re.search(r"(\d+) samples", r.stdout) if r.returncode == 0 \
+            else None
+        return int(m.group(1)) if m else 0
     with tree(python314(), workdir) as (pid, truth):
         worker = truth["pool"][0]
-        run = subprocess.Popen([PYUNWIND, "sample", "--subprocesses", "-d",
-                                "4", "--format", "raw", "-o", raw, str(pid)],
-                               stderr=subprocess.PIPE, text=True)
-        try:
-            time.sleep(1.5)
-            killed_at = time.time()
+        with Sampling("--subprocesses", "--format", "raw", "-o", raw,
+                      str(pid), stdout=subprocess.DEVNULL) as run:
+            wait_until(lambda: set(roles_of(truth)) <=
+                       {p["pid"] for p in so_far()}, "the tree's processes")
+            before = {p["pid"] for p in so_far()}
             os.kill(worker, signal.SIGKILL)
-            _, err = run.communicate(timeout=TIMEOUT)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.wait()
-        assert run.returncode == 0, err
+
+            def after():
+                procs = so_far()
+                end = [p["end_ns"] for p in procs if p["pid"] == worker]
+                return end and end[0] is not None and any(
+                    p["pid"] not in before for p in procs)
+            wait_until(after, "the worker's end and its successor")
+            wait_until(lambda: samples_of(pid) >= 2 * samples_of(worker),
+                       "the run to go on after the worker")
+            code, _, err = run.finish(signal.SIGINT)
+        assert code == 0, err
     procs = processes_of(raw)
     mine = [p for p in procs if p["pid"] == worker]
     assert len(mine) == 1, procs
     ended = mine[0]
     assert ended["end_ns"] is not None, ended
-    # (killed about 1.5 s in; the sampler sees it go at its next sample)
-    assert 0.5e9 < ended["end_ns"] < 3.9e9, ended
+    # (the sampler sees it go at its next sample, within the run)
+    assert ended["end_ns"] < json.loads(report(
+        raw, "--format", "json"))["duration_ns"], ended
     assert ended["end_ns"] > ended["start_ns"]
     lived = [p for p in procs if p["pid"] in roles_of(truth) and
              p["pid"] != worker]
     assert len(lived) == len(roles_of(truth)) - 1, procs
     assert all(p["end_ns"] is None for p in lived), lived
     # the pool's new worker: found during the run, sampled from then
-    new = [p for p in procs if p["pid"] not in roles_of(truth) and
+    new = [p for p in procs if p["pid"] not in before and
            p["start_ns"] > ended["end_ns"] - 0.1e9]
-    assert new, (procs, killed_at)
+    assert new, (procs, before)
     # the killed worker's samples end with it: --pid keeps fewer samples
     # than the run's
     head = report(raw, "--pid", str(worker)).splitlines()[0]
@@ -191,36 +210,36 @@ def test_live_view_steps_through_processes(workdir):
     """sample --live --subprocesses on a pty: the header offers [P]rocess
     and says "all N processes"; P shows the first process (the one named),
     P again the next, T then a thread of that process; q ends the run."""
-    import pty
     out = os.path.join(workdir, "live.json")
     with tree(python314(), workdir) as (pid, truth):
-        child, fd = pty.fork()
-        if child == 0:
-            os.execv(PYUNWIND, [PYUNWIND, "sample", "--subprocesses",
-                                str(pid), "--live", "-d", "60", "--format",
-                                "json", "-o", out])
-        seen = b""
-
-        def pump(seconds):
-            nonlocal seen
-            end = time.time() + seconds
-            while time.time() < end:
-                if select.select([fd], [], [], 0.05)[0]:
-                    try:
-                        seen += os.read(fd, 65536)
-                    except OSError:
-                        return
+        tty = OnPty([PYUNWIND, "sample", "--subprocesses", str(pid),
+                     "--live", "-d", "3600", "--format", "json", "-o", out])
+        # each key once the view before it is drawn, as a person presses
+        # them (a loaded machine draws later)
+        heads = lambda views: [v.split("\n", 1)[0] for v in views]
         try:
-            pump(1.5)
-            for key in (b"P", b"P", b"T", b"q"):
-                os.write(fd, key)
-                pump(0.8)
-            pump(2)
-            _, status = os.waitpid(child, 0)
+            tty.wait_for(lambda views: any("; all " in h and " processes; "
+                                           in h for h in heads(views)),
+                         "the view of all processes")
+            tty.key(b"P")
+            tty.wait_for(lambda views: any(
+                "; process %d; all threads" % pid in h
+                for h in heads(views)), "the first process's view")
+            tty.key(b"P")
+            tty.wait_for(lambda views: any(
+                re.search(r"; process (?!%d;)\d+; all threads" % pid, h)
+                for h in heads(views)), "the next process's view")
+            tty.key(b"T")
+            tty.wait_for(lambda views: any(
+                re.search(r"; process \d+; thread \d+", h)
+                for h in heads(views)), "a thread's view")
+            tty.key(b"q")
+            status = tty.end()
         finally:
-            os.close(fd)
+            tty.close()
+    seen = tty.seen
     assert os.waitstatus_to_exitcode(status) == 0, seen[-2000:]
-    views = seen.decode("utf-8", "replace").split("\x1b[H\x1b[2J")[1:]
+    views = tty.views()
     heads = [v.split("\n", 1)[0] for v in views]
     assert any(re.search(r"; all \d+ processes; all threads .*\[P\]rocess "
                          r"\[T\]hread", h) for h in heads), heads[:3]

@@ -11,13 +11,12 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 
 import pytest
 
 from conftest import (ROOT, Target, allow_core, assert_matches_truth,
                       dump_json, interpreters, kernel_cores_land_here,
-                      labelled, pyunwind)
+                      labelled, pyunwind, wait_threads)
 from test_bad_input import assert_no_crash, assert_one_line_error
 
 # (the dumps equal the targets' own records on every build of a
@@ -207,7 +206,9 @@ def container(tmp_path_factory):
             proc.stderr.read()
         with open(os.path.join(app, "truth.json")) as f:
             truth = json.load(f)
-        time.sleep(0.5)  # (the recorder threads end)
+        # (the recorder threads end: waited for, as Target does)
+        wait_threads(proc.pid, len({t["native_id"] for t in
+                                    truth["threads"].values()}))
         yield {"root": root, "proc": proc, "truth": truth}
     finally:
         proc.kill()

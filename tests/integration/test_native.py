@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from conftest import (RUNNING, TARGETS, TIMEOUT, Target, interpreters,
-                      kernel_cores_land_here, labelled, pyunwind,
-                      traced_by_strace)
+from conftest import (DEADLINE, RUNNING, TARGETS, TIMEOUT, Target,
+                      interpreters, kernel_cores_land_here, labelled,
+                      pyunwind, traced_by_strace)
 
 PYTHONS = interpreters()
 EXT_SOURCE = os.path.join(TARGETS, "ext", "crashext.c")
@@ -91,7 +91,7 @@ def wait_paused(target):
         except (OSError, IndexError):
             return False
 
-    deadline = time.time() + 20
+    deadline = time.time() + DEADLINE
     while not paused():
         if time.time() > deadline:
             target.close()

@@ -16,9 +16,10 @@ import pytest
 
 import conftest
 
-from conftest import RUNNING, TARGETS, TIMEOUT, Target, interpreters
+from conftest import (RUNNING, TARGETS, TIMEOUT, Target, interpreters,
+                      until_shown)
 from debuggers import LLDB, LLDB_PLUGIN, PLUGINS, Lldb, process_state
-from test_sample import assert_split, collapsed
+from test_sample import assert_split, collapsed, enough
 
 pytestmark = pytest.mark.debugger
 PYTHONS = interpreters()
@@ -57,10 +58,13 @@ def test_window_on_a_live_process(tmp_path):
     stacks() are that JSON and those collapsed stacks; another Profile fed
     meanwhile leaves it alone."""
     t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
-    out = tmp_path / "out"
-    out.mkdir()
-    try:
-        load = script(tmp_path, "window", """
+    roles = t.truth["roles"]
+    main = []
+
+    def window(k):  # (windows until the split can be judged)
+        out = tmp_path / ("out%d" % k)
+        out.mkdir()
+        load = script(tmp_path, "window%d" % k, """
 import json, os, lldb, pyunwind_lldb
 OUT = %r
 def run(debugger):
@@ -81,8 +85,8 @@ def run(debugger):
                    "total_before": total, "q": q.data()["total"]}, f)
 """ % str(out))
         tr = lldb.run(["thread select 2", "frame info",
-                       "script window.run(lldb.debugger)", "frame info",
-                       "process detach"],
+                       "script window%d.run(lldb.debugger)" % k,
+                       "frame info", "process detach"],
                       setup=["process attach --pid %d" % t.pid,
                              "command script import " + MODULE, load])
         clean(tr)
@@ -98,9 +102,8 @@ def run(debugger):
         assert re.match(r"pyunwind: \d+ samples in [\d.]+ s",
                         meta["diagnostics"]), meta["diagnostics"]
         got = collapsed((out / "file.collapsed").read_text())
-        roles = t.truth["roles"]
-        assert_split(got[roles["main"]], tolerance=0.1)
         assert roles["sleeper"] in got
+        main.extend(got[roles["main"]])
         for fmt in ("collapsed", "top", "json"):
             cmd = (out / ("cmd." + fmt)).read_text()
             assert cmd and (out / ("file." + fmt)).read_text() == cmd, fmt
@@ -119,6 +122,10 @@ def run(debugger):
         assert {tid: sorted(v, key=key) for tid, v in got.items()} == \
             {tid: sorted(v, key=key) for tid, v in from_stacks.items()}
         assert process_state(t.pid) in RUNNING  # running again after detach
+        return enough(main, 0.1)
+    try:
+        until_shown(window)
+        assert_split(main, tolerance=0.1)
     finally:
         t.close()
 

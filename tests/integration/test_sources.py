@@ -5,11 +5,13 @@ is refused, a second libpython mapped by ctypes, cores whose binaries moved
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
-from conftest import (PYUNWIND, Target, assert_matches_truth, dump_json,
-                      interpreters, kernel_cores_land_here, pyunwind)
+from conftest import (DEADLINE, PYUNWIND, Target, assert_matches_truth,
+                      dump_json, interpreters, kernel_cores_land_here,
+                      pyunwind, wait_until)
 
 PYTHONS = dict(interpreters())
 DENY = os.path.join(os.path.dirname(PYUNWIND), "deny_vm_readv")
@@ -130,14 +132,17 @@ def test_live_status(tmp_path):
                                                      "--depth", "10"])
         try:
             roles = {k: str(v) for k, v in t.truth["roles"].items()}
-            for attempt in range(5):  # the scheduler may have it runnable
+            # (dumps until one finds it on a CPU: the scheduler may have
+            # it runnable, for longer on a loaded machine)
+            deadline = time.monotonic() + DEADLINE
+            while True:
                 dump = dump_json(str(t.pid))
                 by_id = {str(x["thread_id"]): x for x in dump["threads"]
                          if x["interpreter_id"] == 0}
                 busy = by_id[roles["busy"]]["status"]
                 ok = "on_cpu" in busy and (dump["python"]["free_threaded"]
                                            or "has_gil" in busy)
-                if ok:
+                if ok or time.monotonic() > deadline:
                     break
             assert ok, (label, busy)
             assert "exception" in by_id[roles["except"]]["status"], label
@@ -161,6 +166,18 @@ def test_gc_status(label):
     try:
         collector = int(p.stdout.readline())
         assert p.stdout.readline().strip() == "ready"
+        # (both threads asleep, so neither holds the GIL: the main thread
+        # prints "ready" before its sleep, and a loaded machine may keep
+        # it between the two for as long as a dump takes to start)
+        def asleep():
+            task = "/proc/%d/task" % p.pid
+            try:
+                return all(open(os.path.join(task, t, "stat")).read()
+                           .rsplit(")", 1)[1].split()[0] == "S"
+                           for t in os.listdir(task))
+            except OSError:
+                return False
+        wait_until(asleep, "the target's threads to sleep")
         dump = dump_json(str(p.pid))
         gc_threads = [t["thread_id"] for t in dump["threads"]
                       if "gc" in t["status"]]

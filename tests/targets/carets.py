@@ -62,18 +62,31 @@ def record(main):
     os.replace(OUT + ".tmp", OUT)
 
 
+def asleep(native_id):
+    with open("/proc/self/task/%d/stat" % native_id) as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "S"
+
+
 def recorder(main):
-    # until the main thread waits inside Event.wait (its lock's acquire)
-    while True:
+    # until the main thread waits inside Event.wait, in its lock's acquire:
+    # asleep, and at the same instruction before and after a wait of this
+    # thread's, in which it could have run on (were it only waiting for
+    # the GIL).  (A fixed wait was too short on a loaded machine.)
+    def where():
         f = sys._current_frames().get(main.ident)
-        names = []
+        top, names = f, []
         while f is not None:
             names.append(f.f_code.co_name)
             f = f.f_back
-        if names[:2] == ["wait", "wait"] and "leaf" in names:
-            break
+        return names, (top.f_code, top.f_lasti) if top is not None else None
+    while True:
+        names, at = where()
+        if names[:2] == ["wait", "wait"] and "leaf" in names and \
+                asleep(main.native_id):
+            threading.Event().wait(0.05)
+            if where()[1] == at and asleep(main.native_id):
+                break
         threading.Event().wait(0.01)
-    threading.Event().wait(0.2)  # (past the acquire's first instructions)
     record(main)
     print("ready", flush=True)
 

@@ -6,11 +6,13 @@ service whose workers come and go with its requests.
 Prints its port, then "ready".  A request is one line, "SECONDS": the
 process the server forked for the connection answers "PID" at once, then
 runs three() (3 ms busy) and one() (1 ms busy) by turns, as
-tests/targets/split.py's main thread, for SECONDS, and answers "T3 T1":
-the time the two took by its own clock, preemption included.  The server
-itself waits in serve_forever().
+tests/targets/split.py's main thread, for SECONDS or until the client
+sends another line (a test that stops it once a run has the samples it
+needs), and answers "T3 T1": the time the two took by its own clock,
+preemption included.  The server itself waits in serve_forever().
 """
 import os
+import select
 import socketserver
 import time
 
@@ -24,7 +26,8 @@ class Handler(socketserver.StreamRequestHandler):
         self.wfile.flush()
         t3 = t1 = 0.0
         end = clock() + seconds
-        while clock() < end:
+        while clock() < end and not select.select([self.connection], [],
+                                                   [], 0)[0]:
             d3, d1 = timed_turn()
             t3 += d3
             t1 += d1

@@ -65,8 +65,21 @@ def native_only():
 NATIVE_ONLY = native_only() if "--native-thread" in sys.argv[2:] else None
 
 
+def asleep_in(ident, func, call):
+    """Until thread ident is in func at its line that makes `call` (its
+    sleep): a fixed wait was too short on a loaded machine."""
+    import linecache
+    code = func.__code__
+    while True:
+        f = sys._current_frames()[ident]
+        if f.f_code is code and \
+                call in linecache.getline(code.co_filename, f.f_lineno):
+            return
+        time.sleep(0.01)
+
+
 def record(ident, native_id):
-    time.sleep(0.3)  # (leaf is in time.sleep by then)
+    asleep_in(ident, leaf, "time.sleep(3600)")
     frames = []
     f = sys._current_frames()[ident]
     while f is not None:

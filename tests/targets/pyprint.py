@@ -131,8 +131,21 @@ def record(ident, native_id):
         raise
 
 
+def asleep_in(ident, func, call):
+    """Until thread ident is in func at its line that makes `call` (its
+    sleep): a fixed wait was too short on a loaded machine."""
+    import linecache
+    code = func.__code__
+    while True:
+        f = sys._current_frames()[ident]
+        if f.f_code is code and \
+                call in linecache.getline(code.co_filename, f.f_lineno):
+            return
+        time.sleep(0.01)
+
+
 def write_truth(ident, native_id):
-    time.sleep(0.3)  # (leaf is in time.sleep by then)
+    asleep_in(ident, leaf, "time.sleep(3600)")
     frames = [sys._current_frames()[ident]]
     frames.append(frames[0].f_back)
     frames.append(frames[1].f_back)

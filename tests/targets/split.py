@@ -4,9 +4,17 @@
                                [--churn] [--native] [--gc] [--one-ms MS]
 
 The main thread runs, in a loop, three() busy for 3 ms and one() busy for
-1 ms, each measured by the clock (time.perf_counter), so a sampler that
-reads wall time must find three() in about 3/4 of the main thread's
-samples and one() in about 1/4, whatever the machine's speed.  Beside it:
+1 ms, each measured in the thread's CPU time, so a sampler that reads wall
+time must find three() in about 3/4 of the main thread's samples and one()
+in about 1/4, whatever the machine's speed and load: the time the thread
+waits for a CPU falls in the function it was in, in proportion to the CPU
+time each takes.  (Measured by the clock, a wait that began in three() and
+outlasted it took the time of one() that followed, which pulled the split
+towards 1/2 on a loaded machine: 0.58-0.72 with three busy processes on two
+CPUs.)  Each turn of the loop scales both by the same random factor from
+0.5 to 1.5: a turn as long as the scheduler's slice (4 ms of CPU) kept
+its waits at the same place of the turn: 0.75-0.78 on that machine.
+Beside it:
 
   sleeper      a thread asleep in time.sleep (present in wall mode, absent
                in cpu and gil modes)
@@ -21,8 +29,9 @@ samples and one() in about 1/4, whatever the machine's speed.  Beside it:
                a known regression (or a vanished stack) for diff views
 
 TRUTH.json gets the native thread ids by role and the file's path.  It
-prints "ready" once every thread runs, runs for S seconds (default 600),
-then exits with CODE (default 0), or with --exec PROGRAM runs exec.
+prints "ready" once every thread runs, runs for S seconds (default 600), or
+until it gets SIGUSR1 (a test that ends it once a run has the samples it
+needs), then exits with CODE (default 0), or with --exec PROGRAM runs exec.
 """
 
 import argparse
@@ -30,30 +39,43 @@ import gc
 import json
 import os
 import random
+import signal
 import sys
 import threading
 import time
 
 clock = time.perf_counter
+cpu = time.thread_time
 
 
 def busy(seconds):
-    end = clock() + seconds
+    """Busy for `seconds` of this thread's CPU time.  The loop watches the
+    clock (a cheap call) until the CPU time left could have been spent,
+    then asks the CPU time (a system call): time off the CPU meanwhile is
+    made up for."""
+    end = cpu() + seconds
     x = 0
-    while clock() < end:
-        x += 1
+    left = seconds
+    while left > 0:
+        until = clock() + left
+        while clock() < until:
+            x += 1
+        left = end - cpu()
     return x
 
 
+SCALE = 1.0  # (the main loop's factor for its turn)
+
+
 def three():
-    busy(0.003)
+    busy(0.003 * SCALE)
 
 
 ONE_S = 0.001
 
 
 def one():
-    busy(ONE_S)
+    busy(ONE_S * SCALE)
 
 
 def timed_turn():
@@ -140,7 +162,7 @@ def main():
                     help="at the end, exec PROGRAM (with no arguments) "
                     "instead of exiting")
     args = ap.parse_args()
-    global ONE_S
+    global ONE_S, SCALE
     ONE_S = args.one_ms / 1000
     roles = {"main": threading.get_native_id()}
     started = threading.Semaphore(0)
@@ -164,9 +186,13 @@ def main():
     with open(args.truth, "w", encoding="utf-8") as f:
         json.dump({"roles": roles, "file": os.path.abspath(__file__),
                    "version": "%d.%d.%d" % sys.version_info[:3]}, f)
+    stop = []
+    signal.signal(signal.SIGUSR1, lambda *_: stop.append(True))
     print("ready", flush=True)
     end = time.monotonic() + args.seconds
-    while time.monotonic() < end:
+    rng = random.Random(3)
+    while time.monotonic() < end and not stop:
+        SCALE = rng.uniform(0.5, 1.5)
         three()
         if args.native:
             sorted([1], key=key_calls_one)

@@ -259,6 +259,11 @@ def run_subinterpreter(truth_path, box):
 
 # -- recording --------------------------------------------------------------
 
+def last_line(func):
+    """The last line of func's code: park()'s sleep, busy()'s loop."""
+    return max(line for _, _, line in func.__code__.co_lines() if line)
+
+
 def describe(frame):
     out = []
     while frame is not None:
@@ -307,14 +312,22 @@ def main():
             parked.acquire()
         me = threading.get_ident()
         # parked threads are inside (or entering) their blocking call: wait
-        # until two snapshots agree so no thread is between instructions
+        # until two snapshots agree so no thread is between instructions,
+        # and each thread in park() or busy() is at the line it stays on
+        # (a thread a loaded machine keeps off the CPU for longer than the
+        # snapshots' interval may still be on the line before)
+        rest = {park.__code__: last_line(park),
+                busy.__code__: last_line(busy)}
         prev = None
-        for _ in range(200):
+        for _ in range(4800):
             time.sleep(0.05)
-            snap = {ident: describe(f)
-                    for ident, f in sys._current_frames().items()
+            frames = sys._current_frames()
+            snap = {ident: describe(f) for ident, f in frames.items()
                     if ident != me}
-            if snap == prev:
+            still = all(rest.get(f.f_code, f.f_lineno) == f.f_lineno
+                        for ident, f in frames.items() if ident != me)
+            del frames
+            if snap == prev and still:
                 break
             prev = snap
         # sys._current_frames() may list other interpreters' threads too:

@@ -38,6 +38,20 @@ KEEP = []         # tasks of the finished thread, kept alive
 LOOPS = {}        # native thread id (0: the thread ended) -> its loop
 
 
+def when_settled(loop, then):
+    """Calls then() once no task of loop is due to run: each is done or
+    waits on a future not done.  (A fixed delay was too short for
+    thousands of tasks on a loaded machine.)"""
+    def check():
+        if all(t.done() or (t._fut_waiter is not None and
+                            not t._fut_waiter.done())
+               for t in asyncio.all_tasks(loop)):
+            then()
+        else:
+            loop.call_soon(check)
+    loop.call_soon(check)
+
+
 def never(loop):
     fut = loop.create_future()
     NEVER.append(fut)
@@ -181,7 +195,10 @@ async def main_loop(args, ready):
             parts.append(asyncio.create_task(many(fut, args.many),
                                              name="many-parent"))
     if not args.running and not args.chain:
-        loop.call_later(0.5, ready.set)
+        if args.churn:  # (never settles)
+            loop.call_later(0.5, ready.set)
+        else:
+            when_settled(loop, ready.set)
     await asyncio.gather(*parts)
 
 
@@ -191,7 +208,7 @@ async def second_loop(started):
     loop.set_task_factory(asyncio.eager_task_factory)
     fut = never(loop)
     eager = asyncio.create_task(child(fut), name="eager-child")
-    started.set()
+    when_settled(loop, started.set)
     await asyncio.gather(eager, asyncio.create_task(gathering(fut),
                                                     name="second-gathering"))
 

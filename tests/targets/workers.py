@@ -7,17 +7,19 @@ process tree.
 
 MODE fork, spawn or forkserver: a ProcessPoolExecutor of N workers (default
 2) started by that method, each given a task that never ends: a loop of
-three() busy for 3 ms and one() busy for 1 ms by the clock, as
+three() busy for 3 ms and one() busy for 1 ms (of CPU time), as
 split.py's main thread, then an 8 ms sleep; each worker writes to its file
 (workers/worker.PID) the time the two took by the clock, preemption
 included, so a sampler must find three() and one() in that proportion.
 The parent waits for the tasks (in wait()).  Once every worker's file is
 there, TRUTH.json gets {"parent": pid, "workers": [pids]} and "ready" is
 printed.  With
---parent-exits S the parent instead exits S seconds after that, leaving
-its workers running (they were started by fork, as daemons of no pool:
-os.fork, so that nothing waits for them) for S more seconds, then they
-exit too.
+--parent-exits S the parent instead exits S seconds after that (by the
+clock), leaving its workers running (they were started by fork, as
+daemons of no pool: os.fork, so that nothing waits for them); once it has
+gone they go on for as long as it had lived when it forked them and S
+seconds more, then they exit too: each outlives the parent by S seconds
+however slowly a loaded machine ran the parent's start.
 
 MODE short: the parent forks R children a second (default 200) for S
 seconds (default 2), or until it has forked N of them when --count is
@@ -34,17 +36,21 @@ import multiprocessing
 import os
 import time
 
-from split import busy, clock, timed_turn  # (split.py's, beside it)
+from split import clock, timed_turn  # (split.py's, beside it)
 
 
-def split_forever(directory, until=None):
+def split_forever(directory, parent=None, after=0.0):
     """three() and one() in turn, then an 8 ms sleep (the workers leave the
     machine's CPUs room); the time each took by the clock, preemption
     included, written to the worker's file after each turn: "T3 T1" in
-    seconds, the truth a profile's shares are held to."""
+    seconds, the truth a profile's shares are held to.  With parent (its
+    pid): until `after` seconds after that process has exited."""
     path = os.path.join(directory, "worker.%d" % os.getpid())
     t3 = t1 = 0.0
-    while until is None or time.time() < until:
+    until = None
+    while until is None or clock() < until:
+        if parent is not None and until is None and os.getppid() != parent:
+            until = clock() + after
         d3, d1 = timed_turn()
         t3 += d3
         t1 += d1
@@ -86,19 +92,29 @@ def pool(args, directory):
     concurrent.futures.wait(futures)
 
 
+def lived():
+    """Seconds since this process started (its start time in /proc, in
+    clock ticks since boot)."""
+    with open("/proc/self/stat") as f:
+        ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+    return (time.clock_gettime(time.CLOCK_BOOTTIME) -
+            ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def parent_exits(args, directory):
-    # (the workers end about S seconds after the parent)
-    until = time.time() + 2 * args.parent_exits + 0.5
+    parent, before = os.getpid(), lived()
     for _ in range(args.workers):
         if os.fork() == 0:
             try:
-                split_forever(directory, until)
+                split_forever(directory, parent, before + args.parent_exits)
             finally:
                 os._exit(0)
     pids = wait_for_files(directory, args.workers)
     write_truth(args.truth, {"parent": os.getpid(), "workers": pids})
     print("ready", flush=True)
-    busy(args.parent_exits)
+    end = clock() + args.parent_exits
+    while clock() < end:
+        pass
     os._exit(0)
 
 
