@@ -261,7 +261,11 @@ def run_subinterpreter(truth_path, box):
 
 def last_line(func):
     """The last line of func's code: park()'s sleep, busy()'s loop."""
-    return max(line for _, _, line in func.__code__.co_lines() if line)
+    code = func.__code__
+    if hasattr(code, "co_lines"):
+        return max(line for _, _, line in code.co_lines() if line)
+    import dis  # (3.9: no co_lines)
+    return max(line for _, line in dis.findlinestarts(code))
 
 
 def describe(frame):
