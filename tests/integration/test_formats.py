@@ -567,10 +567,24 @@ class FirefoxProfiler:
             "profiler-cli is missing (scripts/get-web-tools installs it)")
         self.env = dict(os.environ,
                         PROFILER_CLI_SESSION_DIR=os.path.join(workdir, "fx"))
-        self.session = "s%d" % os.getpid()
-        r = self._cli("load", profile)
-        assert r.returncode == 0 and "Session started" in r.stdout, \
-            r.stdout + r.stderr
+        # (profiler-cli gives its daemon 500 ms to start, which a loaded
+        # machine can exceed: that daemon is stopped and the load made
+        # again, in a session of its own, until DEADLINE)
+        deadline = time.monotonic() + DEADLINE
+        for k in range(1000):
+            self.session = "s%d-%d" % (os.getpid(), k)
+            r = self._cli("load", profile)
+            if r.returncode == 0 and "Session started" in r.stdout:
+                break
+            said = r.stdout + r.stderr
+            assert "did not become ready" in said and \
+                time.monotonic() < deadline, said
+            m = re.search(r"as pid (\d+)", said)
+            if m:
+                try:
+                    os.kill(int(m.group(1)), 9)
+                except ProcessLookupError:
+                    pass
 
     def _cli(self, *args):
         return subprocess.run(["node", self.cli, *args, "--session",
