@@ -215,6 +215,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)               \
     X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index)         \
     X(fr_is_entry) X(fr_funcobj) X(fr_stacktop) X(fr_return_offset)          \
+    X(fr_state)                                                              \
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \
@@ -296,6 +297,11 @@ typedef struct pyu_offsets {
      * stack, no native thread id (threads.c finds it) */
     bool object_frames;
     uint8_t lasti_scale;
+    /* how a frame object says it runs (fr_state): PYU_STATE_EXECUTING,
+     * 3.9's f_executing (1 while its eval loop runs it), or
+     * PYU_STATE_310, 3.10's f_state (FRAME_EXECUTING 0, FRAME_UNWINDING 2
+     * while it handles an exception) */
+    uint8_t frame_state_kind;
     /* which format co_linetable has: PYU_LINES_* */
     uint8_t linetable_kind;
 } pyu_offsets;
@@ -304,6 +310,7 @@ typedef struct pyu_offsets {
  * (pairs of a bytecode delta and a signed line delta, -128: no line),
  * 3.9's co_lnotab (pairs of the same, read as a line number table) */
 enum { PYU_LINES_LOCATIONS, PYU_LINES_310, PYU_LINES_LNOTAB };
+enum { PYU_STATE_NONE, PYU_STATE_EXECUTING, PYU_STATE_310 };
 
 #define PYU_OFF(o, f) ((o)->v[PYU_F_##f])
 #define PYU_HAS(o, f) ((o)->v[PYU_F_##f] != PYU_ABSENT)
@@ -328,6 +335,8 @@ struct pyu_threads;
 struct pyu_aio;
 typedef struct pyu_strtab pyu_strtab;
 
+#define PYU_TID_MEMO 16 /* threads' ids a session remembers (before 3.11) */
+
 struct pyu_session {
     pyu_err err;
     const pyu_memory_ops *ops;
@@ -345,6 +354,9 @@ struct pyu_session {
     int32_t pthread_tid_at;      /* before 3.11: where glibc's struct
                                     pthread keeps the thread's id; 0 not
                                     yet found, -1 not findable (threads.c) */
+    uint64_t tid_memo[PYU_TID_MEMO][2]; /* ... pthread_t -> that id, read
+                                    since the thread lists were last read
+                                    whole (threads.c) */
     pyu_native_frames_fn native_fn; /* the caller's unwinder, or NULL */
     void *native_arg;
 
@@ -709,6 +721,9 @@ typedef struct pyu_code {
     int32_t firsttraceable; /* 3.11: code units before the first RESUME */
     uint8_t linetable_kind; /* PYU_LINES_* */
     uint32_t ncode;       /* its code units (0: unknown) */
+    uint64_t code_bytes;  /* before 3.11: where they lie (in co_code, a
+                             bytes object), or 0; from 3.11 in the code
+                             object, at co_code_adaptive */
     uint32_t nlocalsplus; /* its locals, cells and free variables (3.11+;
                              0: none or unknown) */
     uint32_t framesize;   /* bytes its frame takes on the data stack

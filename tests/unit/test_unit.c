@@ -9,6 +9,7 @@
  *                                      with CPython's own co_lines())
  */
 #include "internal.h"
+#include "sampler/sampling.h"
 #include "ticks.h"
 
 #include <elf.h>
@@ -416,6 +417,36 @@ static void test_py311(void)
     pyu_session_free(s);
 }
 
+
+/* 3.9's and 3.10's frame objects say whether their eval loop runs them
+ * (objects.c): the mark each version keeps, where its layout puts it. */
+static void test_frame_objects(void)
+{
+    pyu_session *s = pyu_session_new();
+    pyu_offsets o;
+    uint8_t f[120] = {0};
+    /* 3.9: f_executing, 1 while running */
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030902F0, &o), 0);
+    CHECK(o.object_frames && PYU_OFF(&o, fr_state) == 116);
+    CHECK(!pyu_objects_running(&o, f, sizeof f)); /* (returned) */
+    f[116] = 1;
+    CHECK(pyu_objects_running(&o, f, sizeof f));
+    CHECK(!pyu_objects_running(&o, f, 100)); /* (the copy too short) */
+    /* 3.10: f_state, FRAME_EXECUTING (0) or FRAME_UNWINDING (2) */
+    memset(f, 0, sizeof f);
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030A0DF0, &o), 0);
+    CHECK(PYU_OFF(&o, fr_state) == 108);
+    const int8_t states[] = {-2, -1, 0, 1, 2, 3, 4}; /* CREATED..CLEARED */
+    const bool running[] = {false, false, true, false, true, false, false};
+    for (size_t i = 0; i < sizeof states; i++) {
+        f[108] = (uint8_t)states[i];
+        CHECK(pyu_objects_running(&o, f, sizeof f) == running[i]);
+    }
+    /* 3.11 on: no frame objects, no mark */
+    CHECK_EQ(pyu_offsets_builtin(s, 0x030B02F0, &o), 0);
+    CHECK(!PYU_HAS(&o, fr_state) && pyu_objects_running(&o, f, sizeof f));
+    pyu_session_free(s);
+}
 
 /* ------------------------------------------- a synthetic runtime in memory */
 
@@ -2134,6 +2165,7 @@ int main(int argc, char **argv)
     test_core_reader();
     test_versions();
     test_py311();
+    test_frame_objects();
     test_fake_runtime();
     test_task_rendering();
     test_walk();

@@ -286,6 +286,7 @@ const pyu_code *pyu_code_get(pyu_session *s, uint64_t addr, bool *is_code)
                                         &size, 8) == 0
                     ? size / 2
                     : 0;
+        c->code_bytes = units > 0 ? bytes + PYU_OFF(o, bytes_ob_sval) : 0;
     }
     c->ncode = units > 0 && units < (1 << 24) ? (uint32_t)units : 0;
     int32_t locals = PYU_HAS(o, co_nlocalsplus)

@@ -218,6 +218,7 @@ static const check checks[] = {
     {L(fr_funcobj), L(fr_size), 8, false},
     {L(fr_stacktop), L(fr_size), 4, false},
     {L(fr_return_offset), L(fr_size), 2, false},
+    {L(fr_state), L(fr_size), 1, false},
     {L(fr_tlbc_index), L(fr_size), 4, false},
     {L(co_filename), L(co_size), 8, true},
     {L(co_name), L(co_size), 8, true},
@@ -736,6 +737,7 @@ static const known layout_310[] = {
     LAYOUT_39_310_COMMON,
     {L(rt_size), 672}, {L(is_size), 113528}, {L(ts_size), 280},
     {L(fr_instr_ptr), 96 /* f_lasti */}, {L(fr_localsplus), 352},
+    {L(fr_state), 108 /* f_state */},
     {L(ht_size), 888}, {L(ht_cached_keys), 872},
 };
 
@@ -743,6 +745,7 @@ static const known layout_39[] = {
     LAYOUT_39_310_COMMON,
     {L(rt_size), 656}, {L(is_size), 5656}, {L(ts_size), 264},
     {L(fr_instr_ptr), 104 /* f_lasti */}, {L(fr_localsplus), 360},
+    {L(fr_state), 116 /* f_executing */},
     {L(ht_size), 880}, {L(ht_cached_keys), 864},
 };
 
@@ -786,6 +789,9 @@ int pyu_offsets_builtin(pyu_session *s, uint64_t hex, pyu_offsets *o)
     o->object_frames = minor < 11;
     o->dict_keys_old = minor < 11;
     o->lasti_scale = minor == 9 ? 2 : 1;
+    o->frame_state_kind = minor == 9    ? PYU_STATE_EXECUTING
+                          : minor == 10 ? PYU_STATE_310
+                                        : 0;
     o->linetable_kind = minor == 9    ? PYU_LINES_LNOTAB
                         : minor == 10 ? PYU_LINES_310
                                       : PYU_LINES_LOCATIONS;

@@ -256,11 +256,19 @@ static uint64_t native_of_pthread(pyu_session *s, const pyu_interp *in,
         }
         free(words);
     }
+    /* (a thread's id, as read since the thread lists were read whole:
+     * a thread that ends changes them, and one that starts, before its
+     * pthread_t can name another thread) */
+    uint64_t *memo = s->tid_memo[(thread ^ (thread >> 14)) % PYU_TID_MEMO];
+    if (thread && memo[0] == thread)
+        return memo[1];
     int32_t tid = 0;
     if (s->pthread_tid_at < 0 || !thread ||
         pyu_read_quiet(s, thread + (uint64_t)s->pthread_tid_at, &tid, 4) < 0
         || tid <= 0)
         return 0;
+    memo[0] = thread;
+    memo[1] = (uint64_t)tid;
     return (uint64_t)tid;
 }
 
@@ -349,6 +357,7 @@ static int read_threads(pyu_session *s, const pyu_threads_cb *cb,
     uint64_t ts = in->threads_head;
     cycle cyc = {0, 1, 0};
     *n = 0;
+    memset(s->tid_memo, 0, sizeof s->tid_memo);
     *truncated = false;
     for (; ts; (*n)++) {
         if (*n >= PYU_MAX_THREADS || cycle_step(&cyc, ts)) {

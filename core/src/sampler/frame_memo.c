@@ -92,7 +92,8 @@ long pyu_sampler_frame_of(pyu_sampler *sm, const pyu_frame_raw *f)
                                          c->firstlineno, PYU_FUNC_PYTHON);
         frame = func < 0 ? func
                          : pyu_sampler_add_frame(sm, (uint32_t)func, c, instr,
-                                     f->instr_ptr - 2 * (uint64_t)instr);
+                                     c->code_bytes ? c->code_bytes
+                                     : f->instr_ptr - 2 * (uint64_t)instr);
         if (frame < 0) {
             pyu_fail(&s->err, PYU_E_NOMEM, "out of memory");
             return -2;

@@ -252,6 +252,9 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
 {
     size_t fsize = sm->fsize;
     size_t n = t->nfr;
+    /* (the innermost frames' ranges read twice, for accept.c; a walk of
+     * frame objects does not look at a second copy) */
+    size_t early = sm->s->off.object_frames ? 0 : PYU_PLAN_EARLY;
     t->nspan = t->nearly = t->ncut = 0;
     if (!n)
         return false;
@@ -287,6 +290,10 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
         add_frame(sp, &ns, a, t->fr[i].r.sp, fsize, i,
                   t->fr[i].r.owner >= PYU_OWNER_GENERATOR);
     }
+    /* (3.9, 3.10: the frame objects met lately, the calls to come) */
+    for (size_t k = 0; k < PYU_OBJ_RECENT && t->objs[k]; k++)
+        if (t->objs[k] <= UINT64_MAX - STACK_MAX)
+            add_frame(sp, &ns, t->objs[k], 0, fsize, n + k, false);
     if (top_end && ns + 2 <= PYU_PLAN_SPANS) {
         sp[ns++] = (pspan){split, top_end, top_inner, false};
         uint64_t low = t->chunk;
@@ -309,7 +316,7 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
     size_t total = 0;
     for (size_t k = 0; k < ns; k++) {
         size_t len = (size_t)(sp[k].end - sp[k].start);
-        if (sp[k].inner < PYU_PLAN_EARLY) /* (read twice) */
+        if (sp[k].inner < early) /* (read twice) */
             len *= 2;
         if (len > PLAN_MAX - total)
             return false;
@@ -327,7 +334,7 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
         t->span[k] = (pyu_chunk_span){sp[k].start, sp[k].end,
                                       t->spanbuf + at};
         at += len;
-        if (sp[k].inner < PYU_PLAN_EARLY) {
+        if (sp[k].inner < early) {
             t->span2[k] = (pyu_chunk_span){sp[k].start, sp[k].end,
                                            t->spanbuf + at};
             at += len;
@@ -335,7 +342,7 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
         }
     }
     /* (the innermost frames' starts, the highest first: span_ranges()) */
-    for (size_t i = 0; i < n && i < PYU_PLAN_EARLY; i++) {
+    for (size_t i = 0; i < n && i < early; i++) {
         uint64_t a = t->fr[i].r.addr;
         size_t j = t->ncut++;
         for (; j > 0 && t->cut[j - 1] < a; j--)

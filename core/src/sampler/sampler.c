@@ -133,6 +133,46 @@ static int reused_slot(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return pyu_snap_put_slot_call(sm, t, r, &x) < 0 ? -1 : 1;
 }
 
+/* Reads the stack of one thread of frame objects (3.9, 3.10): the chain
+ * in the batch's copies, then in fresh snapshots of the thread alone
+ * until one passes (objects.c) or the tries run out; what passed is
+ * counted whole, else the thread with <unknown>. */
+static int read_objects(pyu_sampler *sm, const pyu_interp *in,
+                        pyu_sthread *t, pyu_tstate *ts, uint8_t *tsbuf,
+                        thread_read *r)
+{
+    pyu_session *s = sm->s;
+    bool spans = t->spans_read;
+    for (unsigned tries = 0;; tries++) {
+        if (tries) {
+            int rc = pyu_plan_snapshot(sm, in, t, ts, tsbuf);
+            if (rc < 0)
+                return -1;
+            r->status = pyu_status_of(s, in, ts, status_wanted(sm));
+            if (!selected(sm, ts, r->status)) {
+                r->what = THREAD_SKIP;
+                return 0;
+            }
+            if (!ts->current_frame) {
+                r->what = THREAD_SKIP;
+                t->cache.valid = false;
+                return 0;
+            }
+            spans = rc == 0;
+        }
+        int ok = pyu_objects_walk(sm, t, ts, spans);
+        if (ok < 0)
+            return -1;
+        r->what = THREAD_READ;
+        r->ok = ok ? (long)t->nfr : 0;
+        if (ok)
+            return 0;
+        sm->st.torn++;
+        if (tries == RETRIES)
+            return 0;
+    }
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
@@ -151,6 +191,8 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         t->cache.valid = t->cache.anchored = false;
         return 0; /* (no Python frames) */
     }
+    if (s->off.object_frames)
+        return read_objects(sm, in, t, ts, tsbuf, r);
     if (sm->anchors) {
         int hit = from_anchor(sm, t, ts);
         if (hit < 0)
@@ -529,8 +571,10 @@ static int ws_thread_end(void *arg, const pyu_walk_thread *t,
         long fr = func < 0 ? func
                            : pyu_sampler_add_frame(sm, (uint32_t)func, c,
                                        w->frames[i].instr,
-                                       c->addr + PYU_OFF(&s->off,
-                                                         co_code_adaptive));
+                                       c->code_bytes
+                                           ? c->code_bytes
+                                           : c->addr + PYU_OFF(&s->off,
+                                                       co_code_adaptive));
         node = fr < 0 ? fr : pyu_profile_push(sm->p, (uint32_t)node,
                                               (uint32_t)fr);
     }
@@ -656,13 +700,10 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     return 0;
 }
 
-/* Whether each sample is a pyu_walk: with PYU_SAMPLE_ASYNC, and before
- * 3.11, whose frame objects the snapshots and their rules do not read
- * (each stack is read whole, frame by frame, and one that cannot be read
- * to its end counts as failed). */
+/* Whether each sample is a pyu_walk: with PYU_SAMPLE_ASYNC. */
 static bool walked(const pyu_sampler *sm)
 {
-    return (sm->o.flags & PYU_SAMPLE_ASYNC) || sm->s->off.object_frames;
+    return sm->o.flags & PYU_SAMPLE_ASYNC;
 }
 
 static int take(pyu_session *s, void *arg)

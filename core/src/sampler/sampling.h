@@ -17,6 +17,8 @@
  *   frame_cache.c  each thread's stack of the last sample (profile nodes
  *                  reused), and CPython 3.15's anchor: the proof that lets
  *                  a sample read only the innermost frame
+ *   objects.c      3.9's and 3.10's frame objects: a thread's chain walked
+ *                  in the batch's copies, and what tells a torn one
  */
 #ifndef PYU_SAMPLING_H
 #define PYU_SAMPLING_H
@@ -44,6 +46,8 @@
 #define PYU_CFRAMES 8    /* 3.11: recent _PyCFrames of a thread read ahead */
 #define PYU_CFWIN 4096   /* 3.11: bytes of C stack read as one range over
                             them at most */
+#define PYU_OBJ_RECENT 16 /* 3.9, 3.10: frame objects a thread's stacks had
+                             lately, read with its thread state */
 
 /* A frame of a stack read in this sample. */
 typedef struct pyu_sframe {
@@ -202,6 +206,10 @@ typedef struct pyu_sthread {
     size_t nfr1, fr1cap;
     int end;          /* how the walk ended (PYU_CHAIN_*) */
     size_t outside;   /* frames of it the spans did not hold */
+    uint64_t objs[PYU_OBJ_RECENT]; /* 3.9, 3.10: the frame objects its
+                         passed walks met lately, the last first (each
+                         code's frame object is used again by its next
+                         call: a loop's calls come back to the same few) */
 } pyu_sthread;
 
 typedef struct thread_read thread_read;
@@ -465,6 +473,19 @@ PYU_HIDDEN void pyu_snap_swap_walks(pyu_sthread *t);
 PYU_HIDDEN void pyu_snap_note_popped(pyu_sampler *sm, const pyu_sthread *t);
 /* Leaves out t's n innermost (popped) frames; the frames left. */
 PYU_HIDDEN long pyu_snap_drop_popped(pyu_sthread *t, size_t n);
+
+/* ---------------------------------------------------------- objects.c */
+
+/* Whether the frame object copied in buf (fsize bytes) was running when
+ * copied (its eval loop's mark; true when the version has none). */
+PYU_HIDDEN bool pyu_objects_running(const pyu_offsets *o, const uint8_t *buf,
+                                    size_t fsize);
+/* Walks t's chain of frame objects from ts's current frame into t->fr, in
+ * its spans when they were read with ts (`spans`), the rest read alone.
+ * 1 when the walk passed (every frame below the innermost running, the
+ * chain's end reached), 0 when not, -1 on an error that ends the sample. */
+PYU_HIDDEN int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t,
+                                const pyu_tstate *ts, bool spans);
 
 /* --------------------------------------------------------- resume.c */
 
