@@ -325,5 +325,9 @@ int pyu_pyframes_entries(pyu_session *s, uint64_t tid, uint64_t *entry,
     int rc = pyu_walk(s, &walker, &w);
     if (rc < 0)
         return rc;
+    pyu_python_info py;
+    if (pyu_python(s, &py) == 0 && py.version_hex < 0x030b0000)
+        for (size_t k = 0; k < w.next && k < n; k++)
+            entry[k] = PYU_ENTRY_BY_NAME;
     return w.found ? 0 : 1;
 }

@@ -76,8 +76,13 @@ int pyu_pyframes_print(FILE *out, pyu_session *s, const pyu_dump *d,
  * other in the walk's order, as a dump lists them.  Fills
  * entry[0..n), zeroing what the walk did not reach.  Reads the target
  * again (one pyu_walk with PYU_WALK_ENTRY_FRAMES): call it on a stopped
- * process.  Returns 0; 1 when the walk found no thread tid; or a negated
- * error (message in pyu_errmsg). */
+ * process.  Before 3.11 there are no entry frames: each Python frame runs
+ * in a call of the eval function of its own (_PyEval_EvalFrameDefault),
+ * and entry[k] is PYU_ENTRY_BY_NAME for each frame of the thread: the
+ * eval function's native frames, innermost first, run one each.
+ * Returns 0; 1 when the walk found no thread tid; or a negated error
+ * (message in pyu_errmsg). */
+#define PYU_ENTRY_BY_NAME 1
 int pyu_pyframes_entries(pyu_session *s, uint64_t tid, uint64_t *entry,
                          size_t n);
 

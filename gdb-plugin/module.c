@@ -650,7 +650,8 @@ static PyObject *groups_of(const pyu_frame *const *frames, size_t n,
     for (size_t k = 0; k < n; k++) {
         if (!entry[k])
             continue;
-        if (!group || entry[k] != entry[k - 1]) {
+        if (!group || entry[k] != entry[k - 1] ||
+            entry[k] == PYU_ENTRY_BY_NAME) {
             PyObject *pair = Py_BuildValue("(KN)",
                                            (unsigned long long)entry[k],
                                            PyList_New(0));

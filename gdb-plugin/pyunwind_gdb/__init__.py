@@ -850,6 +850,18 @@ PySample()
 from gdb.FrameDecorator import FrameDecorator  # noqa: E402
 
 _LAST_FRAME_SPAN = 65536  # stack bytes the outermost frame is taken to own
+# (before 3.11: no entry frames; each Python frame runs in a call of the
+# eval function of its own, matched by name, innermost first)
+_BY_NAME = 1
+_EVAL = "_PyEval_EvalFrameDefault"
+
+
+def _is_eval(frame):
+    """Whether gdb's frame is a call of the eval function."""
+    try:
+        return frame.name() == _EVAL
+    except Exception:
+        return False
 
 
 class _PythonFrame(FrameDecorator):
@@ -959,11 +971,15 @@ class PythonFrameFilter:
 
     @staticmethod
     def _decorate(frames, groups):
+        by_name = [python for addr, python in groups if addr == _BY_NAME]
         for fd in frames:
             mine = []
             try:
                 f = fd.inferior_frame()
-                if f.type() != gdb.INLINE_FRAME:
+                if by_name:
+                    if f.type() != gdb.INLINE_FRAME and _is_eval(f):
+                        mine = by_name.pop(0)
+                elif f.type() != gdb.INLINE_FRAME:
                     lo = int(f.read_register("rsp"))
                     older = f.older()
                     hi = (int(older.read_register("rsp")) if older is not None

@@ -16,7 +16,8 @@ the outermost).  Whenever the inferior runs, the selection starts again.
 
 import gdb
 
-from . import Error, _LAST_FRAME_SPAN, _pyunwind, _session
+from . import (Error, _BY_NAME, _LAST_FRAME_SPAN, _is_eval, _pyunwind,
+               _session)
 
 __all__ = ["selected_frame"]
 
@@ -108,8 +109,17 @@ class _Stack:
             return self._native
         self._native = []
         left = {k for k, addr in enumerate(self._entry) if addr}
+        by_name = sorted(k for k, addr in enumerate(self._entry)
+                         if addr == _BY_NAME)
+        if by_name:
+            left = set()
         try:
             f = _physical(gdb.newest_frame())
+            while f is not None and by_name:  # (before 3.11)
+                self._native.append((f, by_name[:1] if _is_eval(f) else []))
+                if _is_eval(f):
+                    by_name.pop(0)
+                f = _physical(f.older())
             while f is not None and left:
                 older = _physical(f.older())
                 lo = int(f.read_register("rsp"))

@@ -351,13 +351,23 @@ def check_callbacks(thread, truth):
     names = [n["symbol"] or "?" for n in native]
     py = [[thread["frames"][k]["name"] for k in range(f, f + c)]
           for _, (f, c) in runs]
-    assert py[:3] == [["inner"], ["compare"], ["outer", "<module>"]], py
+    # (before 3.11 a function called from Python runs in an eval loop of
+    # its own, as a callback does: outer and <module> in one each)
+    assert py[:3] == [["inner"], ["compare"], ["outer", "<module>"]] or \
+        (truth.get("version", "")[:4] in ("3.9.", "3.10") and
+         py == [["inner"], ["compare"], ["outer"], ["<module>"]]), py
     between = names[runs[0][0] + 1:runs[1][0]]
     assert [n for n in between if n.startswith("callback_")] == [
         "callback_apply", "callback_twice"], between
     between = names[runs[1][0] + 1:runs[2][0]]
     assert any(n.startswith("qsort") for n in between), between
-    assert "ffi_call" in between, between
+    # (Debian 11's libffi 7 exports no symbol for the frames it has here:
+    # they are unnamed frames of libffi, as gdb has them)
+    mods = [os.path.basename(n["module"] or "")
+            for n in native[runs[1][0] + 1:runs[2][0]]]
+    assert "ffi_call" in between or any(
+        m.startswith("libffi.so.7") and n == "?"
+        for n, m in zip(between, mods)), list(zip(between, mods))
 
 
 @pytest.mark.parametrize("label,python", PYTHONS, ids=[p[0] for p in PYTHONS])

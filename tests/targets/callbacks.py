@@ -31,7 +31,8 @@ def record():
               for f in reversed(traceback.extract_stack()[:-1])]
     with open(OUT + ".tmp", "w") as fh:
         json.dump({"frames": frames, "native_id": threading.get_native_id(),
-                   "ident": threading.get_ident()}, fh)
+                   "ident": threading.get_ident(),
+                   "version": "%d.%d.%d" % sys.version_info[:3]}, fh)
     os.replace(OUT + ".tmp", OUT)
 
 

@@ -210,11 +210,37 @@ static int on_native(void *arg, const pyu_native_frame *f)
 #define LAST_FRAME_SPAN 65536 /* bytes of stack the outermost native frame
                                  is taken to own */
 
+/* Before 3.11 every Python frame runs in an eval loop of its own (a
+ * function called from Python, a generator resumed: a call of the eval
+ * function each): the eval function's native frames, innermost first,
+ * hold the Python frames one each, by name (exported by every build). */
+static void place_by_name(pyu_thread *t)
+{
+    size_t i = 0, n = t->nnative;
+    t->python_unplaced = 0;
+    for (size_t k = 0; k < t->nframes; k++, i++) {
+        while (i < n && !(t->native[i].frame.symbol &&
+                          strcmp(t->native[i].frame.symbol,
+                                 "_PyEval_EvalFrameDefault") == 0))
+            i++;
+        if (i >= n) {
+            t->python_unplaced += t->nframes - k;
+            return;
+        }
+        t->native[i].python_first = k;
+        t->native[i].python_count = 1;
+    }
+}
+
 /* Places each Python frame in the native frame whose stack holds the
  * entry frame that follows it: native frame i owns [sp_i, sp_i+1). */
 static void place(dump_impl *d, pyu_thread *t)
 {
     size_t i = 0, n = t->nnative;
+    if (d->s->off.object_frames) {
+        place_by_name(t);
+        return;
+    }
     t->python_unplaced = 0;
     for (size_t k = 0; k < t->nframes; k++) {
         uint64_t e = d->entry[k];
