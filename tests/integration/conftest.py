@@ -73,13 +73,8 @@ def of_a_kind(label):
 # runs on these only when marked `builds`: the tests that compare a dump
 # with the target's own record (live, cores, debuggers), which must hold
 # on every build.
-#
-# 3.9 and 3.10 are read by a walk of their frame objects at each sample,
-# with no frame cache or acceptance rules of their own yet (issue 49): on
-# them too, only the `builds` tests run until the sampler meets the
-# standard the other versions' tests hold it to.
 OTHER_BUILDS = (r"3\.\d+\.\d+-pyenv", r"3\.9\.\d+-pyenv-stripped",
-                r"3\.9\.\d+-bullseye-dbg", r"3\.(9|10)\.\d+-.*")
+                r"3\.9\.\d+-bullseye-dbg")
 
 
 def another_build(label):

@@ -33,7 +33,9 @@ PYTHONS = [p for p in interpreters() if not p[0].endswith("-dbg")]
 IDS = [p[0] for p in PYTHONS]
 # one interpreter of each build for the shares (a shared-library build or a
 # distribution's build of the same version reads the same way)
-KINDS = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.13.5t",
+KINDS = [p for p in PYTHONS if p[0] in ("3.9.2-bullseye",
+                                        "3.10.13-pyenv-stripped",
+                                        "3.11.2-debian", "3.13.5", "3.13.5t",
                                         "3.14.7", "3.14.7t", "3.15.2-debian")]
 
 
@@ -46,8 +48,10 @@ def chosen(*labels):
 # interpreters where it once went past its bound, one of each way of
 # reading among them (3.11's current frame in the eval loop's cframe,
 # 3.13 and 3.14 without anchors, free-threaded, 3.15 with anchors):
-# short calls on 3.11, 3.13t and 3.15;
-CALLS = chosen("3.11.2-debian", "3.13.5t", "3.15.2-debian")
+# short calls on 3.11, 3.13t and 3.15, and on 3.9 and 3.10, whose frame
+# objects are read their own way (objects.c);
+CALLS = chosen("3.9.2-bullseye", "3.10.13-pyenv-stripped", "3.11.2-debian",
+               "3.13.5t", "3.15.2-debian")
 # sorting (functions C code calls) on 3.13 and 3.14; the generator
 # pipeline on 3.11 and 3.15, whose profiles swung (below), and on 3.13t
 # and 3.14t, where each generator is resumed through C code and found by
@@ -56,8 +60,8 @@ CALLS = chosen("3.11.2-debian", "3.13.5t", "3.15.2-debian")
 CASES = [(label, python, "sorting")
          for label, python in chosen("3.13.5", "3.14.7")] + \
     [(label, python, "generators")
-     for label, python in chosen("3.11.2-debian", "3.13.5t", "3.14.7t",
-                                 "3.15.2-debian")]
+     for label, python in chosen("3.10.13-pyenv-stripped", "3.11.2-debian",
+                                 "3.13.5t", "3.14.7t", "3.15.2-debian")]
 # the standard library's phases on 3.11, and on 3.14t, which swung from
 # one process to the next
 STDLIB = chosen("3.11.2-debian", "3.14.7t")
@@ -112,7 +116,8 @@ OPEN_BOUND = 0.1
 SHORTGEN_WHOLE = 0.05
 SHORTGEN_EACH = 0.04
 SHORTGEN_ROUNDS = 4  # (3,000 samples a method)
-SHORTGEN = CALLS  # (where --other-cpu was furthest off, and 3.15)
+SHORTGEN = chosen("3.11.2-debian", "3.13.5t", "3.15.2-debian")  # (where
+# --other-cpu was furthest off, and 3.15)
 
 
 class Workload:

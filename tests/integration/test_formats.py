@@ -26,6 +26,8 @@ GO = shutil.which("go")
 # what a viewer is given is the same profile structure on every version:
 # the viewers' tests run on the oldest and the newest (the writers on
 # SOME, test_every_format_from_a_capture)
+# (the versions that do not give the kernel their threads' names)
+NO_NAMES = ("3.9", "3.10", "3.11", "3.12", "3.13")
 ENDS = [p for p in SOME if p[0].startswith(("3.11", "3.15"))] or SOME[:1]
 
 
@@ -131,8 +133,8 @@ def test_pprof_read_by_go_tool_pprof(label, python, workdir):
                              gil).group(1)) - main_samples) <= \
         main_samples * 0.02, gil
     # the thread_name label: the name the target gave the sleeper, which
-    # CPython 3.14+ passes to the kernel (3.11 and 3.13 do not)
-    if not label.startswith(("3.11", "3.13")):
+    # CPython 3.14+ passes to the kernel (3.13 and before do not)
+    if not label.startswith(NO_NAMES):
         named = go_pprof("-top", "-sample_index=samples", "-tagfocus",
                          "thread_name=sleeper", out)
         assert int(re.search(r"Showing nodes accounting for (\d+)",
@@ -674,7 +676,7 @@ def test_gecko_read_by_the_firefox_profiler(label, python, workdir):
     # the threads' names: the ones the target gave them, which CPython
     # 3.14+ passes to the kernel (3.11 and 3.13 do not: no names)
     names = {t["native_thread_id"]: t["name"] for t in data["threads"]}
-    want = {tid: ("" if role == "main" or label.startswith(("3.11", "3.13"))
+    want = {tid: ("" if role == "main" or label.startswith(NO_NAMES)
                   else role) for role, tid in roles.items()}
     assert names == want, (names, want)
     gecko = os.path.join(workdir, "run.gecko.json")

@@ -22,16 +22,23 @@ from test_sample import assert_split, collapsed, enough, split_target
 PYTHONS = interpreters()
 
 # Run by the target's interpreter: each function of a source file (by its
-# qualified name) with its instructions by offset in code units, and the
-# names dis gives the specialised forms of each instruction.
+# qualified name; before 3.11, which has none, its name, as pyunwind shows
+# it) with its instructions by offset in code units, and the names dis
+# gives the specialised forms of each instruction.
 DIS = r"""
 import dis, json, sys
 path = sys.argv[1]
 code = {}
+def lines(co):  # (before 3.11: the line each instruction is on)
+    line = None
+    for i in dis.get_instructions(co):
+        line = i.starts_line or line
+        yield i, line
 def walk(co):
-    code[co.co_qualname] = {
-        str(i.offset // 2): [i.opname, i.positions.lineno]
-        for i in dis.get_instructions(co)}
+    code[getattr(co, "co_qualname", co.co_name)] = {
+        str(i.offset // 2): [i.opname, i.positions.lineno
+                             if hasattr(i, "positions") else line]
+        for i, line in lines(co)}
     for c in co.co_consts:
         if hasattr(c, "co_code"):
             walk(c)

@@ -36,6 +36,8 @@ def one_per_version():
         version = tuple(int(x) for x in label.split("-")[0].rstrip("t")
                         .split(".")[:3])
         key = version if version[1] <= 12 else version[:2]
+        if version[1] < 11:
+            continue  # (no positions, no carets: test_linetable's lines)
         if key not in seen:
             seen.add(key)
             out.append((label, path, version[1]))

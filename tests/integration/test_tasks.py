@@ -3,7 +3,7 @@ ps` builds (asyncio.tools.build_task_table over _remote_debugging, run by
 the same interpreter on the same process) equal pyunwind's table rows, live
 and from gcore and kernel cores of the process taken right after the peer
 read it.  Every interpreter of scripts/get-pythons from 3.14 on; 3.11 and
-3.13 get a one-line error."""
+3.13 get a one-line error, as do 3.9, 3.10 and 3.12."""
 
 import collections
 import json
@@ -18,7 +18,7 @@ from conftest import (TIMEOUT, Target, interpreters, sleeping,
                       kernel_cores_land_here, pyunwind)
 
 PYTHONS = interpreters()
-OLD = [p for p in PYTHONS if re.match(r"3\.1[1-3]\.", p[0])]
+OLD = [p for p in PYTHONS if re.match(r"3\.(9|1[0-3])\.", p[0])]
 ASYNC = [p for p in PYTHONS if p not in OLD]
 
 # The peer, inside the target's own interpreter.  3.14's
