@@ -176,7 +176,9 @@ class Stack {
 
     // lldb's physical frames of the thread, innermost first, as far as the
     // outermost Python frame's: an eval-loop call's entry frame lies
-    // between its native frame's stack pointer and its caller's.
+    // between its native frame's stack pointer and its caller's (before
+    // 3.11, PYU_ENTRY_BY_NAME: each Python frame in a call of the eval
+    // function of its own, innermost first).
     const std::vector<Native> &natives()
     {
         if (have_natives_)
@@ -202,8 +204,17 @@ class Stack {
                      ? older.GetSP()
                      : lo + LAST_FRAME_SPAN;
             Native n{i, {}};
+            const char *fn = f.GetFunctionName();
+            bool eval = fn && strcmp(fn, "_PyEval_EvalFrameDefault") == 0;
             for (size_t k = 0; k < entry.size(); k++)
-                if (entry[k] && lo <= entry[k] && entry[k] < hi) {
+                if (entry[k] == PYU_ENTRY_BY_NAME) {
+                    if (eval) {
+                        n.python.push_back(k);
+                        entry[k] = 0;
+                        left--;
+                        break;
+                    }
+                } else if (entry[k] && lo <= entry[k] && entry[k] < hi) {
                     n.python.push_back(k);
                     entry[k] = 0;
                     left--;
