@@ -31,6 +31,7 @@
 #include <string.h>
 
 #define RETRIES 2        /* fresh snapshots of a stack that did not pass */
+#define OBJ_RETRIES 8    /* ... of a stack of frame objects (3.9, 3.10) */
 #define VALIDATE_MAX 64  /* code objects checked again per sample (3.13) */
 
 /* -------------------------------------------------------------- threads */
@@ -168,7 +169,7 @@ static int read_objects(pyu_sampler *sm, const pyu_interp *in,
         if (ok)
             return 0;
         sm->st.torn++;
-        if (tries == RETRIES)
+        if (tries == OBJ_RETRIES)
             return 0;
     }
 }
