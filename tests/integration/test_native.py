@@ -26,9 +26,10 @@ from conftest import (DEADLINE, RUNNING, TARGETS, TIMEOUT, Target,
 PYTHONS = interpreters()
 EXT_SOURCE = os.path.join(TARGETS, "ext", "crashext.c")
 
-INFO = ("import sysconfig, json; print(json.dumps({k: sysconfig.get_config_var"
-        "(k) for k in ('EXT_SUFFIX', 'Py_GIL_DISABLED')} | {k: "
-        "sysconfig.get_paths()[k] for k in ('include', 'platinclude')}))")
+INFO = ("import sys, sysconfig, json; print(json.dumps({k: sysconfig."
+        "get_config_var(k) for k in ('EXT_SUFFIX', 'Py_GIL_DISABLED')} | {k: "
+        "sysconfig.get_paths()[k] for k in ('include', 'platinclude')} | "
+        "{'minor': sys.version_info[1]}))")
 
 
 def limited_api_headers():
@@ -56,7 +57,11 @@ def build_ext(python, out_dir):
         if not headers or info["Py_GIL_DISABLED"]:
             pytest.skip("no headers to build a C extension for " + python)
         target = os.path.join(out_dir, "crashext.abi3.so")
-        flags = ["-I" + headers, "-DPy_LIMITED_API=0x030d0000"]
+        # (the limited API of the interpreter's own version: 3.13's
+        # headers make what 3.9 lacks, such as Py_GetConstantBorrowed,
+        # part of it only for 3.13 and later)
+        flags = ["-I" + headers,
+                 "-DPy_LIMITED_API=0x03%02x0000" % min(info["minor"], 13)]
     subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", *flags, "-o",
                     target, EXT_SOURCE], check=True)
     return out_dir
