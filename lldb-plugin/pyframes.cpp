@@ -189,8 +189,11 @@ class Stack {
                                  entry.size()) != 0)
             return natives_; // (the native frames are left as they are)
         size_t left = 0;
-        for (uint64_t a : entry)
+        bool by_name = false;
+        for (uint64_t a : entry) {
             left += a != 0;
+            by_name |= a == PYU_ENTRY_BY_NAME;
+        }
         uint32_t i, older_i;
         lldb::SBFrame f, older;
         if (!physical(0, &i, &f))
@@ -204,7 +207,7 @@ class Stack {
                      ? older.GetSP()
                      : lo + LAST_FRAME_SPAN;
             Native n{i, {}};
-            const char *fn = f.GetFunctionName();
+            const char *fn = by_name ? f.GetFunctionName() : nullptr;
             bool eval = fn && strcmp(fn, "_PyEval_EvalFrameDefault") == 0;
             for (size_t k = 0; k < entry.size(); k++)
                 if (entry[k] == PYU_ENTRY_BY_NAME) {

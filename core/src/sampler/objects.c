@@ -99,14 +99,8 @@ int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     obj_walk w = {sm, t, false};
     t->nfr = t->npopped = 0;
     t->unplaced = t->reused = false;
-    if (pyu_chain_each(sm->s, &it, on_object, &w) < 0) {
-        if (!sm->s->err.code)
-            pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    if (pyu_snap_chain(sm, t, &it, on_object, &w) < 0)
         return -1;
-    }
-    t->end = it.end;
-    t->outside = it.outside;
-    sm->st.frames_read += it.n;
     bool ok = !w.stale && it.end == PYU_CHAIN_NULL && t->nfr > 0;
     /* (the frames met, the innermost last: first in the list) */
     for (size_t i = t->nfr; ok && i-- > 0;) {

@@ -391,6 +391,13 @@ PYU_HIDDEN int pyu_snap_walk_on(pyu_sampler *sm, pyu_sthread *t,
 PYU_HIDDEN int pyu_snap_walk(pyu_sampler *sm, pyu_sthread *t,
                              const pyu_tstate *ts, uint64_t first,
                              bool spans);
+/* Runs the chain walk `it` with fn (pyu_chain_each) for t, and records how
+ * it ended and what it read.  0, or -1 on an error that ends the sample. */
+PYU_HIDDEN int pyu_snap_chain(pyu_sampler *sm, pyu_sthread *t,
+                              pyu_chain_it *it,
+                              int (*fn)(void *arg, const pyu_frame_raw *f,
+                                        const uint8_t *buf, size_t avail),
+                              void *arg);
 /* 3.15: walks t's chain from `first` down to the anchored frame (cached at
  * depth k) in its window: 1 got there, 2 `first` is that frame and
  * returned by its copy, 0 not, -1 on an error. */

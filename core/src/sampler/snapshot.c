@@ -169,14 +169,22 @@ int pyu_snap_walk_on(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        .singles = SINGLES, .quiet = true};
     walk_ctx w = {sm, t, t->nfr || first != ts->current_frame ? NULL : ts,
                   spans};
-    if (pyu_chain_each(sm->s, &it, on_frame, &w) < 0) {
+    return pyu_snap_chain(sm, t, &it, on_frame, &w);
+}
+
+int pyu_snap_chain(pyu_sampler *sm, pyu_sthread *t, pyu_chain_it *it,
+                   int (*fn)(void *arg, const pyu_frame_raw *f,
+                             const uint8_t *buf, size_t avail),
+                   void *arg)
+{
+    if (pyu_chain_each(sm->s, it, fn, arg) < 0) {
         if (!sm->s->err.code)
             pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
         return -1;
     }
-    t->end = it.end;
-    t->outside = it.outside;
-    sm->st.frames_read += it.n;
+    t->end = it->end;
+    t->outside = it->outside;
+    sm->st.frames_read += it->n;
     return 0;
 }
 
