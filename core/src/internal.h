@@ -335,7 +335,8 @@ struct pyu_threads;
 struct pyu_aio;
 typedef struct pyu_strtab pyu_strtab;
 
-#define PYU_TID_MEMO 16 /* threads' ids a session remembers (before 3.11) */
+#define PYU_TID_MEMO 256 /* threads' ids a session remembers (before 3.11;
+                            threads.c's hash takes 8 bits) */
 
 struct pyu_session {
     pyu_err err;

@@ -629,6 +629,31 @@ def test_without_anchors_two_reads_a_sample(label, python, workdir):
         t.close()
 
 
+@pytest.mark.parametrize("label,python", OBJECTS, ids=[p[0] for p in OBJECTS])
+def test_many_threads_two_reads_a_sample(label, python, workdir):
+    """3.9 and 3.10 name a thread by its pthread_t, whose kernel id the
+    sampler reads once and remembers: with 48 threads parked, a sample
+    still takes the thread states and frames in one read and the code
+    objects in a second.  (A memo that put two pthread_ts in one place read
+    both ids at each sample: about 50 reads a sample here, and 4 instead of
+    2 for one process in 16 of split.py's two threads.)  The first
+    samples also read the threads' names and line tables: 1,500 reads are
+    allowed for that, and a quarter of a read a sample for stacks read
+    again, whatever the rate the machine gives."""
+    t = Target(python, "parked.py", workdir, expect_threads=False)
+    try:
+        r = sample(t.pid, "-d", "1", "--verbose", "--format", "collapsed")
+        m = re.search(r"(\d+) samples in", r.stderr)
+        samples = int(m.group(1))
+        reads = int(re.search(r"(\d+) reads \(", r.stderr).group(1))
+        assert samples >= 100, r.stderr  # (so a read per thread shows)
+        assert reads < 2.25 * samples + 1500, r.stderr
+        seen = set(int(tid) for tid in collapsed(r.stdout))
+        assert seen == set(t.truth["native_ids"]), (seen, t.truth)
+    finally:
+        t.close()
+
+
 def test_json_and_top(workdir):
     python = (PY315 or PYTHONS)[0][1]
     t = split_target(python, workdir)

@@ -231,6 +231,30 @@ static void order_interps(struct pyu_threads *t, size_t n, bool list_order)
                                  x86_64 (struct pthread: the TCB header,
                                  a list node, then tid) */
 
+#define TID_PROBE 8 /* memo slots a pthread_t may take */
+_Static_assert(PYU_TID_MEMO == 256, "tid_memo_slot() hashes to 8 bits");
+
+/* The memo's slot of pthread_t `thread`: its own (*hit), else a free one or
+ * the one it displaces.  (pthread_ts are pages apart at a fixed offset: a
+ * hash of their low bits put two threads of one process in one slot, and
+ * each sample read both ids again.) */
+static uint64_t *tid_memo_slot(pyu_session *s, uint64_t thread, bool *hit)
+{
+    size_t h = (size_t)((thread * 0x9e3779b97f4a7c15ull) >> 56);
+    uint64_t *free_slot = NULL;
+    for (size_t k = 0; k < TID_PROBE; k++) {
+        uint64_t *m = s->tid_memo[(h + k) % PYU_TID_MEMO];
+        if (m[0] == thread) {
+            *hit = true;
+            return m;
+        }
+        if (!m[0] && !free_slot)
+            free_slot = m;
+    }
+    *hit = false;
+    return free_slot ? free_slot : s->tid_memo[h];
+}
+
 /* Before 3.11 a thread state names its thread only by its pthread_t, the
  * address of glibc's struct pthread, which holds the kernel's thread id.
  * Where, glibc's version decides: it is found once, as the word of the
@@ -259,8 +283,9 @@ static uint64_t native_of_pthread(pyu_session *s, const pyu_interp *in,
     /* (a thread's id, as read since the thread lists were read whole:
      * a thread that ends changes them, and one that starts, before its
      * pthread_t can name another thread) */
-    uint64_t *memo = s->tid_memo[(thread ^ (thread >> 14)) % PYU_TID_MEMO];
-    if (thread && memo[0] == thread)
+    bool hit;
+    uint64_t *memo = tid_memo_slot(s, thread, &hit);
+    if (thread && hit)
         return memo[1];
     int32_t tid = 0;
     if (s->pthread_tid_at < 0 || !thread ||
