@@ -235,17 +235,24 @@ else:  # 3.11: an isolated subinterpreter may not start threads
 sub_go = threading.Event()
 
 
-def run_subinterpreter(truth_path, box):
-    """Runs SUB_CODE in a new interpreter once the main interpreter has been
-    recorded."""
+def run_subinterpreter(truth_path, box, made):
+    """Makes a new interpreter, imports SUB_CODE's modules in it and sets
+    `made`; runs SUB_CODE there once the main interpreter has been
+    recorded.  (The other threads start once `made` is set: on the
+    versions whose interpreters share one GIL, a start and imports
+    fighting busy() for it, in 5 ms turns, took 10 s.)"""
+    try:
+        try:
+            import _interpreters
+        except ImportError:  # 3.11: the same two calls, under their old name
+            import _xxsubinterpreters as _interpreters
+        interp = _interpreters.create()
+        _interpreters.run_string(interp, SUB_CODE.split("\n", 2)[1])
+    finally:
+        made.set()
     box["ident"] = threading.get_ident()
     parked.release()
     sub_go.wait()
-    try:
-        import _interpreters
-    except ImportError:  # 3.11: the same two calls, under their old name
-        import _xxsubinterpreters as _interpreters
-    interp = _interpreters.create()
     box["id"] = interp
     import inspect
     code = "TRUTH = %r\nTHREADS = %r\n%s\n" % (
@@ -306,10 +313,15 @@ def main():
     sub = {} if args.no_subinterpreter else {"wanted": True}
     sub_truth = args.truth + ".sub"
     if not args.no_subinterpreter:
+        made = threading.Event()
         threads.append(threading.Thread(target=run_subinterpreter,
-                                        args=(sub_truth, sub), daemon=True))
+                                        args=(sub_truth, sub, made),
+                                        daemon=True))
+        threads[-1].start()
+        made.wait()
     for t in threads:
-        t.start()
+        if not t.is_alive():
+            t.start()
 
     def record():
         for _ in range(len(threads) + 1):  # every thread, and main, parked
