@@ -45,6 +45,9 @@ def pytest_configure(config):
                             "each kind (conftest.KINDS), not on every one")
     config.addinivalue_line("markers", "builds: also runs on the other "
                             "builds of a version (conftest.OTHER_BUILDS)")
+    config.addinivalue_line("markers", "release: reads what the release "
+                            "build makes (the package, the demo), whatever "
+                            "the build under test")
 
 
 # One interpreter of each way pyunwind reads them: 3.9's frame objects
@@ -81,10 +84,25 @@ def another_build(label):
     return any(re.fullmatch(k, label) for k in OTHER_BUILDS)
 
 
+# scripts/test runs the ASan+UBSan build's tests on one interpreter of each
+# kind and, at the same time, the release build's on everything else: with
+# PYU_AFTER_ASAN set, a run leaves out the runs on those interpreters of the
+# tests the sanitized run takes (not `debugger`, `accuracy` or `release`).
+# Tests that choose their interpreters themselves run in both.
+AFTER_ASAN = bool(os.environ.get("PYU_AFTER_ASAN"))
+
+
+def taken_by_asan(item, label):
+    return AFTER_ASAN and of_a_kind(label) and not any(
+        item.get_closest_marker(m)
+        for m in ("debugger", "accuracy", "release", "sanitized"))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Deselects the `kinds` tests' runs on the other interpreters, and
-    every test's runs on the other builds but the `builds` tests' (their
-    interpreter: a (label, path) parameter, or `label`)."""
+    """Deselects the `kinds` tests' runs on the other interpreters, every
+    test's runs on the other builds but the `builds` tests' (their
+    interpreter: a (label, path) parameter, or `label`), and with
+    PYU_AFTER_ASAN the runs the sanitized run takes."""
     keep, drop = [], []
     for item in items:
         label = None
@@ -98,7 +116,8 @@ def pytest_collection_modifyitems(config, items):
             label = None
         out = label and (
             (item.get_closest_marker("kinds") and not of_a_kind(label)) or
-            (another_build(label) and not item.get_closest_marker("builds")))
+            (another_build(label) and not item.get_closest_marker("builds"))
+            or taken_by_asan(item, label))
         (drop if out else keep).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)

@@ -12,6 +12,10 @@ import pytest
 from conftest import (ROOT, TIMEOUT, Target, assert_matches_truth,
                       interpreters, py315)
 
+# (the package is built from the sources, release: an ASan run has nothing
+# of its own to test here, and two runs at once would share build-deb/)
+pytestmark = pytest.mark.release
+
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
