@@ -382,11 +382,30 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 1;
 }
 
+/* Adds code object `code` to the n of addr to check, once, when its record
+ * is cached; false when there is no room for it. */
+static bool to_check(pyu_session *s, uint64_t *addr, size_t *n,
+                     uint64_t code)
+{
+    if (!code || !pyu_code_cached(s, code))
+        return true;
+    for (size_t v = 0; v < *n; v++)
+        if (addr[v] == code)
+            return true;
+    if (*n == VALIDATE_MAX)
+        return false;
+    addr[(*n)++] = code;
+    return true;
+}
+
 /* 3.13 does not report freed code objects: the records the sample's
  * stacks were read with must still describe the objects at their
  * addresses (the same type, names, location table and first line), read
  * again now; when one does not, or there are too many to check, the
- * caches are flushed and names are read anew. */
+ * caches are flushed and names are read anew.  The code object that
+ * judged a current frame's copy another call's (its size) is checked
+ * too: a record of what lay at its address before, kept, would judge so
+ * at every sample. */
 static void check_codes(pyu_sampler *sm)
 {
     pyu_session *s = sm->s;
@@ -397,18 +416,11 @@ static void check_codes(pyu_sampler *sm)
         const pyu_sthread *t = &sm->threads[j];
         for (size_t i = 0; i < t->nfr && !flush; i++) {
             const pyu_frame_raw *f = &t->fr[i].r;
-            if (f->owner >= PYU_OWNER_ENTRY || !pyu_code_cached(s, f->code))
-                continue;
-            size_t v = 0;
-            while (v < n && addr[v] != f->code)
-                v++;
-            if (v < n)
-                continue;
-            if (n == VALIDATE_MAX)
-                flush = true;
-            else
-                addr[n++] = f->code;
+            if (f->owner < PYU_OWNER_ENTRY)
+                flush = !to_check(s, addr, &n, f->code);
         }
+        if (!flush)
+            flush = !to_check(s, addr, &n, t->reused_code);
     }
     size_t off, len;
     pyu_code_fields(&s->off, &off, &len);
@@ -481,6 +493,7 @@ static int take_cached(pyu_session *s, void *arg)
         for (size_t j = si->first; j < si->first + si->n; j++) {
             pyu_sthread *t = &sm->threads[j];
             t->nfr = 0;
+            t->reused_code = 0;
             int rc = read_thread(sm, &si->in, t, &sm->recs[j],
                                  sm->tsbuf + j * sm->tslen, &r[j]);
             sm->one_copy = false;

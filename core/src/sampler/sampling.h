@@ -197,6 +197,8 @@ typedef struct pyu_sthread {
                          first is met (snapshot.c; owned) */
     bool reused;      /* the current frame's slot held another call by its
                          copy (snapshot.c) */
+    uint64_t reused_code; /* the code object that judged so, checked with
+                         the stack's (sampler.c check_codes()) */
     uint64_t shims[PYU_GEN_RECENT]; /* the entry frames (C stack) they
                          were resumed through, the last first */
     bool unplaced;    /* popped ones were left out: their code could not

@@ -95,6 +95,7 @@ static int on_frame(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
         other_call(w->sm, w->ts, f,
                    popped ? c : pyu_code_cached(w->sm->s, f->code))) {
         t->reused = true;
+        t->reused_code = popped ? c->addr : f->code;
         return 1; /* (its links are the other call's) */
     }
     if (popped) {
