@@ -312,6 +312,8 @@ def main():
     threads = [threading.Thread(target=s, daemon=True) for s in shapes]
     sub = {} if args.no_subinterpreter else {"wanted": True}
     sub_truth = args.truth + ".sub"
+    if os.path.exists(sub_truth):  # (an earlier run's: not this one's)
+        os.unlink(sub_truth)
     if not args.no_subinterpreter:
         made = threading.Event()
         threads.append(threading.Thread(target=run_subinterpreter,
