@@ -316,14 +316,15 @@ def main():
         os.unlink(sub_truth)
     if not args.no_subinterpreter:
         made = threading.Event()
-        threads.append(threading.Thread(target=run_subinterpreter,
-                                        args=(sub_truth, sub, made),
-                                        daemon=True))
-        threads[-1].start()
+        sub_thread = threading.Thread(target=run_subinterpreter,
+                                      args=(sub_truth, sub, made),
+                                      daemon=True)
+        sub_thread.start()
         made.wait()
     for t in threads:
-        if not t.is_alive():
-            t.start()
+        t.start()
+    if not args.no_subinterpreter:
+        threads.append(sub_thread)
 
     def record():
         for _ in range(len(threads) + 1):  # every thread, and main, parked
