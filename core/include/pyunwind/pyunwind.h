@@ -874,9 +874,10 @@ typedef struct pyu_profile_info {
     uint64_t start_ns;     /* CLOCK_REALTIME at the start */
     uint64_t duration_ns;  /* wall time sampled */
     uint64_t samples;      /* samples taken (failed ones included) */
-    uint64_t failed;       /* samples in which nothing usable was read of
-                              some thread's stack (counted as the thread
-                              alone with <unknown>), or of the target */
+    uint64_t failed;       /* samples in which some thread's stack could
+                              not be read whole (counted with <unknown>,
+                              on its outer frames or alone), or nothing
+                              of the target */
     uint64_t missed;       /* ticks of the schedule never served */
     uint64_t busy_ns;      /* of duration_ns, the time spent taking samples
                               (the rest waited for ticks); 0: unknown */
@@ -1199,9 +1200,10 @@ typedef struct pyu_sampler_opts {
 
 typedef struct pyu_sampler_stats {
     uint64_t samples;        /* pyu_sampler_take calls */
-    uint64_t failed;         /* samples in which nothing usable was read
-                                of a thread's stack (counted as the thread
-                                alone with <unknown>), or of the target */
+    uint64_t failed;         /* samples in which some thread's stack
+                                could not be read whole (counted with
+                                <unknown>, on its outer frames or alone),
+                                or nothing of the target */
     uint64_t stacks;         /* stacks recorded */
     uint64_t torn;           /* stacks that did not pass the acceptance
                                 rules and were read again */

@@ -352,12 +352,13 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
             sm->st.unproven++;
             pyu_fcache_settle(sm, t, ts);
         } else {
+            /* (a stack with <unknown> on it, on its outer frames or
+             * alone, is a sample that failed: never a clean one) */
             t->cache.anchored = false;
             sm->st.unknown++;
-            if (!t->cache.valid || !t->cache.n) {
+            *failed = true;
+            if (!t->cache.n)
                 t->cache.valid = false;
-                *failed = true; /* (nothing usable was read) */
-            }
         }
         /* the next sample reads where this walk found the frames */
         pyu_plan_spans(sm, t);
