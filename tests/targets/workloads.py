@@ -273,6 +273,39 @@ def alternate():
         b1()
 
 
+# -------------------------------------------------------------- recurring
+
+# alternate's loop with each function called again by itself once:
+# main -> recurring -> c1 -> c1 -> c2 -> c2 -> leaf, then the same of d.
+# Before 3.11 a code object keeps one frame object for its next call; the
+# second of two calls at once takes one from the free list, which the
+# other half of the loop took a moment before, so one frame object's
+# address holds c1's calls and d1's in turn (the same slots of the data
+# stack from 3.11).  A stack that is not a start of one of the two chains
+# is one the target never had (tests/helpers/accuracy.py).
+
+def c2(k):
+    return c2(k - 1) if k else leaf()
+
+
+def c1(k):
+    return c1(k - 1) if k else c2(1)
+
+
+def d2(k):
+    return d2(k - 1) if k else leaf()
+
+
+def d1(k):
+    return d1(k - 1) if k else d2(1)
+
+
+def recurring():
+    while True:
+        c1(1)
+        d1(1)
+
+
 # --------------------------------------------------------------- periodic
 
 def periodic():
@@ -297,7 +330,7 @@ def three_ms(clock, until):
 MODES = {"calls": calls, "generators": generators, "recursion": recursion,
          "sorting": sorting, "threads": threads, "stdlib": stdlib,
          "shortgen": shortgen, "alternate": alternate,
-         "periodic": periodic}
+         "recurring": recurring, "periodic": periodic}
 
 
 def main():

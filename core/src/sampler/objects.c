@@ -17,15 +17,23 @@
  * do not hold it.  The copies are not of one instant.  What the frames
  * say of themselves tells a torn walk:
  *
- *   - every frame below the innermost is running: its eval loop set its
- *     running mark (3.9's f_executing, 1; 3.10's f_state, FRAME_EXECUTING
- *     or FRAME_UNWINDING while it handles an exception) when it started
- *     and clears it before it returns, before the thread state moves to
- *     its caller.  A frame that returned by its copy is not, and neither
- *     is a generator's frame that yielded (3.10: FRAME_SUSPENDED), or a
- *     frame object on a free list.  The innermost frame may be between
- *     the thread state's move and its mark, either way: it is taken as
- *     read (its caller, running, was the thread state's then);
+ *   - every frame below the innermost is alive (a reference count above
+ *     0: one on a free list or kept for its code's next call has none)
+ *     and running: its eval loop set its running mark (3.9's
+ *     f_executing, 1; 3.10's f_state, FRAME_EXECUTING or FRAME_UNWINDING
+ *     while it handles an exception) when it started and clears it
+ *     before it returns, before the thread state moves to its caller.
+ *     A frame that returned by its copy is not, and neither is a
+ *     generator's frame that yielded (3.10: FRAME_SUSPENDED), or a frame
+ *     object on a free list.  The innermost frame may be between the
+ *     thread state's move and its mark, either way, or have returned
+ *     since the thread state named it (its object kept, f_back still
+ *     its caller's): it is taken as read, with its caller, but not as a
+ *     stack of one frame unless it has not started (f_lasti -1): a frame
+ *     object on a free list, or taken from it by a new call that has not
+ *     set its f_back yet, has the list's link there, NULL at its end
+ *     (`c2` alone, 3 % of the samples of workloads.py recurring on 3.9
+ *     before this rule);
  *   - the walk ends at NULL, the outermost frame's f_back (a frame met
  *     twice, or past the bound of a stack's depth, is a loop of reused
  *     objects);
@@ -34,10 +42,18 @@
  *
  * A frame returned and its object taken by a new call, running again,
  * between the thread state's read and its copy, passes the first rule:
- * the walk then goes on through the new call's caller.  It needs the
- * thread to return from the frame and its caller and call again within
- * the microseconds between the two, and the new call to take that very
- * object; bench/impossible-run measures what passes.
+ * the walk then goes on through the new call's caller.  So does a walk
+ * torn between the copies of two spans, which are read one after the
+ * other: a frame copied, then its caller's object reused by another call
+ * before its own copy (d1's frame object taken for c1's call: `c1 ->
+ * d2`).  Every span is therefore read again, in the other order
+ * (read_plan.c), and the two copies must show the same chain
+ * (same_again()).  What it cannot always tell: a caller copied after
+ * the frames above it returned, at its next call by then (its line is
+ * that call's, `recurring:306 -> c1`, while the frames above it are
+ * right).  bench/impossible-run measures what passes
+ * (`WORKLOAD=recurring`, whose frame objects change functions all the
+ * time; `LINES=1` counts a caller at another line than its call too).
  *
  * A walk that does not pass is made again from a fresh snapshot of the
  * thread alone (sampler.c), up to OBJ_RETRIES times: read from another
@@ -51,8 +67,24 @@
 typedef struct obj_walk {
     pyu_sampler *sm;
     pyu_sthread *t;
-    bool stale; /* met a frame below the innermost that was not running */
+    bool spans; /* the walk is in the spans, which hold second copies */
+    bool stale; /* met a frame the rules above do not take */
 } obj_walk;
+
+/* The second copy of the fsize bytes whose first copy is at buf in t's
+ * spans (read_plan.c reads each span of frame objects twice), or NULL. */
+static const uint8_t *second(const pyu_sthread *t, const uint8_t *buf,
+                             size_t fsize)
+{
+    for (size_t k = 0; k < t->nearly; k++) {
+        const pyu_chunk_span *a = &t->span[k];
+        size_t len = (size_t)(a->end - a->start);
+        if (buf >= a->local && buf < a->local + len &&
+            (size_t)(buf - a->local) + fsize <= len)
+            return t->span2[k].local + (buf - a->local);
+    }
+    return NULL;
+}
 
 bool pyu_objects_running(const pyu_offsets *o, const uint8_t *buf,
                          size_t fsize)
@@ -70,13 +102,28 @@ bool pyu_objects_running(const pyu_offsets *o, const uint8_t *buf,
     }
 }
 
+/* Whether the frame object copied in buf is alive: a reference count
+ * above 0 (the object's first word before its type).  One on a free list
+ * or kept as its code's zombie frame has none. */
+static bool alive(const pyu_offsets *o, const uint8_t *buf, size_t fsize)
+{
+    size_t at = PYU_OFF(o, ob_type);
+    return at < 8 || pyu_u64(buf, fsize, at - 8) != 0;
+}
+
 static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
                      size_t avail)
 {
     obj_walk *w = arg;
     pyu_sthread *t = w->t;
+    const pyu_offsets *o = &w->sm->s->off;
     (void)avail;
-    if (t->nfr && !pyu_objects_running(&w->sm->s->off, buf, w->sm->fsize)) {
+    size_t fsize = w->sm->fsize;
+    bool running = pyu_objects_running(o, buf, fsize);
+    if (t->nfr ? !running || !alive(o, buf, fsize)
+               : !running && !f->prev &&
+                     (int32_t)pyu_u32(buf, fsize,
+                                      PYU_OFF(o, fr_instr_ptr)) != -1) {
         w->stale = true;
         return 1;
     }
@@ -86,7 +133,55 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     pyu_sframe *sf = &t->fr[t->nfr++];
     memset(sf, 0, sizeof *sf);
     sf->r = *f;
+    /* (its second copy, when the spans held it: code 0 when that copy
+     * is of no frame of this chain any more) */
+    const uint8_t *b2 = w->spans ? second(t, buf, fsize) : NULL;
+    if (b2) {
+        sf->twice = true;
+        pyu_frame_raw_take(o, f->addr, b2, fsize, &sf->r2);
+        if (!alive(o, b2, fsize) ||
+            (t->nfr > 1 && !pyu_objects_running(o, b2, fsize)))
+            sf->r2.code = 0;
+    }
     return 0;
+}
+
+/* Whether frame e's second copy is of the frame its first copy is. */
+static bool again(const pyu_sframe *e)
+{
+    return e->r2.code && e->r2.code == e->r.code && e->r2.prev == e->r.prev;
+}
+
+/* Whether the second copy of the chain t walked shows the same frames.
+ * The first copy of each frame was read innermost first, the second
+ * outermost first; the target ran meanwhile, so the innermost frames may
+ * have returned by the second (short calls do; the frames below them
+ * are then the same, alive, running the same code under the same
+ * caller).  Each frame that returned must have been called by name by
+ * the frame below it (its code names the callee's), the frames that did
+ * not must be there in both copies, and each one below those at the same
+ * instruction (a caller does not move while its callee runs).
+ *
+ * A walk torn by the target running between the reads of the first copy
+ * (d1's frame object taken for c1's call between the copies of a frame
+ * and of its caller: `c1 -> d2`) is not torn alike the other way round. */
+static bool same_again(pyu_sampler *sm, const pyu_sthread *t)
+{
+    size_t gone = 0;
+    while (gone < t->nfr && t->fr[gone].twice && !again(&t->fr[gone]))
+        gone++;
+    if (gone == t->nfr)
+        return !gone; /* (every frame returned: read again) */
+    for (size_t i = 0; i < gone; i++)
+        if (!pyu_accept_named(sm, &t->fr[i + 1].r, &t->fr[i]))
+            return false;
+    for (size_t i = gone + 1; i < t->nfr; i++) {
+        const pyu_sframe *e = &t->fr[i];
+        if (e->twice && (!again(e) || (t->fr[i - 1].twice &&
+                                       e->r2.instr_ptr != e->r.instr_ptr)))
+            return false;
+    }
+    return true;
 }
 
 int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
@@ -96,12 +191,13 @@ int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        .span = spans ? t->span : NULL,
                        .nspan = spans ? t->nspan : 0,
                        .quiet = true};
-    obj_walk w = {sm, t, false};
+    obj_walk w = {sm, t, spans, false};
     t->nfr = t->npopped = 0;
     t->unplaced = t->reused = false;
     if (pyu_snap_chain(sm, t, &it, on_object, &w) < 0)
         return -1;
-    bool ok = !w.stale && it.end == PYU_CHAIN_NULL && t->nfr > 0;
+    bool ok = !w.stale && it.end == PYU_CHAIN_NULL && t->nfr > 0 &&
+              same_again(sm, t);
     /* (the frames met, the innermost last: first in the list) */
     for (size_t i = t->nfr; ok && i-- > 0;) {
         uint64_t a = t->fr[i].r.addr;

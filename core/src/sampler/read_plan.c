@@ -252,9 +252,10 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
 {
     size_t fsize = sm->fsize;
     size_t n = t->nfr;
-    /* (the innermost frames' ranges read twice, for accept.c; a walk of
-     * frame objects does not look at a second copy) */
-    size_t early = sm->s->off.object_frames ? 0 : PYU_PLAN_EARLY;
+    /* (the innermost frames' ranges read twice, for accept.c; frame
+     * objects, each a range of its own, all of them: objects.c) */
+    bool objects = sm->s->off.object_frames;
+    size_t early = objects ? SIZE_MAX : PYU_PLAN_EARLY;
     t->nspan = t->nearly = t->ncut = 0;
     if (!n)
         return false;
@@ -342,7 +343,7 @@ bool pyu_plan_spans(pyu_sampler *sm, pyu_sthread *t)
         }
     }
     /* (the innermost frames' starts, the highest first: span_ranges()) */
-    for (size_t i = 0; i < n && i < early; i++) {
+    for (size_t i = 0; i < n && i < PYU_PLAN_EARLY && !objects; i++) {
         uint64_t a = t->fr[i].r.addr;
         size_t j = t->ncut++;
         for (; j > 0 && t->cut[j - 1] < a; j--)
@@ -569,17 +570,20 @@ static size_t span2_ranges(const pyu_sthread *t, size_t e, pyu_range *r)
 /* The ranges of t's spans into r: those that held its innermost frames
  * last time first (the frames most likely to move), then the current frame
  * again, then those ranges again (accept.c), then the rest.  Returns how
- * many. */
+ * many.  (Frame objects, 3.9 and 3.10: every span is read again, the
+ * outermost first, objects.c.) */
 static size_t span_ranges(pyu_sthread *t, pyu_range *r,
                           const pyu_sampler *sm)
 {
     size_t n = 0;
+    bool objects = sm->s->off.object_frames;
     t->again = t->again_cf = 0;
     for (size_t k = 0; k <= t->nspan; k++) {
         if (k == t->nearly && t->nspan) {
             n += again_ranges(sm, t, r + n);
             for (size_t e = 0; e < t->nearly; e++)
-                n += span2_ranges(t, e, r + n);
+                n += span2_ranges(t, objects ? t->nearly - 1 - e : e,
+                                  r + n);
         }
         if (k < t->nspan)
             r[n++] = (pyu_range){t->span[k].start,
