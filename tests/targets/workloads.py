@@ -14,6 +14,10 @@ MODE is one of:
                 and cmp_to_key
     threads     six threads, each running one of the above (the main
                 thread waits for them)
+    spread      the same six threads, each on a CPU of its own choosing
+                in turn (the first on CPU 0, the second on CPU 1, ...):
+                with a GIL they take turns across the CPUs, free-threaded
+                they run at once, some on the sampler's CPU and some not
     stdlib      the standard library in a loop: json dumps/loads,
                 re.match over a list, difflib.unified_diff,
                 statistics.pstdev of a generator; it keeps the time each
@@ -33,6 +37,7 @@ MODE is one of:
 
 Prints "ready" once running, then runs until killed.
 """
+import os
 import signal
 import sys
 import threading
@@ -158,9 +163,18 @@ def sorting():
 
 # ---------------------------------------------------------------- threads
 
-def threads():
+def threads(spread=False):
     work = [calls, generators, recursion, sorting, calls, generators]
-    ts = [threading.Thread(target=w, daemon=True, name="worker-%d" % k)
+    cpus = sorted(os.sched_getaffinity(0) | set(range(os.cpu_count() or 1)))
+
+    def pinned(k, w):
+        def run():
+            if spread:  # (the thread alone: pid 0 is the calling thread)
+                os.sched_setaffinity(0, {cpus[k % len(cpus)]})
+            w()
+        return run
+    ts = [threading.Thread(target=pinned(k, w), daemon=True,
+                           name="worker-%d" % k)
           for k, w in enumerate(work)]
     for t in ts:
         t.start()
@@ -330,7 +344,8 @@ def three_ms(clock, until):
 MODES = {"calls": calls, "generators": generators, "recursion": recursion,
          "sorting": sorting, "threads": threads, "stdlib": stdlib,
          "shortgen": shortgen, "alternate": alternate,
-         "recurring": recurring, "periodic": periodic}
+         "recurring": recurring, "periodic": periodic,
+         "spread": lambda: threads(spread=True)}
 
 
 def main():
