@@ -139,6 +139,7 @@ static uint8_t classify(const char *op, const char *base)
         "BINARY_SUBSCR",  /* __getitem__ (3.11-3.13) */
         "BINARY_OP",      /* __getitem__ (3.14+: BINARY_OP_SUBSCR_GETITEM) */
         "SEND", "FOR_ITER", /* a generator's or coroutine's frame */
+        "YIELD_FROM",     /* (3.9, 3.10: yield from, await) */
         "EXIT_INIT_CHECK", /* the shim that ran __init__ */
         NULL};
     static const char *const returns[] = {"RETURN_VALUE", "RETURN_CONST",
@@ -199,8 +200,12 @@ static uint8_t kind_of(pyu_sampler *sm, const pyu_frame_raw *f,
     if (instr == PYU_INSTR_UNKNOWN)
         return PYU_AT_OTHER;
     const char *op, *base;
-    pyu_code_opcode(s, f->instr_ptr - 2 * (uint64_t)instr, &instr, &op,
-                    &base);
+    /* (before 3.11 the bytecode lies in co_code, a bytes object; an
+     * instruction pointer there stands for the instruction's index) */
+    pyu_code_opcode(s,
+                    s->off.object_frames ? c->code_bytes
+                                         : f->instr_ptr - 2 * (uint64_t)instr,
+                    &instr, &op, &base);
     uint8_t kind = classify(op, base);
     /* (3.11 points a caller at its call's last inline cache entry when
      * it pushes the frame: at the call itself it is running it, and has
@@ -582,6 +587,16 @@ bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
         e->r.entry)
         return true; /* (as link_ok: no evidence to want) */
     return c->owner == PYU_OWNER_THREAD && names_callee(sm, c->code, e->r.code);
+}
+
+bool pyu_accept_vouched(pyu_sampler *sm, const pyu_frame_raw *c,
+                        const pyu_sframe *e)
+{
+    if (pyu_accept_named(sm, c, e))
+        return true;
+    bool is_code;
+    const pyu_code *cc = pyu_code_get(sm->s, c->code, &is_code);
+    return cc && kind_of(sm, c, cc) == PYU_AT_PUSH;
 }
 
 long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr, size_t n)

@@ -29,11 +29,14 @@
  *     thread state's move and its mark, either way, or have returned
  *     since the thread state named it (its object kept, f_back still
  *     its caller's): it is taken as read, with its caller, but not as a
- *     stack of one frame unless it has not started (f_lasti -1): a frame
- *     object on a free list, or taken from it by a new call that has not
- *     set its f_back yet, has the list's link there, NULL at its end
- *     (`c2` alone, 3 % of the samples of workloads.py recurring on 3.9
- *     before this rule);
+ *     stack of one frame that is not running, but for a generator's
+ *     that yielded (alive, its f_gen set): a frame object on a free list
+ *     has the list's link as its f_back, NULL at its end (`c2` alone, 3 %
+ *     of the samples of workloads.py recurring on 3.9 before this rule).
+ *     A generator's frame that yielded has no f_back: read from another
+ *     CPU, the innermost generator of a pipeline is often met so, and
+ *     taken alone (its share kept; its callers, which resumed it, not
+ *     known: an open question, bench/README.md);
  *   - the walk ends at NULL, the outermost frame's f_back (a frame met
  *     twice, or past the bound of a stack's depth, is a loop of reused
  *     objects);
@@ -111,6 +114,18 @@ static bool alive(const pyu_offsets *o, const uint8_t *buf, size_t fsize)
     return at < 8 || pyu_u64(buf, fsize, at - 8) != 0;
 }
 
+/* Whether the frame object copied in buf, not running, is a generator's
+ * that yielded: alive, and its f_gen set (the pointer right before
+ * f_lasti in 3.9's and 3.10's PyFrameObject).  A frame object on a free
+ * list, or taken from it by a call that has not set its fields yet, has
+ * none. */
+static bool yielded(const pyu_offsets *o, const uint8_t *buf, size_t fsize)
+{
+    size_t lasti = PYU_OFF(o, fr_instr_ptr);
+    return alive(o, buf, fsize) && lasti >= 8 &&
+           pyu_u64(buf, fsize, lasti - 8) != 0;
+}
+
 static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
                      size_t avail)
 {
@@ -121,9 +136,7 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     size_t fsize = w->sm->fsize;
     bool running = pyu_objects_running(o, buf, fsize);
     if (t->nfr ? !running || !alive(o, buf, fsize)
-               : !running && !f->prev &&
-                     (int32_t)pyu_u32(buf, fsize,
-                                      PYU_OFF(o, fr_instr_ptr)) != -1) {
+               : !running && !f->prev && !yielded(o, buf, fsize)) {
         w->stale = true;
         return 1;
     }
@@ -155,32 +168,30 @@ static bool again(const pyu_sframe *e)
 /* Whether the second copy of the chain t walked shows the same frames.
  * The first copy of each frame was read innermost first, the second
  * outermost first; the target ran meanwhile, so the innermost frames may
- * have returned by the second (short calls do; the frames below them
- * are then the same, alive, running the same code under the same
- * caller).  Each frame that returned must have been called by name by
- * the frame below it (its code names the callee's), the frames that did
- * not must be there in both copies, and each one below those at the same
- * instruction (a caller does not move while its callee runs).
- *
- * A walk torn by the target running between the reads of the first copy
- * (d1's frame object taken for c1's call between the copies of a frame
- * and of its caller: `c1 -> d2`) is not torn alike the other way round. */
+ * have changed by the second: returned (short calls do), yielded, or
+ * called again from the same caller into the same frame object.  The
+ * frames below those are the same in both copies, alive, running the
+ * same code under the same caller.  Each link from a frame that changed
+ * down to its caller must have evidence: the caller's code names the
+ * callee (a call by name), or it stands at an instruction that resumes a
+ * generator or runs a getter (accept.c).  A callback of C code (sorted()'s
+ * key, a rich comparison) has none: read from another CPU, a sample of
+ * one that changed between the copies is read again (a bias toward the
+ * longer callbacks, bench/README.md).  A walk torn by the
+ * target running between the reads of the first copy (d1's frame object
+ * taken for c1's call between the copies of a frame and of its caller:
+ * `c1 -> d2`) is not torn alike the other way round, and c1 does not
+ * name d2. */
 static bool same_again(pyu_sampler *sm, const pyu_sthread *t)
 {
-    size_t gone = 0;
-    while (gone < t->nfr && t->fr[gone].twice && !again(&t->fr[gone]))
-        gone++;
-    if (gone == t->nfr)
-        return !gone; /* (every frame returned: read again) */
-    for (size_t i = 0; i < gone; i++)
-        if (!pyu_accept_named(sm, &t->fr[i + 1].r, &t->fr[i]))
+    size_t same = t->nfr; /* (the frames from here down are the same) */
+    while (same > 0 && (!t->fr[same - 1].twice || again(&t->fr[same - 1])))
+        same--;
+    if (same == t->nfr)
+        return !same; /* (every frame changed: read again) */
+    for (size_t i = 0; i < same; i++)
+        if (!pyu_accept_vouched(sm, &t->fr[i + 1].r, &t->fr[i]))
             return false;
-    for (size_t i = gone + 1; i < t->nfr; i++) {
-        const pyu_sframe *e = &t->fr[i];
-        if (e->twice && (!again(e) || (t->fr[i - 1].twice &&
-                                       e->r2.instr_ptr != e->r.instr_ptr)))
-            return false;
-    }
     return true;
 }
 

@@ -619,6 +619,10 @@ PYU_HIDDEN long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr,
  * its code loads.  Reads nothing but c's code object. */
 PYU_HIDDEN bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
                                  const pyu_sframe *e);
+/* pyu_accept_named(), or caller c stands at an instruction that pushes a
+ * frame without a call (a generator's resumption, a getter: accept.c). */
+PYU_HIDDEN bool pyu_accept_vouched(pyu_sampler *sm, const pyu_frame_raw *c,
+                                   const pyu_sframe *e);
 /* How many of the innermost frames of fr[0..n) pass the rules among
  * themselves (counted from the innermost), or -1 on an error. */
 PYU_HIDDEN long pyu_accept_upper(pyu_sampler *sm, const pyu_sframe *fr,
