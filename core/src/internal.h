@@ -216,6 +216,7 @@ PYU_HIDDEN uint64_t pyu_core_truncated(void *ctx, uint64_t *have);
     X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index)         \
     X(fr_is_entry) X(fr_funcobj) X(fr_stacktop) X(fr_return_offset)          \
     X(fr_state)                                                              \
+    X(fr_gen)                                                                \
     X(co_size) X(co_filename) X(co_name) X(co_qualname) X(co_linetable)      \
     X(co_firstlineno) X(co_argcount) X(co_localsplusnames)                   \
     X(co_localspluskinds) X(co_code_adaptive) X(co_tlbc)                     \

@@ -565,16 +565,19 @@ def test_no_impossible_stacks_of_reused_frame_objects(label, python):
     stays as its code's zombie), and the next call of any function may
     take it.  workloads.py recurring has each function call itself once,
     so the frame objects of c1's calls are d1's a moment later: before the
-    second copy (objects.c) 1 in 100-200 of its stacks had a frame under a
-    caller that never calls it (c1 -> d2), or a frame alone (c2, a copy
-    of a frame object on the free list); 1 in 10,000 with it, on a machine
-    whose both CPUs were busy.  The bound is the alternating workload's,
-    1 in 1,000 a run (a Poisson count of mean 2 passes it once in 10^7
-    runs), and the lines of callers are the benchmark's
-    (bench/impossible-run LINES=1)."""
+    second copy (objects.c) 1 in 5 to 1 in 19 of its stacks, read at 20
+    kHz, had a frame under a caller that never calls it (c1 -> d2), or a
+    frame alone (c2, a copy of a frame object on the free list): 4.4 and
+    19 in 1,000 in this test's runs.  With it, 1 in 1,864 (3.10) to 1 in
+    5,735 (3.9) over many runs (bench/impossible-run WORKLOAD=recurring;
+    another set 1 in 666 on 3.9), in bursts: the worst runs of ~36,000
+    samples had 1.2 and 1.5 in 1,000.  So
+    the bound is 3 in 1,000 a run, sized from that worst run, not from a
+    proven rate (a burst past it is a benchmark's question, and the
+    note's); the lines of callers are the benchmark's (LINES=1)."""
     total, bad, unknown, failed, text = impossible_run(python, "recurring")
     assert total > 10000, total
-    assert bad <= total // 1000, (bad, total)
+    assert bad <= total * 3 // 1000, (bad, total)
     assert unknown * 100 <= total, (unknown, total)
     assert failed >= unknown, (failed, unknown)  # (one thread)
     # both halves of the loop are there, the second call of each too

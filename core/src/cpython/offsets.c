@@ -219,6 +219,7 @@ static const check checks[] = {
     {L(fr_stacktop), L(fr_size), 4, false},
     {L(fr_return_offset), L(fr_size), 2, false},
     {L(fr_state), L(fr_size), 1, false},
+    {L(fr_gen), L(fr_size), 8, false},
     {L(fr_tlbc_index), L(fr_size), 4, false},
     {L(co_filename), L(co_size), 8, true},
     {L(co_name), L(co_size), 8, true},
@@ -737,7 +738,7 @@ static const known layout_310[] = {
     LAYOUT_39_310_COMMON,
     {L(rt_size), 672}, {L(is_size), 113528}, {L(ts_size), 280},
     {L(fr_instr_ptr), 96 /* f_lasti */}, {L(fr_localsplus), 352},
-    {L(fr_state), 108 /* f_state */},
+    {L(fr_state), 108 /* f_state */}, {L(fr_gen), 88 /* f_gen */},
     {L(ht_size), 888}, {L(ht_cached_keys), 872},
 };
 
@@ -745,7 +746,7 @@ static const known layout_39[] = {
     LAYOUT_39_310_COMMON,
     {L(rt_size), 656}, {L(is_size), 5656}, {L(ts_size), 264},
     {L(fr_instr_ptr), 104 /* f_lasti */}, {L(fr_localsplus), 360},
-    {L(fr_state), 116 /* f_executing */},
+    {L(fr_state), 116 /* f_executing */}, {L(fr_gen), 96 /* f_gen */},
     {L(ht_size), 880}, {L(ht_cached_keys), 864},
 };
 

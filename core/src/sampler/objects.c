@@ -115,15 +115,12 @@ static bool alive(const pyu_offsets *o, const uint8_t *buf, size_t fsize)
 }
 
 /* Whether the frame object copied in buf, not running, is a generator's
- * that yielded: alive, and its f_gen set (the pointer right before
- * f_lasti in 3.9's and 3.10's PyFrameObject).  A frame object on a free
- * list, or taken from it by a call that has not set its fields yet, has
- * none. */
+ * that yielded: alive, and its f_gen set.  A frame object on a free list,
+ * or taken from it by a call that has not set its fields yet, has none. */
 static bool yielded(const pyu_offsets *o, const uint8_t *buf, size_t fsize)
 {
-    size_t lasti = PYU_OFF(o, fr_instr_ptr);
-    return alive(o, buf, fsize) && lasti >= 8 &&
-           pyu_u64(buf, fsize, lasti - 8) != 0;
+    return alive(o, buf, fsize) && PYU_HAS(o, fr_gen) &&
+           pyu_u64(buf, fsize, PYU_OFF(o, fr_gen)) != 0;
 }
 
 static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
