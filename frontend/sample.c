@@ -94,6 +94,7 @@ static void stats_line(FILE *diag, const pyu_sampler_stats *st)
             " with <unknown>, %" PRIu64 " grafted, %" PRIu64
             " walks through generators that had yielded, %" PRIu64
             " from the frame that entered the eval loop, %" PRIu64
+            " from the loop below one not yet entered, %" PRIu64
             " from the top of the data stack, %" PRIu64
             " with the current frame popped before its copy (%" PRIu64
             " of them the caller's), %" PRIu64 " with its slot reused by "
@@ -102,7 +103,8 @@ static void stats_line(FILE *diag, const pyu_sampler_stats *st)
             st->samples ? (double)st->reads / (double)st->samples : 0.0,
             st->snapshots, st->frames_read, st->frames_cached,
             st->cache_full, st->cache_part, st->cache_miss, st->later, st->torn,
-            st->unknown, st->grafted, st->resumed, st->entered, st->topped,
+            st->unknown, st->grafted, st->resumed, st->entered, st->unlinked,
+            st->topped,
             st->popped,
             st->popped_left, st->reused,
             st->anchors ? "on" : "off", st->anchor_writes);

@@ -1266,6 +1266,10 @@ typedef struct pyu_sampler_stats {
                                 were called from a slot that held another
                                 call by its copy, the call met lately there
                                 put between */
+    uint64_t unlinked;       /* 3.11, 3.12: stacks read from the loop below
+                                the one the thread state named, which had
+                                not linked its first frame yet (its word
+                                was stack garbage) */
 } pyu_sampler_stats;
 
 /* A sampler over an opened session, recording into p (which it fills in

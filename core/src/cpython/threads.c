@@ -297,6 +297,109 @@ static uint64_t native_of_pthread(pyu_session *s, const pyu_interp *in,
     return (uint64_t)tid;
 }
 
+/* The loop below the one of the _PyCFrame at cf (3.11, 3.12), found on
+ * the C stack alone.  The thread state names an eval loop's cframe before
+ * the loop fills it in: its current frame and its previous are stack
+ * garbage for a moment, or words the last loop at that place left there
+ * (3.12.1's _PyEval_EvalFrameDefault writes both with one store, some
+ * twenty instructions after the thread state's, and its entry frame, which
+ * such a stale word names, in between).  A stopped 3.12 process that sorts
+ * with Python key functions is caught there about 1 stop in 125.  The
+ * stack of that moment is the loop's below, suspended in the call of C
+ * code that entered this one; its cframe is the nearest one above cf on
+ * the thread's C stack: a plausible frame's address, and a previous that
+ * lies higher still, whose chain of previous ends at the thread state's
+ * root_cframe after at most CF_CHAIN links. */
+#define CF_SCAN 16384 /* (bytes of the C stack looked at above cf) */
+#define CF_CHAIN 64
+#define CF_REACH ((uint64_t)64 << 20) /* (a C stack's size at most) */
+
+static bool cframe_chained(pyu_session *s, uint64_t ts, uint64_t at,
+                           uint64_t prev, const uint8_t *buf, uint64_t lo,
+                           size_t len)
+{
+    const pyu_offsets *o = &s->off;
+    uint64_t poff = PYU_OFF(o, cframe_previous);
+    for (int k = 0; k < CF_CHAIN; k++) {
+        if (prev == ts + PYU_OFF(o, ts_root_cframe))
+            return true;
+        if ((prev & 7) || prev <= at || prev - at > CF_REACH)
+            return false;
+        at = prev;
+        if (at + poff >= lo && at + poff + 8 <= lo + len)
+            memcpy(&prev, buf + (at + poff - lo), 8);
+        else if (pyu_read_quiet(s, at + poff, &prev, 8) < 0)
+            return false;
+    }
+    return false;
+}
+
+/* Whether the frames from word, up to the one that entered their loop
+ * (an entry frame, 3.12; one that says is_entry, 3.11), end in a link to
+ * the frame `under`: the word of the loop below theirs.  (Two words on a
+ * C stack that look like a cframe whose chain reaches the root are met
+ * well before the cframe sought: a frame pointer spilled beside a pointer
+ * into the stack.) */
+static bool loop_ends_at(pyu_session *s, uint64_t word, uint64_t under)
+{
+    const pyu_offsets *o = &s->off;
+    uint8_t fr[256];
+    size_t fsize = (size_t)PYU_OFF(o, fr_size);
+    if (fsize > sizeof fr)
+        return false;
+    for (int k = 0; k < CF_CHAIN * 4 && pyu_frame_word_ok(word); k++) {
+        pyu_frame_raw r;
+        if (pyu_read_quiet(s, word, fr, fsize) < 0)
+            return false;
+        pyu_frame_raw_take(o, word, fr, fsize, &r);
+        if (r.entry || r.owner >= PYU_OWNER_ENTRY)
+            return r.prev == under;
+        word = r.prev;
+    }
+    return false;
+}
+
+bool pyu_cframe_above(pyu_session *s, uint64_t ts, uint64_t cf,
+                      uint64_t *below, uint64_t *word)
+{
+    const pyu_offsets *o = &s->off;
+    if (!PYU_HAS(o, ts_root_cframe))
+        return false;
+    uint64_t coff = PYU_OFF(o, cframe_current_frame),
+             poff = PYU_OFF(o, cframe_previous);
+    uint64_t span = (coff > poff ? coff : poff) + 8;
+    uint8_t *buf = malloc(CF_SCAN);
+    uint64_t lo = (cf + 8 + 7) & ~(uint64_t)7;
+    /* (the stack may end sooner, at a page's end) */
+    size_t len = (size_t)(((lo + CF_SCAN) & ~(uint64_t)4095) - lo);
+    while (buf && len > 4096 && pyu_read_quiet(s, lo, buf, len) < 0)
+        len -= 4096;
+    if (len <= 4096) /* (to the end of lo's page) */
+        len = buf && pyu_read_quiet(s, lo, buf, 4096 - (lo & 4095)) == 0
+                  ? 4096 - (lo & 4095)
+                  : 0;
+    bool found = false;
+    for (uint64_t at = lo; buf && !found &&
+                           at + span <= lo + len; at += 8) {
+        uint64_t w, prev;
+        memcpy(&w, buf + (at + coff - lo), 8);
+        memcpy(&prev, buf + (at + poff - lo), 8);
+        uint64_t under;
+        if (pyu_frame_word_ok(w) && prev &&
+            cframe_chained(s, ts, at, prev, buf, lo, len) &&
+            (prev + coff >= lo && prev + coff + 8 <= lo + len
+                 ? (memcpy(&under, buf + (prev + coff - lo), 8), true)
+                 : pyu_read_quiet(s, prev + coff, &under, 8) == 0) &&
+            loop_ends_at(s, w, under)) {
+            *below = at;
+            *word = w;
+            found = true;
+        }
+    }
+    free(buf);
+    return found;
+}
+
 void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                      const uint64_t extra_off[2], uint64_t ts,
                      const uint8_t *buf, size_t len, pyu_tstate *r,

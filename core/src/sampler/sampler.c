@@ -174,6 +174,38 @@ static int read_objects(pyu_sampler *sm, const pyu_interp *in,
     }
 }
 
+/* When t's walk from the loop the thread state named, tried again and
+ * again, never reached the loop below it (3.11, 3.12: that loop had not
+ * linked its first frame yet, and its word led to stack garbage, to a
+ * frame the last loop at its place had left, or to that loop's entry
+ * frame), the walk of the loop below, which the C stack tells
+ * (pyu_cframe_above): the stack of that moment, judged by the rules as
+ * any other.  1 when it passed (r->ok set), 0 when not, -1 on an error.
+ * (A 3.12 process sorting with Python key functions had 1 % of its
+ * samples fail there, --blocking ones too: a stopped thread is read at
+ * the same moment each time.) */
+static int from_loop_below(pyu_sampler *sm, pyu_sthread *t,
+                           const pyu_tstate *ts, bool spans, thread_read *r)
+{
+    uint64_t cf, word;
+    if (!sm->indirect || !ts->cframe ||
+        !pyu_cframe_above(sm->s, t->tstate, ts->cframe, &cf, &word))
+        return 0;
+    for (size_t i = 0; i < t->nfr; i++)
+        if (t->fr[i].r.addr == word || t->fr[i].r.prev == word)
+            return 0; /* (it did: torn, not unlinked) */
+    pyu_tstate below = *ts;
+    below.cframe = cf;
+    below.current_frame = word;
+    below.outer_frame = below.outer_cf = 0;
+    below.loop_left = false;
+    if (pyu_links_walk_whole(sm, t, &below, word, spans) < 0)
+        return -1;
+    int ok = pyu_links_judge(sm, t, &below, r);
+    sm->st.unlinked += ok > 0;
+    return ok;
+}
+
 /* Reads one thread's stack: the proven innermost frame, or snapshots
  * until one passes the rules (then r->ok == t->nfr) or the tries run out.
  * Returns 0, or -1 on an error that ends the sample. */
@@ -289,7 +321,7 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         }
         sm->st.torn++;
         if (tries++ == RETRIES)
-            return 0;
+            return from_loop_below(sm, t, ts, spans, r) < 0 ? -1 : 0;
         pyu_plan_note_chunk(sm, t, ts->chunk);
         pyu_plan_spans(sm, t);
         spans = false;

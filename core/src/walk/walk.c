@@ -167,7 +167,18 @@ static int frames(walk_ctx *c, const pyu_interp *in, const pyu_tstate *t,
         pyu_aio_task_read(s, t->extra[1], &run) == 0 && run.coro)
         ch.stop_at = pyu_aio_coro_frame(s, run.coro);
     /* the caller's callback, called by the chain walk itself */
+    pyu_chain again = ch;
     int rc = pyu_chain_walk(s, &ch, c->w->frame, c->arg);
+    /* (3.11, 3.12: nothing read from the loop the thread state names,
+     * which may not have linked its first frame yet: the stack is then
+     * the loop's below, threads.c) */
+    if (rc < 0 && ch.index == 0 && !ch.fn_ended && t->cframe &&
+        s->err.code != PYU_E_NOMEM && s->err.code != PYU_E_NOPROC &&
+        pyu_cframe_above(s, t->addr, t->cframe, &again.cframe,
+                         &again.first)) {
+        ch = again;
+        rc = pyu_chain_walk(s, &ch, c->w->frame, c->arg);
+    }
     if (ch.fn_ended)
         rc = callback(c, ch.fn_rc);
     if (ch.saw_watch)
