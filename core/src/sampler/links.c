@@ -518,6 +518,40 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return ok;
 }
 
+/* settle() of a walk whose first frame is its loop's entry frame (3.12,
+ * whose eval loops each push one on the C stack): the loop's word named
+ * it, which it does from the moment the loop's last frame returns (the
+ * loop ends a few instructions later), and before the loop has linked its
+ * first frame, when the word still holds what the last loop at its place
+ * left there.  The thread state was read before the word, often while the
+ * loop's frames ran: they were then the frames of the data stack from the
+ * one below the entry frame up to the top the thread state had, which go
+ * on the walk above the entry frame (none when the top was already that
+ * frame's end).  A callback of C code is over by the word's read in a good
+ * part of the samples read from another CPU (workloads.py sorting on
+ * 3.12: the key functions and comparisons at half their share, 0.24 from
+ * --blocking).  A walk of entry frames alone is read again.  0, 1 when
+ * rejected (r->ok 0), or -1 on an error. */
+static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                      bool spans, thread_read *r)
+{
+    size_t i = 0;
+    while (i < t->nfr && t->fr[i].r.owner >= PYU_OWNER_ENTRY)
+        i++;
+    if (i == t->nfr) {
+        r->ok = 0;
+        return 1;
+    }
+    uint64_t at[TOP_STEPS], stuck, under;
+    size_t nstuck;
+    long n = above_top(sm, t, ts, 0, at, &stuck, &nstuck, &under);
+    int ok = n > 0 ? onto_top(sm, t, ts, spans, r, 0, at, (size_t)n) : 0;
+    if (ok < 0)
+        return -1;
+    sm->st.topped += (uint64_t)ok;
+    return 0;
+}
+
 /* Makes t's accepted walk agree with the moment of its thread state (see
  * above): the loop's frames of that moment are its entry frame and the
  * frames of the data stack from there to the top -- when it is another
@@ -544,6 +578,8 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 {
     if (!sm->indirect || !ts->ds_top || !ts->cframe || !t->nfr)
         return 0;
+    if (t->fr[0].r.owner >= PYU_OWNER_ENTRY)
+        return shim_first(sm, t, ts, spans, r);
     size_t k = pyu_plan_loop_of(t, ts->cframe), i = entered_at(t);
     uint64_t code = k < PYU_CFRAMES ? t->loop[k].code : 0;
     /* (the walk's entry frame not linked to the loop below the named
