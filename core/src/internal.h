@@ -964,7 +964,6 @@ typedef struct pyu_tstate {
     uint64_t ds_top;                /* its data stack's top (where
                                        the next frame would be pushed) */
     bool frame_unread;              /* ... which could not be read */
-
     uint64_t current_exception;
     uint64_t exc_info;              /* top of its handled-exception stack */
     bool exc_info_local;            /* ... which lies in the thread state:
@@ -1019,6 +1018,13 @@ PYU_HIDDEN void pyu_interp_take(pyu_session *s, pyu_interp *ii,
 /* The bytes of a thread state copy with the words at extra_off. */
 PYU_HIDDEN size_t pyu_tstate_len(const pyu_session *s,
                                  const uint64_t extra_off[2]);
+/* The _PyCFrame of the eval loop below the one whose cframe is at cf, and
+ * its current frame, found on the thread's C stack (3.11, 3.12: for when
+ * cf's loop had not linked its first frame yet, and its words lead
+ * nowhere; threads.c says how).  ts: the thread state's address.
+ * Returns whether one was found. */
+PYU_HIDDEN bool pyu_cframe_above(pyu_session *s, uint64_t ts, uint64_t cf,
+                                 uint64_t *below, uint64_t *word);
 /* Decodes a copy of the thread state at ts into *r; *next gets the next
  * one of the list. */
 /* A word read ahead at a predicted _PyCFrame (3.11): the current frame
@@ -1030,19 +1036,6 @@ typedef struct pyu_peek {
 /* ... where the current frame is two loads away (3.11), it is read here,
  * unless peek (may be NULL) read it ahead at the cframe the copy names
  * (one of the peek's n cframes). */
-/* Whether w can be a frame's address: frames are 8-aligned, and lie in
- * user space above its first page. */
-static inline bool pyu_frame_word_ok(uint64_t w)
-{
-    return (w & 7) == 0 && w >= 4096 && w < ((uint64_t)1 << 56);
-}
-/* The _PyCFrame of the eval loop below the one whose cframe is at cf, and
- * its current frame, found on the thread's C stack (3.11, 3.12: for when
- * cf's loop had not linked its first frame yet, and its words lead
- * nowhere; threads.c says how).  ts: the thread state's address.
- * Returns whether one was found. */
-PYU_HIDDEN bool pyu_cframe_above(pyu_session *s, uint64_t ts, uint64_t cf,
-                                 uint64_t *below, uint64_t *word);
 PYU_HIDDEN void pyu_tstate_take(pyu_session *s, const pyu_interp *in,
                                 const uint64_t extra_off[2], uint64_t ts,
                                 const uint8_t *buf, size_t len, pyu_tstate *r,

@@ -314,6 +314,25 @@ static uint64_t native_of_pthread(pyu_session *s, const pyu_interp *in,
 #define CF_CHAIN 64
 #define CF_REACH ((uint64_t)64 << 20) /* (a C stack's size at most) */
 
+/* Whether w can be a frame's address: frames are 8-aligned, and lie in
+ * user space above its first page. */
+static bool frame_word_ok(uint64_t w)
+{
+    return (w & 7) == 0 && w >= 4096 && w < ((uint64_t)1 << 56);
+}
+
+/* The word at addr of the stack: in buf (a copy of lo..lo+len) when it
+ * holds it, else read.  Whether it could be had. */
+static bool stack_word(pyu_session *s, const uint8_t *buf, uint64_t lo,
+                       size_t len, uint64_t addr, uint64_t *w)
+{
+    if (addr >= lo && addr + 8 <= lo + len) {
+        memcpy(w, buf + (addr - lo), 8);
+        return true;
+    }
+    return pyu_read_quiet(s, addr, w, 8) == 0;
+}
+
 static bool cframe_chained(pyu_session *s, uint64_t ts, uint64_t at,
                            uint64_t prev, const uint8_t *buf, uint64_t lo,
                            size_t len)
@@ -326,9 +345,7 @@ static bool cframe_chained(pyu_session *s, uint64_t ts, uint64_t at,
         if ((prev & 7) || prev <= at || prev - at > CF_REACH)
             return false;
         at = prev;
-        if (at + poff >= lo && at + poff + 8 <= lo + len)
-            memcpy(&prev, buf + (at + poff - lo), 8);
-        else if (pyu_read_quiet(s, at + poff, &prev, 8) < 0)
+        if (!stack_word(s, buf, lo, len, at + poff, &prev))
             return false;
     }
     return false;
@@ -347,7 +364,7 @@ static bool loop_ends_at(pyu_session *s, uint64_t word, uint64_t under)
     size_t fsize = (size_t)PYU_OFF(o, fr_size);
     if (fsize > sizeof fr)
         return false;
-    for (int k = 0; k < CF_CHAIN * 4 && pyu_frame_word_ok(word); k++) {
+    for (int k = 0; k < CF_CHAIN * 4 && frame_word_ok(word); k++) {
         pyu_frame_raw r;
         if (pyu_read_quiet(s, word, fr, fsize) < 0)
             return false;
@@ -385,11 +402,9 @@ bool pyu_cframe_above(pyu_session *s, uint64_t ts, uint64_t cf,
         memcpy(&w, buf + (at + coff - lo), 8);
         memcpy(&prev, buf + (at + poff - lo), 8);
         uint64_t under;
-        if (pyu_frame_word_ok(w) && prev &&
+        if (frame_word_ok(w) && prev &&
             cframe_chained(s, ts, at, prev, buf, lo, len) &&
-            (prev + coff >= lo && prev + coff + 8 <= lo + len
-                 ? (memcpy(&under, buf + (prev + coff - lo), 8), true)
-                 : pyu_read_quiet(s, prev + coff, &under, 8) == 0) &&
+            stack_word(s, buf, lo, len, prev + coff, &under) &&
             loop_ends_at(s, w, under)) {
             *below = at;
             *word = w;
