@@ -1238,11 +1238,12 @@ typedef struct pyu_sampler_stats {
     uint64_t resumed;        /* walks gone on from a generator's frame that
                                 had yielded by its copy to the frame that
                                 resumed it (it still holds the generator) */
-    uint64_t entered;        /* 3.11: stacks read from the frame that
-                                entered the eval loop the thread state
-                                named, its current frame there being gone
-                                by its read (that loop had ended: a
-                                generator yielded) */
+    uint64_t entered;        /* 3.11, 3.12: stacks read from the frame
+                                that entered the eval loop the thread
+                                state named, its current frame there
+                                being gone by its read (that loop had
+                                ended: a generator yielded, a callback
+                                of C code returned) */
     uint64_t topped;         /* 3.11: stacks of a generator's eval loop
                                 taken at the thread state's moment (the
                                 loop's entry frame, then the frames of

@@ -29,6 +29,8 @@
 #include <string.h>
 
 #define TOP_STEPS 16 /* 3.11: frames gone up the data stack to its top */
+#define SHIM_NEAR 4096 /* 3.12: an entry frame this close to its cframe */
+#define SHIM_SURE 2    /* ... seen so by this many walks in a row */
 
 /* ---------------------------------------------------- walk and judge */
 
@@ -363,6 +365,29 @@ static int loop_below(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 0;
 }
 
+/* Walks t from e in place of its walk (kept in t->fr1, *r in *kept and
+ * its end in *end: walk_back() puts them back) and judges the walk: 1
+ * passed, 0 not, -1. */
+static int walk_instead(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                        uint64_t e, bool spans, thread_read *r,
+                        thread_read *kept, int *end)
+{
+    *kept = *r;
+    *end = t->end;
+    pyu_snap_swap_walks(t);
+    if (pyu_links_walk_whole(sm, t, ts, e, spans) < 0)
+        return -1;
+    return pyu_links_judge(sm, t, ts, r);
+}
+
+static void walk_back(pyu_sthread *t, thread_read *r, const thread_read *kept,
+                      int end)
+{
+    pyu_snap_swap_walks(t);
+    t->end = end;
+    *r = *kept;
+}
+
 /* Walks t's stack from the entry frame of the loop its thread state
  * named, in place of its walk when the stack passes the rules: 1 when it
  * did, 0 when not (or there is no such frame: the walk is kept), -1 on an
@@ -381,12 +406,9 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                      : 0;
         return ok || !ts->loop_left ? ok : loop_below(sm, t, ts, spans, r, k);
     }
-    thread_read kept = *r;
-    int end = t->end;
-    pyu_snap_swap_walks(t);
-    int ok;
-    if (pyu_links_walk_whole(sm, t, ts, e, spans) < 0 ||
-        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+    thread_read kept;
+    int end, ok = walk_instead(sm, t, ts, e, spans, r, &kept, &end);
+    if (ok < 0)
         return -1;
     /* (a generator's frame found by its code may be one freed since, its
      * link below left: the frame that resumed the loop's generator ran the
@@ -398,9 +420,7 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
         (t->nfr < 2 || t->fr[1].r.code != t->loop[k].under))
         ok = 0;
     if (!ok) {
-        pyu_snap_swap_walks(t);
-        t->end = end;
-        *r = kept;
+        walk_back(t, r, &kept, end);
         if (ts->loop_left)
             return loop_below(sm, t, ts, spans, r, k);
     }
@@ -413,9 +433,12 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
  * frame C code pushed, whose loop is not entered yet).  C code calling
  * Python pushes the frame before it enters its loop and pops it after the
  * loop has ended: meanwhile the thread runs C code, and its current frame
- * is the caller's, as a stopped thread's word shows. */
+ * is the caller's, as a stopped thread's word shows.  When the thread
+ * state named the loop that frame is the first of (`entered`), a copy of
+ * it that has not started is of the next call C code made at its place,
+ * copied after the loop's call ended: the frame counts. */
 static bool not_the_loops(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
-                          uint64_t code)
+                          uint64_t code, bool entered)
 {
     size_t avail;
     const uint8_t *copy = pyu_snap_in_spans(t, f, sm->fsize, &avail);
@@ -424,7 +447,8 @@ static bool not_the_loops(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
     pyu_frame_raw fr;
     pyu_frame_raw_take(&sm->s->off, f, copy, sm->fsize, &fr);
     return fr.entry ||
-           fr.instr_ptr < code + PYU_OFF(&sm->s->off, co_code_adaptive);
+           (!entered &&
+            fr.instr_ptr < code + PYU_OFF(&sm->s->off, co_code_adaptive));
 }
 
 /* Into at[]: the frames between the innermost frame of the data stack
@@ -435,10 +459,12 @@ static bool not_the_loops(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
  * that cannot be told past frames that could leaves, in *stuck, its place
  * (the frames below it in at[], *nstuck of them) and, in *under, the code
  * of the frame below it: the copy there is of another call than the one
- * the top was of (a later call at the same place). */
+ * the top was of (a later call at the same place).  `entered`: the thread
+ * state named the loop of the frames above (not_the_loops()). */
 static long above_top(pyu_sampler *sm, const pyu_sthread *t,
-                      const pyu_tstate *ts, size_t i, uint64_t *at,
-                      uint64_t *stuck, size_t *nstuck, uint64_t *under)
+                      const pyu_tstate *ts, size_t i, bool entered,
+                      uint64_t *at, uint64_t *stuck, size_t *nstuck,
+                      uint64_t *under)
 {
     *stuck = 0;
     while (i < t->nfr && !pyu_snap_in_top_chunk(t, ts, &t->fr[i].r))
@@ -456,7 +482,7 @@ static long above_top(pyu_sampler *sm, const pyu_sthread *t,
                 *stuck = f, *nstuck = (size_t)k - 1, *under = below;
             return -1;
         }
-        if (k && f + size == ts->ds_top && not_the_loops(sm, t, f, code))
+        if (k && f + size == ts->ds_top && not_the_loops(sm, t, f, code, entered))
             return k - 1;
         if (k)
             at[k - 1] = f;
@@ -530,8 +556,10 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
  * frame's end).  A callback of C code is over by the word's read in a good
  * part of the samples read from another CPU (workloads.py sorting on
  * 3.12: the key functions and comparisons at half their share, 0.24 from
- * --blocking).  A walk of entry frames alone is read again.  0, 1 when
- * rejected (r->ok 0), or -1 on an error. */
+ * --blocking).  The top frame counts even when its copy has not started:
+ * that is the next call at its place (the thread state named this loop).
+ * A walk of entry frames alone is read again.  0, 1 when rejected (r->ok
+ * 0), or -1 on an error. */
 static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                       bool spans, thread_read *r)
 {
@@ -544,12 +572,151 @@ static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     }
     uint64_t at[TOP_STEPS], stuck, under;
     size_t nstuck;
-    long n = above_top(sm, t, ts, 0, at, &stuck, &nstuck, &under);
+    long n = above_top(sm, t, ts, 0, true, at, &stuck, &nstuck, &under);
     int ok = n > 0 ? onto_top(sm, t, ts, spans, r, 0, at, (size_t)n) : 0;
     if (ok < 0)
         return -1;
     sm->st.topped += (uint64_t)ok;
     return 0;
+}
+
+/* 3.12: where the loops' entry frames lie.  An eval loop keeps its
+ * _PyCFrame and its entry frame as locals of _PyEval_EvalFrameDefault, at
+ * one distance from each other in a build; an accepted walk from the word
+ * of the loop the thread state named shows it: its first shim is that
+ * loop's entry frame.  Believed when two walks in a row showed the same
+ * (a walk of another loop, whose word lay in this one's place, shows
+ * another). */
+void pyu_links_learn_shim(pyu_sampler *sm, const pyu_sthread *t,
+                          const pyu_tstate *ts)
+{
+    if (!sm->indirect || !ts->cframe)
+        return;
+    for (size_t i = 0; i < t->nfr; i++) {
+        const pyu_frame_raw *f = &t->fr[i].r;
+        if (f->owner < PYU_OWNER_ENTRY)
+            continue;
+        int64_t d = (int64_t)(f->addr - ts->cframe);
+        if (d <= -SHIM_NEAR || d >= SHIM_NEAR)
+            return;
+        if (d != sm->shim_delta || f->code != sm->shim_code) {
+            sm->shim_delta = d;
+            sm->shim_code = f->code;
+            sm->shim_seen = 0;
+        }
+        sm->shim_seen += sm->shim_seen < SHIM_SURE;
+        return;
+    }
+}
+
+/* The word of t's recent loop k as this sample's batch read it: in the
+ * stretch of the loops' words, else one by one (read_plan.c). */
+static uint64_t recent_word(const pyu_sampler *sm, const pyu_sthread *t,
+                            size_t k)
+{
+    uint64_t w = pyu_plan_loop_word(sm, t, t->cframe[k]);
+    size_t j = (size_t)(t - sm->threads);
+    return w || j >= sm->nthreads ? w : sm->cfpeek[j * PYU_CFRAMES + k];
+}
+
+/* Whether the frame at f was linked to the entry frame e, or has not
+ * started (its previous is set when its loop is entered). */
+static bool linked_to(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
+                      uint64_t e)
+{
+    uint64_t p;
+    return pyu_snap_bytes(sm, t, f + PYU_OFF(&sm->s->off, fr_previous), &p,
+                          8) &&
+           (p == e || !p);
+}
+
+/* from_shim() from the word w of the loop below the named one: that
+ * loop's walk, the named loop's entry frame e on it (the word it
+ * interrupted was the current frame of the loop below), and the frames
+ * of the data stack from there up to the top the thread state had above
+ * that, the first linked to e.  The loop below's innermost frame must end
+ * below the top: the named loop had a frame.  1 passed, 0 not, -1. */
+static int under_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                       bool spans, thread_read *r, uint64_t e, uint64_t w)
+{
+    int ok;
+    uint64_t size;
+    if (pyu_links_walk_whole(sm, t, ts, w, spans) < 0 ||
+        (ok = pyu_links_judge(sm, t, ts, r)) < 0)
+        return -1;
+    if (!ok || !t->nfr || t->fr[0].r.owner >= PYU_OWNER_ENTRY ||
+        !(size = pyu_snap_frame_size(sm, t->fr[0].r.code)) ||
+        t->fr[0].r.addr + size >= ts->ds_top)
+        return 0;
+    while (t->nfr + 1 > t->frcap)
+        if (!pyu_grow((void **)&t->fr, t->frcap, &t->frcap, sizeof *t->fr))
+            return pyu_fail(&sm->s->err, PYU_E_NOMEM, "out of memory");
+    memmove(t->fr + 1, t->fr, t->nfr * sizeof *t->fr);
+    memset(t->fr, 0, sizeof *t->fr);
+    t->fr[0].r.addr = e;
+    t->fr[0].r.owner = PYU_OWNER_ENTRY;
+    t->fr[0].r.code = sm->shim_code;
+    t->fr[0].r.prev = t->fr[1].r.addr;
+    t->nfr++;
+    uint64_t at[TOP_STEPS], stuck, under;
+    size_t nstuck;
+    long n = above_top(sm, t, ts, 0, true, at, &stuck, &nstuck, &under);
+    if (n <= 0 || !linked_to(sm, t, at[0], e))
+        return 0;
+    return onto_top(sm, t, ts, spans, r, 0, at, (size_t)n);
+}
+
+/* 3.12: a walk from the word of the loop the thread state named that did
+ * not pass, made again at the thread state's moment.  Read from another
+ * CPU, a callback of C code has often ended by the copy of its loop's
+ * word and frames: the word and the entry frame are stack garbage by then
+ * (the C code calls other functions where the loop's locals were), the
+ * walk failed, and the walk from the word read again is of a later
+ * moment, which is mostly the C code between two callbacks (workloads.py
+ * sorting: the key functions and comparisons at 0.10-0.18 less of the
+ * samples than --blocking).  From the entry frame the named loop's
+ * _PyCFrame has at its distance, when its copy is still one (settle()
+ * puts on it the frames of the data stack up to the top the thread state
+ * had); else from the word of the loop below it (under_entry(); the
+ * loops of other callbacks, made at other depths of the C stack, left
+ * their words between the two: a stale word leads to an entry frame, to
+ * garbage, or to a frame that ends at the top).  1 passed, 0 not (t's
+ * walk as it was), -1. */
+int pyu_links_from_shim(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
+                        bool spans, thread_read *r)
+{
+    if (!sm->indirect || !ts->cframe || !ts->ds_top ||
+        sm->shim_seen < SHIM_SURE)
+        return 0;
+    uint64_t e = ts->cframe + (uint64_t)sm->shim_delta;
+    thread_read kept;
+    int end, ok = walk_instead(sm, t, ts, e, spans, r, &kept, &end);
+    if (ok < 0)
+        return -1;
+    if (ok && (t->fr[0].r.addr != e || t->fr[0].r.owner < PYU_OWNER_ENTRY))
+        ok = 0;
+    /* (the loop below: the one the batch found under it, else each loop
+     * the thread had lately up the C stack from it, the nearest first) */
+    uint64_t last = ts->cframe;
+    for (size_t n = 0; !ok && n < PYU_CFRAMES && !pyu_spent(sm); n++) {
+        size_t k = PYU_CFRAMES;
+        uint64_t w = n ? 0 : ts->outer_frame;
+        for (size_t j = 0; !w && j < PYU_CFRAMES; j++)
+            if (t->cframe[j] > last &&
+                (k == PYU_CFRAMES || t->cframe[j] < t->cframe[k]))
+                k = j;
+        if (!w && k == PYU_CFRAMES)
+            break;
+        if (!w) {
+            last = t->cframe[k];
+            w = recent_word(sm, t, k);
+        }
+        if (w && (ok = under_entry(sm, t, ts, spans, r, e, w)) < 0)
+            return -1;
+    }
+    if (!ok)
+        walk_back(t, r, &kept, end);
+    return ok;
 }
 
 /* Makes t's accepted walk agree with the moment of its thread state (see
@@ -608,7 +775,7 @@ int pyu_links_settle(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     pyu_plan_note_chunk(sm, t, ts->chunk);
     uint64_t at[TOP_STEPS], stuck, under = 0;
     size_t nstuck = 0;
-    long n = above_top(sm, t, ts, i, at, &stuck, &nstuck, &under);
+    long n = above_top(sm, t, ts, i, false, at, &stuck, &nstuck, &under);
     /* (a loop entered by a frame of the data stack: its frames of that
      * moment are the data stack's from there to the top, which the walk
      * from its word has unless the thread called or returned meanwhile) */

@@ -279,9 +279,13 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
                 return rc < 0 ? -1 : 0;
         }
         int ok = pyu_links_judge(sm, t, ts, r), rc;
+        if (ok > 0)
+            pyu_links_learn_shim(sm, t, ts);
         if (!ok && sm->indirect && !r->ok &&
             (ok = pyu_links_from_entry(sm, t, ts, spans, r)) > 0)
             sm->st.entered++; /* (no frame in the loop's word) */
+        if (!ok && (ok = pyu_links_from_shim(sm, t, ts, spans, r)) > 0)
+            sm->st.entered++; /* (3.12: the word gone by its copy) */
         if (ok > 0 && (rc = pyu_links_settle(sm, t, ts, spans, r)) != 0) {
             if (rc < 0)
                 return -1;

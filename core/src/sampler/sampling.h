@@ -271,6 +271,11 @@ struct pyu_sampler {
     uint64_t extra_off[2]; /* the anchor and its sequence in a thread
                               state copy (pyu_tstate.extra) */
     bool indirect;     /* 3.11: the current frame is in the _PyCFrame */
+    /* 3.12: an eval loop's entry frame and its _PyCFrame are two locals
+     * of one C function, at one distance in a build (links.c) */
+    int64_t shim_delta;  /* the entry frame less the _PyCFrame */
+    uint64_t shim_code;  /* the code an entry frame runs */
+    unsigned shim_seen;  /* walks that showed both, in a row */
     bool one_copy;     /* the frames judged were copied once, with no
                           second copy of the innermost (accept.c) */
     long gc_frame, native_frame, unknown_frame; /* profile frames of <GC>,
@@ -560,6 +565,15 @@ PYU_HIDDEN int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t,
 PYU_HIDDEN int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t,
                                     const pyu_tstate *ts, bool spans,
                                     thread_read *r);
+/* 3.12: notes where an accepted walk from the loop's word put the loop's
+ * entry frame. */
+PYU_HIDDEN void pyu_links_learn_shim(pyu_sampler *sm, const pyu_sthread *t,
+                                     const pyu_tstate *ts);
+/* 3.12: the walk of the thread state's moment from the entry frame of
+ * the loop it names: 1 passed, 0 not, -1. */
+PYU_HIDDEN int pyu_links_from_shim(pyu_sampler *sm, pyu_sthread *t,
+                                   const pyu_tstate *ts, bool spans,
+                                   thread_read *r);
 /* 3.11: makes an accepted walk agree with its thread state's moment.
  * 0, 1 when the walk is of another loop than the thread state's and
  * that loop's cannot be made (r->ok 0: rejected), or -1. */
