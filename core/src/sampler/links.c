@@ -544,6 +544,24 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return ok;
 }
 
+/* Whether the frame at f, the first of the data stack above the caller of
+ * a loop's entry frame e, is that loop's: linked to e, or not started
+ * (its loop sets its previous when it enters it).  A generator's loop
+ * (sum() of a generator expression) runs frames of the heap first: the
+ * frames they call lie there, linked to them. */
+static bool linked_to(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
+                      uint64_t e)
+{
+    size_t avail;
+    const uint8_t *copy = pyu_snap_in_spans(t, f, sm->fsize, &avail);
+    if (!copy)
+        return false;
+    pyu_frame_raw fr;
+    pyu_frame_raw_take(&sm->s->off, f, copy, sm->fsize, &fr);
+    return fr.prev == e ||
+           fr.instr_ptr < fr.code + PYU_OFF(&sm->s->off, co_code_adaptive);
+}
+
 /* settle() of a walk whose first frame is its loop's entry frame (3.12,
  * whose eval loops each push one on the C stack): the loop's word named
  * it, which it does from the moment the loop's last frame returns (the
@@ -558,7 +576,9 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
  * 3.12: the key functions and comparisons at half their share, 0.24 from
  * --blocking).  The top frame counts even when its copy has not started:
  * that is the next call at its place (the thread state named this loop).
- * A walk of entry frames alone is read again.  0, 1 when rejected (r->ok
+ * A walk of entry frames alone is read again, and so is one whose frames
+ * above cannot be told (not linked to the entry frame: a generator's
+ * loop, whose frames lie in the generators).  0, 1 when rejected (r->ok
  * 0), or -1 on an error. */
 static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                       bool spans, thread_read *r)
@@ -573,6 +593,10 @@ static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     uint64_t at[TOP_STEPS], stuck, under;
     size_t nstuck;
     long n = above_top(sm, t, ts, 0, true, at, &stuck, &nstuck, &under);
+    if (n > 0 && !linked_to(sm, t, at[0], t->fr[i - 1].r.addr)) {
+        r->ok = 0; /* (the loop's frames are not the data stack's) */
+        return 1;
+    }
     int ok = n > 0 ? onto_top(sm, t, ts, spans, r, 0, at, (size_t)n) : 0;
     if (ok < 0)
         return -1;
@@ -617,17 +641,6 @@ static uint64_t recent_word(const pyu_sampler *sm, const pyu_sthread *t,
     uint64_t w = pyu_plan_loop_word(sm, t, t->cframe[k]);
     size_t j = (size_t)(t - sm->threads);
     return w || j >= sm->nthreads ? w : sm->cfpeek[j * PYU_CFRAMES + k];
-}
-
-/* Whether the frame at f was linked to the entry frame e, or has not
- * started (its previous is set when its loop is entered). */
-static bool linked_to(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
-                      uint64_t e)
-{
-    uint64_t p;
-    return pyu_snap_bytes(sm, t, f + PYU_OFF(&sm->s->off, fr_previous), &p,
-                          8) &&
-           (p == e || !p);
 }
 
 /* from_shim() from the word w of the loop below the named one: that
