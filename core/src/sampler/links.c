@@ -427,6 +427,24 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return ok;
 }
 
+/* The frame at f as t's spans hold it, into *fr: false when they do not. */
+static bool spans_copy(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
+                       pyu_frame_raw *fr)
+{
+    size_t avail;
+    const uint8_t *copy = pyu_snap_in_spans(t, f, sm->fsize, &avail);
+    if (copy)
+        pyu_frame_raw_take(&sm->s->off, f, copy, sm->fsize, fr);
+    return copy != NULL;
+}
+
+/* Whether the frame copied in fr, running code, had not started it. */
+static bool not_started(pyu_sampler *sm, const pyu_frame_raw *fr,
+                        uint64_t code)
+{
+    return fr->instr_ptr < code + PYU_OFF(&sm->s->off, co_code_adaptive);
+}
+
 /* Whether the frame at f (running code), the top one of the data stack,
  * is not one of the loop's the thread state named: the first frame of
  * another eval loop (is_entry), or one whose code has not started (a
@@ -440,15 +458,9 @@ int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 static bool not_the_loops(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
                           uint64_t code, bool entered)
 {
-    size_t avail;
-    const uint8_t *copy = pyu_snap_in_spans(t, f, sm->fsize, &avail);
-    if (!copy)
-        return false;
     pyu_frame_raw fr;
-    pyu_frame_raw_take(&sm->s->off, f, copy, sm->fsize, &fr);
-    return fr.entry ||
-           (!entered &&
-            fr.instr_ptr < code + PYU_OFF(&sm->s->off, co_code_adaptive));
+    return spans_copy(sm, t, f, &fr) &&
+           (fr.entry || (!entered && not_started(sm, &fr, code)));
 }
 
 /* Into at[]: the frames between the innermost frame of the data stack
@@ -552,14 +564,9 @@ static int onto_top(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 static bool linked_to(pyu_sampler *sm, const pyu_sthread *t, uint64_t f,
                       uint64_t e)
 {
-    size_t avail;
-    const uint8_t *copy = pyu_snap_in_spans(t, f, sm->fsize, &avail);
-    if (!copy)
-        return false;
     pyu_frame_raw fr;
-    pyu_frame_raw_take(&sm->s->off, f, copy, sm->fsize, &fr);
-    return fr.prev == e ||
-           fr.instr_ptr < fr.code + PYU_OFF(&sm->s->off, co_code_adaptive);
+    return spans_copy(sm, t, f, &fr) &&
+           (fr.prev == e || not_started(sm, &fr, fr.code));
 }
 
 /* settle() of a walk whose first frame is its loop's entry frame (3.12,
