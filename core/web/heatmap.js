@@ -107,24 +107,29 @@
       fill(c);
       return r;
     };
-    const walk = (d, prefix, depth) => {
+    // (a row's data-path is its directory's whole path, which its text
+    // leaves out above it: "/tmp" over "wt/tests" and "cache/lib")
+    const join = (a, b) => (a ? a + '/' + b : b);
+    const walk = (d, prefix, depth, base) => {
       // (a chain of lone directories on one row)
       let name = prefix + d.name;
+      let full = join(base, d.name);
       while (d.dirs.size === 1 && !d.files.length) {
         d = [...d.dirs.values()][0];
         name += '/' + d.name;
+        full = join(full, d.name);
       }
       if (depth >= 0) {
         const r = row(d.self, depth, 'dir-row',
                       (c) => { c.textContent = name + '/'; });
-        r.dataset.path = name;
+        r.dataset.path = full;
       }
       const kids = [...[...d.dirs.values()].map((x) => ['d', x]),
                     ...d.files.map((x) => ['f', x])]
           .sort((a, b) => b[1].self - a[1].self);
       for (const [kind, x] of kids) {
         if (kind === 'd') {
-          walk(x, '', depth + 1);
+          walk(x, '', depth + 1, full);
         } else {
           const r = row(x.self, depth + 1, 'tree-file', (c) => {
             const a = document.createElement('a');
@@ -136,7 +141,7 @@
         }
       }
     };
-    walk(root, '', -1);
+    walk(root, '', -1, '');
     v.appendChild(t);
   }
 
