@@ -47,7 +47,8 @@ def pytest_configure(config):
                             "builds of a version (conftest.OTHER_BUILDS)")
     config.addinivalue_line("markers", "release: reads what the release "
                             "build makes (the package, the demo), whatever "
-                            "the build under test")
+                            "the build under test, or holds a bound sized "
+                            "for the release build's speed")
 
 
 # One interpreter of each way pyunwind reads them: 3.9's frame objects
