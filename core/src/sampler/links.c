@@ -621,7 +621,7 @@ static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 void pyu_links_learn_shim(pyu_sampler *sm, const pyu_sthread *t,
                           const pyu_tstate *ts)
 {
-    if (!sm->indirect || !ts->cframe)
+    if (!sm->shims || !ts->cframe) /* (3.11's walks have none to find) */
         return;
     for (size_t i = 0; i < t->nfr; i++) {
         const pyu_frame_raw *f = &t->fr[i].r;
@@ -705,7 +705,7 @@ static int under_entry(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 int pyu_links_from_shim(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                         bool spans, thread_read *r)
 {
-    if (!sm->indirect || !ts->cframe || !ts->ds_top ||
+    if (!sm->shims || !ts->cframe || !ts->ds_top ||
         sm->shim_seen < SHIM_SURE)
         return 0;
     uint64_t e = ts->cframe + (uint64_t)sm->shim_delta;

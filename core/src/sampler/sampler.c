@@ -706,6 +706,7 @@ int pyu_sampler_new(pyu_session *s, const pyu_sampler_opts *o,
     sm->fsize = (size_t)PYU_OFF(off, fr_size);
     sm->tslen = pyu_tstate_len(s, sm->extra_off);
     sm->indirect = !PYU_HAS(off, ts_current_frame);
+    sm->shims = sm->indirect && !PYU_HAS(off, fr_is_entry);
     pyu_interp ii;
     pyu_interp_read ir;
     pyu_interp_plan(off, 0, 0, &ii, &ir); /* range addresses: the offsets */

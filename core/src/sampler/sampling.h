@@ -271,6 +271,8 @@ struct pyu_sampler {
     uint64_t extra_off[2]; /* the anchor and its sequence in a thread
                               state copy (pyu_tstate.extra) */
     bool indirect;     /* 3.11: the current frame is in the _PyCFrame */
+    bool shims;        /* 3.12: the indirect version whose eval loops
+                          push entry frames on the C stack */
     /* 3.12: an eval loop's entry frame and its _PyCFrame are two locals
      * of one C function, at one distance in a build (links.c) */
     int64_t shim_delta;  /* the entry frame less the _PyCFrame */
