@@ -797,6 +797,26 @@ PYU_HIDDEN void pyu_code_opcode(pyu_session *s, uint64_t bytecode,
  * (*base NULL, *caches 0) for a version or number it does not know. */
 PYU_HIDDEN const char *pyu_opcode_name(uint64_t version_hex, unsigned op,
                                        const char **base, unsigned *caches);
+/* A call instruction of a code object (call_sites.c): its first code
+ * unit (EXTENDED_ARG included), the unit of the call itself, and the
+ * remote address of the name its callable was loaded by (an interned
+ * str of co_names), 0 where the bytecode does not tell. */
+typedef struct pyu_call_site {
+    uint32_t start, at;
+    uint64_t name;
+} pyu_call_site;
+#define PYU_CALL_SITES_UNITS 16384 /* code units of a code analysed at most */
+/* The call instructions of c (CPython 3.9, 3.10: frame objects), in
+ * order, up to max of them, into sites: how many, 0 for a version or a
+ * code it does not analyse, -1 when the code could not be read. */
+PYU_HIDDEN long pyu_code_call_sites(pyu_session *s, const pyu_code *c,
+                                    pyu_call_site *sites, size_t max);
+/* Whether the instruction at code unit `at` of c can run after one at
+ * any of the units from[0..nfrom) in one run of a frame: 1 or 0 (sure),
+ * -1 when it cannot be told (3.9, 3.10 only). */
+PYU_HIDDEN int pyu_code_reaches(pyu_session *s, const pyu_code *c,
+                                const uint32_t *from, size_t nfrom,
+                                uint32_t at);
 /* Drops the code, string and type caches and moves the epoch on. */
 PYU_HIDDEN void pyu_caches_flush(pyu_session *s);
 PYU_HIDDEN void pyu_codes_free(pyu_session *s);
