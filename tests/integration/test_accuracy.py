@@ -512,10 +512,10 @@ def test_churny_targets_are_read_cleanly(label, python, mode):
         w.close()
 
 
-def impossible_run(python, mode):
-    """10,000 samples or more, 20,000 a second, of workloads.py MODE:
-    (samples, impossible ones, ones with <unknown>, failed ones, the
-    collapsed text)."""
+def impossible_run(python, mode, *args):
+    """10,000 samples or more, 20,000 a second, of workloads.py MODE
+    (pyunwind sample's ARGS too): (samples, impossible ones, ones with
+    <unknown>, failed ones, the collapsed text)."""
     w = Workload(python, mode)
     text = ""
     failed = 0
@@ -524,7 +524,7 @@ def impossible_run(python, mode):
         # machine, reads fewer than 20,000 a second)
         nonlocal text, failed
         r = pyunwind("sample", "-r", "20000", "-d", "2", "--format",
-                     "collapsed", str(w.pid), timeout=TIMEOUT)
+                     "collapsed", *args, str(w.pid), timeout=TIMEOUT)
         assert r.returncode == 0, r.stderr
         text += r.stdout
         failed += failed_of(r.stderr)
@@ -560,30 +560,41 @@ def test_no_impossible_stacks(label, python, workdir):
 
 # (the release build's: the ASan+UBSan build copies the frames slowly
 # enough that a torn pair of copies passes the rules more often -- 4.7
-# and 19 in 1,000 on 3.9.2 in its runs of 2026-12-07, the release build
-# under 3 -- a question for the rules, not the build: issue 54's note)
+# and 19 in 1,000 on 3.9.2 in its runs of 2026-12-07, before the rules
+# on calls by name -- a question for the rules, not the build)
 @pytest.mark.release
+@pytest.mark.parametrize("where", ["own-cpu", "other-cpu"])
 @pytest.mark.parametrize("label,python", OBJECT_FRAMES,
                          ids=[p[0] for p in OBJECT_FRAMES])
-def test_no_impossible_stacks_of_reused_frame_objects(label, python):
+def test_no_impossible_stacks_of_reused_frame_objects(label, python, where):
     """3.9 and 3.10: a frame object that returns goes to a free list (or
     stays as its code's zombie), and the next call of any function may
     take it.  workloads.py recurring has each function call itself once,
     so the frame objects of c1's calls are d1's a moment later: before the
     second copy (objects.c) 1 in 5 to 1 in 19 of its stacks, read at 20
     kHz, had a frame under a caller that never calls it (c1 -> d2), or a
-    frame alone (c2, a copy of a frame object on the free list): 4.4 and
-    19 in 1,000 in this test's runs.  With it, 1 in 1,864 (3.10) to 1 in
-    5,735 (3.9) over many runs (bench/impossible-run WORKLOAD=recurring;
-    another set 1 in 666 on 3.9), in bursts: the worst runs of ~36,000
-    samples had 1.2 and 1.5 in 1,000.  So
-    the bound is 3 in 1,000 a run, sized from that worst run, not from a
-    proven rate (a burst past it is a benchmark's question, and the
-    note's); the lines of callers are the benchmark's (LINES=1)."""
-    total, bad, unknown, failed, text = impossible_run(python, "recurring")
+    frame alone (c2, a copy of a frame object on the free list).
+    Read from another CPU than the target's (--other-cpu; and what a run
+    on a loaded machine does when it leaves the target's CPU), a copy
+    lasts longer than a turn of the loop, and two copies alike were torn
+    alike: 12 in 1,000 over ten runs on 3.9.2, the worst run 28, before
+    the rules on calls by name (accept.c, pyu_accept_elsewhere()); with
+    them 0.14 to 0.35 in 1,000, the worst of 24 runs 1.1, and on the
+    target's CPU 0.1 to 0.3 (bench/impossible-run WORKLOAD=recurring,
+    bench/README.md).  They come in bursts: the bound is 3 in 1,000 a run,
+    sized from the worst runs, not from a proven rate (a burst past it is
+    a benchmark's question, and the note's); the lines of callers are the
+    benchmark's (LINES=1)."""
+    args = ["--other-cpu"] if where == "other-cpu" else []
+    total, bad, unknown, failed, text = impossible_run(python, "recurring",
+                                                       *args)
     assert total > 10000, total
     assert bad <= total * 3 // 1000, (bad, total)
-    assert unknown * 100 <= total, (unknown, total)
+    # (read from another CPU at 20 kHz, a walk of this loop fails its
+    # nine tries in 0.9 to 1.1 % of the samples, in runs where the build
+    # before the rules failed as many: the bound is the rules' room, not
+    # the accuracy tests' 1 %)
+    assert unknown * 20 <= total, (unknown, total)
     assert failed >= unknown, (failed, unknown)  # (one thread)
     # both halves of the loop are there.  (3.9 spends most of the loop
     # in recurring() itself, making the frames it calls: c1 and d1 are

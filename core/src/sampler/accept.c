@@ -266,8 +266,103 @@ static bool names_callee(pyu_sampler *sm, uint64_t caller, uint64_t callee)
     return yes;
 }
 
+/* --------------------------------------- calls by name, 3.9 and 3.10 */
+
+#define REACH_FROM 32 /* calls of one name looked at */
+
+static void sites_clear(pyu_sampler *sm)
+{
+    for (size_t i = 0; sm->sites && i < PYU_SITES_MEMO; i++) {
+        free(sm->sites[i].site);
+        sm->sites[i] = (pyu_sites_slot){0};
+    }
+    if (sm->reach)
+        memset(sm->reach, 0, PYU_REACH_MEMO * sizeof *sm->reach);
+    sm->sites_epoch = sm->s->code_epoch;
+}
+
+/* The memo of code cc's calls by name, read on a miss; NULL when it
+ * cannot be had. */
+static const pyu_sites_slot *sites_of(pyu_sampler *sm, const pyu_code *cc)
+{
+    if (!sm->sites) {
+        sm->sites = calloc(PYU_SITES_MEMO, sizeof *sm->sites);
+        sm->reach = calloc(PYU_REACH_MEMO, sizeof *sm->reach);
+        if (!sm->sites || !sm->reach) {
+            free(sm->sites);
+            free(sm->reach);
+            sm->sites = NULL;
+            sm->reach = NULL;
+            return NULL;
+        }
+        sm->sites_epoch = sm->s->code_epoch;
+    }
+    if (sm->sites_epoch != sm->s->code_epoch)
+        sites_clear(sm);
+    pyu_sites_slot *m = &sm->sites[pyu_slot(cc->addr, PYU_SITES_MEMO)];
+    if (m->code == cc->addr)
+        return m;
+    pyu_call_site buf[PYU_SITES_MAX];
+    long n = pyu_code_call_sites(sm->s, cc, buf, PYU_SITES_MAX);
+    if (n < 0 || sm->sites_epoch != sm->s->code_epoch)
+        return NULL; /* (read again next time) */
+    pyu_call_site *keep = n ? malloc((size_t)n * sizeof *keep) : NULL;
+    if (n && !keep)
+        return NULL;
+    if (n)
+        memcpy(keep, buf, (size_t)n * sizeof *keep);
+    free(m->site);
+    *m = (pyu_sites_slot){cc->addr, (uint32_t)n, keep};
+    return m;
+}
+
+bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
+                          const pyu_sframe *e)
+{
+    pyu_session *s = sm->s;
+    if (!s->off.object_frames || c->owner != PYU_OWNER_THREAD)
+        return false;
+    const pyu_code *cc = pyu_code_cached(s, c->code);
+    const pyu_code *ce = pyu_code_cached(s, e->r.code);
+    if (!cc || !ce || !ce->str_addr[1])
+        return false;
+    const pyu_sites_slot *m = sites_of(sm, cc);
+    uint32_t at = pyu_code_instr(s, cc, c->instr_ptr, c->tlbc);
+    if (!m || !m->n || at == PYU_INSTR_UNKNOWN)
+        return false;
+    uint64_t want = ce->str_addr[1];
+    uint32_t from[REACH_FROM];
+    size_t n = 0;
+    for (size_t i = 0; i < m->n && n < REACH_FROM; i++) {
+        const pyu_call_site *x = &m->site[i];
+        if (x->name != want)
+            continue;
+        if (x->start <= at && at <= x->at)
+            return false; /* (at that call) */
+        from[n++] = x->at;
+    }
+    if (!n)
+        return false;
+    pyu_reach_slot *r =
+        &sm->reach[pyu_slot(cc->addr ^ want * 31 ^ (uint64_t)at << 40,
+                            PYU_REACH_MEMO)];
+    if (r->code != cc->addr || r->name != want || r->at != at) {
+        int reached = pyu_code_reaches(s, cc, from, n, at);
+        if (sm->sites_epoch != s->code_epoch)
+            return false; /* (a read flushed the caches) */
+        *r = (pyu_reach_slot){cc->addr, want, at, (int8_t)reached};
+    }
+    return r->reached == 0;
+}
+
 void pyu_accept_free(pyu_sampler *sm)
 {
+    if (sm->sites)
+        sites_clear(sm);
+    free(sm->sites);
+    free(sm->reach);
+    sm->sites = NULL;
+    sm->reach = NULL;
     free(sm->kinds);
     sm->kinds = NULL;
     sm->kindcap = sm->kindn = 0;

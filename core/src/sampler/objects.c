@@ -54,14 +54,32 @@
  * (same_again()).  What it cannot always tell: a caller copied after
  * the frames above it returned, at its next call by then (its line is
  * that call's, `recurring:306 -> c1`, while the frames above it are
- * right).  bench/impossible-run measures what passes
- * (`WORKLOAD=recurring`, whose frame objects change functions all the
- * time; `LINES=1` counts a caller at another line than its call too).
+ * right).
+ *
+ * Two copies alike are not proof either.  Read from another CPU, a copy
+ * of a thread's frames takes longer than a turn of a churny loop, whose
+ * frame objects hold the same things again each turn: a frame copied in
+ * one turn and its caller in the next looked the same twice (on a
+ * loaded machine the sampler leaves the target's CPU, and 4.5 to 19 in
+ * 1,000 samples of workloads.py recurring on 3.9 were impossible).  So a
+ * link the second copy does not vouch for (a frame that changed between
+ * the copies, one copied once, an innermost frame that had returned:
+ * idle_called()) must not be one its caller cannot have made: the
+ * caller's code calls the frame's name somewhere, yet no such call can
+ * have run before the instruction the caller stands at, in one run of
+ * it (`d1 -> d2` with d1 at its call of d1, or before its `if`;
+ * accept.c, pyu_accept_uncalled(), over the bytecode's calls by name
+ * and its jumps, call_sites.c).  A caller that does not call the name
+ * (C code calls back, a decorator's wrapper) is not judged so.
+ * bench/impossible-run measures what passes (`WORKLOAD=recurring`, whose
+ * frame objects change functions all the time; `LINES=1` counts a
+ * caller at another line than its call too).
  *
  * A walk that does not pass is made again from a fresh snapshot of the
- * thread alone (sampler.c), up to OBJ_RETRIES times: read from another
- * CPU than the target's, a third of the samples of a churny recursion
- * (3.9) needed one or more, and 10 % failed with 2.
+ * thread alone (sampler.c), which reads where that walk found its frames,
+ * up to OBJ_RETRIES times: read from another CPU than the target's, a
+ * third of the samples of a churny recursion (3.9) needed one or more,
+ * and 10 % failed with 2.
  */
 #include "sampling.h"
 
@@ -72,6 +90,7 @@ typedef struct obj_walk {
     pyu_sthread *t;
     bool spans; /* the walk is in the spans, which hold second copies */
     bool stale; /* met a frame the rules above do not take */
+    bool idle;  /* the innermost frame's copy had returned */
 } obj_walk;
 
 /* The second copy of the fsize bytes whose first copy is at buf in t's
@@ -137,6 +156,7 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
         w->stale = true;
         return 1;
     }
+    w->idle |= !t->nfr && !running && !alive(o, buf, fsize);
     if (t->nfr == t->frcap &&
         !pyu_grow((void **)&t->fr, t->nfr, &t->frcap, sizeof *t->fr))
         return -1;
@@ -187,9 +207,26 @@ static bool same_again(pyu_sampler *sm, const pyu_sthread *t)
     if (same == t->nfr)
         return !same; /* (every frame changed: read again) */
     for (size_t i = 0; i < same; i++)
-        if (!pyu_accept_vouched(sm, &t->fr[i + 1].r, &t->fr[i]))
+        if (!pyu_accept_vouched(sm, &t->fr[i + 1].r, &t->fr[i]) ||
+            pyu_accept_uncalled(sm, &t->fr[i + 1].r, &t->fr[i]))
+            return false;
+    /* (a frame copied once, or its caller: no second copy vouches for
+     * the link) */
+    for (size_t i = same; i + 1 < t->nfr; i++)
+        if ((!t->fr[i].twice || !t->fr[i + 1].twice) &&
+            pyu_accept_uncalled(sm, &t->fr[i + 1].r, &t->fr[i]))
             return false;
     return true;
+}
+
+/* Whether the innermost frame, whose copy had returned (no reference
+ * left: its code's zombie frame, or on the free list), has evidence of
+ * its caller: its f_back is the last caller it had, maybe of a later
+ * call than the one the thread state named.  The caller's code must name
+ * it, and the caller may have made that call (accept.c). */
+static bool idle_called(pyu_sampler *sm, const pyu_sthread *t)
+{
+    return !pyu_accept_uncalled(sm, &t->fr[1].r, &t->fr[0]);
 }
 
 int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
@@ -199,13 +236,14 @@ int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                        .span = spans ? t->span : NULL,
                        .nspan = spans ? t->nspan : 0,
                        .quiet = true};
-    obj_walk w = {sm, t, spans, false};
+    obj_walk w = {sm, t, spans, false, false};
     t->nfr = t->npopped = 0;
     t->unplaced = t->reused = false;
     if (pyu_snap_chain(sm, t, &it, on_object, &w) < 0)
         return -1;
     bool ok = !w.stale && it.end == PYU_CHAIN_NULL && t->nfr > 0 &&
-              same_again(sm, t);
+              same_again(sm, t) &&
+              (!w.idle || t->nfr < 2 || idle_called(sm, t));
     /* (the frames met, the innermost last: first in the list) */
     for (size_t i = t->nfr; ok && i-- > 0;) {
         uint64_t a = t->fr[i].r.addr;

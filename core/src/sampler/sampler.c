@@ -171,6 +171,9 @@ static int read_objects(pyu_sampler *sm, const pyu_interp *in,
         sm->st.torn++;
         if (tries == OBJ_RETRIES)
             return 0;
+        /* (the next try reads where this walk found the frames) */
+        if (t->nfr)
+            pyu_plan_spans(sm, t);
     }
 }
 

@@ -251,6 +251,23 @@ typedef struct pyu_names_slot {
     bool yes;
 } pyu_names_slot;
 
+/* A code object's calls by name (3.9, 3.10; accept.c). */
+#define PYU_SITES_MEMO 512
+#define PYU_SITES_MAX 256 /* calls of a code object remembered */
+typedef struct pyu_sites_slot {
+    uint64_t code;       /* 0: free */
+    uint32_t n;
+    pyu_call_site *site; /* owned: n of them, in code order */
+} pyu_sites_slot;
+/* Whether a caller at an instruction can have called a name before
+ * (pyu_code_reaches: 1, 0, -1; accept.c). */
+#define PYU_REACH_MEMO 4096
+typedef struct pyu_reach_slot {
+    uint64_t code, name; /* code 0: free */
+    uint32_t at;
+    int8_t reached;
+} pyu_reach_slot;
+
 /* The acceptance rules' memo: what instruction a frame stands at, by
  * (code object, instruction pointer). */
 typedef struct pyu_kind_slot {
@@ -314,6 +331,9 @@ struct pyu_sampler {
     uint64_t pick; /* snapshot.c: the state of its choices (xorshift) */
     pyu_names_slot names[PYU_NAMES_MEMO];
     uint64_t names_epoch;
+    pyu_sites_slot *sites; /* owned: PYU_SITES_MEMO of them, once needed */
+    pyu_reach_slot *reach; /* owned: PYU_REACH_MEMO of them, with sites */
+    uint64_t sites_epoch;
     pyu_func_slot funcs[PYU_FUNCS_MEMO]; /* function -> its code object */
     unsigned funcs_next;
     /* sampler.c: (code object, instruction) -> profile frame; each
@@ -635,6 +655,14 @@ PYU_HIDDEN long pyu_accept_links(pyu_sampler *sm, const pyu_sframe *fr,
  * its code loads.  Reads nothing but c's code object. */
 PYU_HIDDEN bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
                                  const pyu_sframe *e);
+/* Whether caller c, a frame object (3.9, 3.10), cannot have called
+ * frame e: its code calls e's name, and c stands where no call of that
+ * name can have been made before in the same run of the frame (a torn
+ * walk: e is no callee of this c).  Not told when c's code does not call
+ * e's name (a callback of C code, a decorated function).  Reads c's
+ * bytecode once per code object, and once per new question. */
+PYU_HIDDEN bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
+                                     const pyu_sframe *e);
 /* pyu_accept_named(), or caller c stands at an instruction that pushes a
  * frame without a call (a generator's resumption, a getter: accept.c). */
 PYU_HIDDEN bool pyu_accept_vouched(pyu_sampler *sm, const pyu_frame_raw *c,
