@@ -320,7 +320,7 @@ bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
                           const pyu_sframe *e)
 {
     pyu_session *s = sm->s;
-    if (!s->off.object_frames || c->owner != PYU_OWNER_THREAD)
+    if (!s->off.object_frames || c->owner != PYU_OWNER_THREAD || e->gen)
         return false;
     const pyu_code *cc = pyu_code_cached(s, c->code);
     const pyu_code *ce = pyu_code_cached(s, e->r.code);

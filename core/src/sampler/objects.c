@@ -163,6 +163,7 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     pyu_sframe *sf = &t->fr[t->nfr++];
     memset(sf, 0, sizeof *sf);
     sf->r = *f;
+    sf->gen = PYU_HAS(o, fr_gen) && pyu_u64(buf, fsize, PYU_OFF(o, fr_gen));
     /* (its second copy, when the spans held it: code 0 when that copy
      * is of no frame of this chain any more) */
     const uint8_t *b2 = w->spans ? second(t, buf, fsize) : NULL;

@@ -58,6 +58,7 @@ typedef struct pyu_sframe {
     uint16_t ret;     /* return_offset (3.13+), from the same copy */
     bool popped;      /* popped since the thread state was read: its code
                          told by its instruction pointer (sampler.c) */
+    bool gen;         /* 3.9, 3.10: a generator's frame object (objects.c) */
     /* the second copy of the innermost frames' ranges, read right after
      * the first (accept.c): the same fields */
     bool twice;
@@ -659,7 +660,8 @@ PYU_HIDDEN bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
  * frame e: its code calls e's name, and c stands where no call of that
  * name can have been made before in the same run of the frame (a torn
  * walk: e is no callee of this c).  Not told when c's code does not call
- * e's name (a callback of C code, a decorated function).  Reads c's
+ * e's name (a callback of C code, a decorated function), nor of a
+ * generator's frame (resumed wherever its generator went).  Reads c's
  * bytecode once per code object, and once per new question. */
 PYU_HIDDEN bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
                                      const pyu_sframe *e);
