@@ -57,13 +57,14 @@ def pytest_configure(config):
 # PIE), 3.11's built-in layout
 # (Debian's: stripped, the runtime in a non-PIE executable), 3.12's (a
 # stripped copy of pyenv's: the runtime in libpython, PIE), 3.13 from a
-# shared libpython, 3.13 and 3.14 free-threaded, Debian's stripped 3.15
-# with its anchors.  A debug build, or another build of a version, takes
+# shared libpython (a stripped copy of pyenv's), 3.13 and 3.14
+# free-threaded (built from source), Debian's stripped 3.15 with its
+# anchors.  A debug build, or another build of a version, takes
 # the code paths of the one beside it.  PYU_ONLY=kinds keeps only these
 # (scripts/test's sanitized run); a test marked `kinds` runs on these only.
 KINDS = (r"3\.9\.\d+-bullseye", r"3\.10\.\d+-pyenv-stripped",
          r"3\.11\.\d+-debian", r"3\.12\.\d+-pyenv-stripped",
-         r"3\.13\.\d+-shared", r"3\.13\.\d+t",
+         r"3\.13\.\d+-pyenv-stripped", r"3\.13\.\d+t",
          r"3\.14\.\d+t", r"3\.15\.\d+-debian")
 
 
@@ -125,12 +126,51 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+_INSTALLED = []
+
+
+def installed():
+    """(label, path) of every interpreter scripts/get-pythons installed
+    (asked once a run)."""
+    if not _INSTALLED:
+        out = subprocess.run(
+            [os.path.join(ROOT, "scripts", "get-pythons"), "--list"],
+            capture_output=True, text=True, check=True).stdout
+        _INSTALLED.extend(tuple(line.split(" ", 1))
+                          for line in out.splitlines() if line.strip())
+    return list(_INSTALLED)
+
+
+# The parts the matrix's builds of 3.13 and 3.14 play, whatever their patch
+# release: the plain ones (GIL, the runtime in a non-PIE executable,
+# stripped) are Debian's own binaries, the free-threaded ones are built
+# from source (PIE, with symbols), and 3.13 with a shared libpython is a
+# stripped copy of pyenv's.  A test names the part: matrix("3.14t").
+MATRIX = {"3.13": r"3\.13\.\d+-debian", "3.13t": r"3\.13\.\d+t",
+          "3.13-shared": r"3\.13\.\d+-pyenv-stripped",
+          "3.14": r"3\.14\.\d+-debian", "3.14t": r"3\.14\.\d+t"}
+
+
+def matrix(part):
+    """The label of the interpreter that plays `part` (MATRIX), or, when
+    none is installed, a label no interpreter has (its tests then skip)."""
+    for label, _ in installed():
+        if re.fullmatch(MATRIX[part], label):
+            return label
+    return "(no %s build installed)" % part
+
+
+def python_version(python):
+    """The version an interpreter says it is ("3.14.10")."""
+    return subprocess.run([python, "-c", "import platform; print(platform."
+                           "python_version())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
 def interpreters():
     """(label, path) of every interpreter scripts/get-pythons installed."""
-    out = subprocess.run([os.path.join(ROOT, "scripts", "get-pythons"), "--list"],
-                         capture_output=True, text=True, check=True).stdout
-    pys = [tuple(line.split(" ", 1)) for line in out.splitlines() if line.strip()]
-    only = os.environ.get("PYU_ONLY")  # e.g. "3.15.2-debian,3.13.5"
+    pys = installed()
+    only = os.environ.get("PYU_ONLY")  # e.g. "3.15.2-debian,3.13.0-pyenv"
     if only == "kinds":
         return [p for p in pys if of_a_kind(p[0])]
     if only:

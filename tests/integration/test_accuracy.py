@@ -24,7 +24,7 @@ import sys
 import pytest
 
 import conftest
-from conftest import (ROOT, TARGETS, TIMEOUT, interpreters, pyunwind,
+from conftest import (matrix, ROOT, TARGETS, TIMEOUT, interpreters, pyunwind,
                       until_shown)
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
@@ -36,8 +36,8 @@ IDS = [p[0] for p in PYTHONS]
 # distribution's build of the same version reads the same way)
 KINDS = [p for p in PYTHONS if p[0] in ("3.9.2-bullseye",
                                         "3.10.13-pyenv-stripped",
-                                        "3.11.2-debian", "3.13.5", "3.13.5t",
-                                        "3.14.7", "3.14.7t", "3.15.2-debian")]
+                                        "3.11.2-debian", matrix("3.13"), matrix("3.13t"),
+                                        matrix("3.14"), matrix("3.14t"), "3.15.2-debian")]
 
 
 # the versions whose frames are frame objects, reused from free lists
@@ -56,20 +56,20 @@ def chosen(*labels):
 # short calls on 3.11, 3.13t and 3.15, and on 3.9 and 3.10, whose frame
 # objects are read their own way (objects.c);
 CALLS = chosen("3.9.2-bullseye", "3.10.13-pyenv-stripped", "3.11.2-debian",
-               "3.13.5t", "3.15.2-debian")
+               matrix("3.13t"), "3.15.2-debian")
 # sorting (functions C code calls) on 3.13 and 3.14; the generator
 # pipeline on 3.11 and 3.15, whose profiles swung (below), and on 3.13t
 # and 3.14t, where each generator is resumed through C code and found by
 # what holds it: a bound on the reads that search made took 3.13t from
 # 0.02 to 0.10 unseen (2026-11-27)
 CASES = [(label, python, "sorting")
-         for label, python in chosen("3.13.5", "3.14.7")] + \
+         for label, python in chosen(matrix("3.13"), matrix("3.14"))] + \
     [(label, python, "generators")
      for label, python in chosen("3.10.13-pyenv-stripped", "3.11.2-debian",
-                                 "3.13.5t", "3.14.7t", "3.15.2-debian")]
+                                 matrix("3.13t"), matrix("3.14t"), "3.15.2-debian")]
 # the standard library's phases on 3.11, and on 3.14t, which swung from
 # one process to the next
-STDLIB = chosen("3.11.2-debian", "3.14.7t")
+STDLIB = chosen("3.11.2-debian", matrix("3.14t"))
 
 RATE = "250"  # (stopping the target for each reference sample, about
 # 20 us, at 1 kHz measurably changes where it spends its time)
@@ -121,7 +121,7 @@ OPEN_BOUND = 0.1
 SHORTGEN_WHOLE = 0.05
 SHORTGEN_EACH = 0.04
 SHORTGEN_ROUNDS = 4  # (3,000 samples a method)
-SHORTGEN = chosen("3.11.2-debian", "3.13.5t", "3.15.2-debian")  # (where
+SHORTGEN = chosen("3.11.2-debian", matrix("3.13t"), "3.15.2-debian")  # (where
 # --other-cpu was furthest off, and 3.15)
 
 

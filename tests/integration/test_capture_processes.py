@@ -11,7 +11,7 @@ import re
 import signal
 import subprocess
 
-from conftest import (PYUNWIND, ROOT, OnPty, Sampling, interpreters,
+from conftest import (matrix, python_version, PYUNWIND, ROOT, OnPty, Sampling, interpreters,
                       labelled, pyunwind, wait_until)
 from test_subprocesses import tree
 
@@ -26,7 +26,7 @@ PARKS = {"parent": "parent_park", "pool": "pool_park",
 
 
 def python314():
-    return labelled(PYTHONS, "3.14.7", "3.14.7t")
+    return labelled(PYTHONS, matrix("3.14"), matrix("3.14t"))
 
 
 def report(*args):
@@ -101,8 +101,8 @@ def test_a_capture_of_a_tree(workdir):
     assert sum(n for _, n in one[None][worker]) == \
         sum(n for _, n in got[worker][worker])
     top = report(raw, "--pid", str(worker))
-    assert top.startswith("Process %d: CPython 3.14.7, wall mode, " % worker), \
-        top[:200]
+    assert top.startswith("Process %d: CPython %s, wall mode, "
+                          % (worker, python_version(python314()))), top[:200]
     assert top.splitlines()[1].endswith(" stacks from 1 thread"), top[:300]
     # a pid that is not in it
     r = pyunwind("report", raw, "--pid", "1")

@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from conftest import (ROOT, Target, allow_core, assert_matches_truth,
+from conftest import (matrix, ROOT, Target, allow_core, assert_matches_truth,
                       dump_json, interpreters, kernel_cores_land_here,
                       labelled, pyunwind, wait_threads)
 from test_bad_input import assert_no_crash, assert_one_line_error
@@ -147,11 +147,13 @@ def build_id(path):
 def pie_core():
     """A kernel core of the stacks target on a CPython built from source
     (a PIE whose first page, which the kernel keeps in every core, holds
-    its build-id note): 3.14.7, or 3.13.5t when PYU_ONLY left that."""
+    its build-id note): the free-threaded 3.14, or 3.13's when PYU_ONLY
+    left that."""
     have = dict(PYTHONS)
-    label = next((lab for lab in ("3.14.7", "3.13.5t") if lab in have), None)
+    label = next((lab for lab in (matrix("3.14t"), matrix("3.13t"))
+                  if lab in have), None)
     if not label:
-        pytest.skip("neither 3.14.7 nor 3.13.5t among the selected "
+        pytest.skip("no free-threaded 3.14 or 3.13 among the selected "
                     "interpreters (PYU_ONLY)")
     for core in kernel_core(label, "--threads", "2", "--depth", "6"):
         core["label"] = label
@@ -160,12 +162,12 @@ def pie_core():
 
 def test_exe_of_another_build(pie_core):
     """--exe naming another build of the interpreter (another one of the
-    same version: free-threaded, or with a shared libpython): refused in
-    one line naming both build-ids, as readelf gives them, never a wrong
-    stack; the right --exe reads."""
-    version = pie_core["label"].rstrip("t")
+    same minor version: Debian's, or pyenv's with a shared libpython):
+    refused in one line naming both build-ids, as readelf gives them,
+    never a wrong stack; the right --exe reads."""
+    version = pie_core["label"][:5]  # ("3.14.")
     others = [path for lab, path in PYTHONS if lab != pie_core["label"]
-              and lab in (version, version + "t", version + "-shared")]
+              and lab.startswith(version)]
     if not others:
         pytest.skip("no other build of %s among the selected interpreters "
                     "(PYU_ONLY)" % version)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import (DEADLINE, Target, allow_core, has_guard_regions,
+from conftest import (matrix, DEADLINE, Target, allow_core, has_guard_regions,
                       interpreters, kernel_cores_land_here, py315, pyunwind)
 
 # (`builds`: the variables read hold on every build, 3.9 and 3.10
@@ -245,7 +245,7 @@ def test_values_freed_while_read(tmp_path):
 from debuggers import DEBUGGERS, Server, require_plugin  # noqa: E402
 
 DEBUGGER_PYTHONS = [p for p in PYTHONS if p[0] in
-                    ("3.11.2-debian", "3.13.5t", "3.14.7",
+                    ("3.11.2-debian", matrix("3.13t"), matrix("3.14"),
                      "3.15.2-debian")] or PYTHONS[:1]
 
 

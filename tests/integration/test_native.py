@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from conftest import (DEADLINE, RUNNING, TARGETS, TIMEOUT, Target,
+from conftest import (matrix, DEADLINE, RUNNING, TARGETS, TIMEOUT, Target,
                       interpreters, kernel_cores_land_here, labelled,
                       pyunwind, traced_by_strace)
 
@@ -35,7 +35,7 @@ INFO = ("import sys, sysconfig, json; print(json.dumps({k: sysconfig."
 def limited_api_headers():
     """Headers of an interpreter that has them, for an abi3 build."""
     for label, python in PYTHONS:
-        if label == "3.13.5":
+        if label == matrix("3.13-shared"):
             return os.path.join(os.path.dirname(os.path.dirname(python)),
                                 "include", "python3.13")
     return None

@@ -19,17 +19,17 @@ import time
 
 import pytest
 
-from conftest import (RUNNING, TARGETS, Target, interpreters,
+from conftest import (matrix, RUNNING, TARGETS, Target, interpreters,
                       kernel_cores_land_here)
 from debuggers import Gdb, Server, process_state, require_plugin
 
 PYTHONS = [p for p in interpreters() if p[0] in
-           ("3.11.2-debian", "3.13.5", "3.13.5t", "3.14.7t",
+           ("3.11.2-debian", matrix("3.13"), matrix("3.13t"), matrix("3.14t"),
             "3.15.2-debian")] or interpreters()[:1]
 # the kernel's core and a remote target read the memory each their own
 # way: on two interpreters each (stripped and not, GIL and free-threaded)
-KERNEL = [p for p in PYTHONS if p[0] in ("3.14.7t", "3.15.2-debian")]
-REMOTE = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5t")]
+KERNEL = [p for p in PYTHONS if p[0] in (matrix("3.14t"), "3.15.2-debian")]
+REMOTE = [p for p in PYTHONS if p[0] in ("3.11.2-debian", matrix("3.13t"))]
 GDB = Gdb()
 
 # gdb's native frame number that runs a Python function, as the frame

@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import TARGETS, Target, interpreters
+from conftest import matrix, TARGETS, Target, interpreters
 from debuggers import Gdb, Lldb, require_plugin
 
 GDB, LLDB = Gdb(), Lldb()
@@ -22,9 +22,9 @@ GDB, LLDB = Gdb(), Lldb()
 # object), 3.15's stripped Debian build
 CASES = [(label, python, dbg)
          for label, python in interpreters()
-         for want, dbg in (("3.11.2-debian", GDB), ("3.13.5", GDB),
-                           ("3.14.7t", GDB), ("3.15.2-debian", GDB),
-                           ("3.13.5t", LLDB), ("3.15.2-debian", LLDB))
+         for want, dbg in (("3.11.2-debian", GDB), (matrix("3.13"), GDB),
+                           (matrix("3.14t"), GDB), ("3.15.2-debian", GDB),
+                           (matrix("3.13t"), LLDB), ("3.15.2-debian", LLDB))
          if label == want]
 
 WHY = {  # the line each failure gives, by the target's reason

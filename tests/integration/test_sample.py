@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import (DEADLINE, PYUNWIND, ROOT, RUNNING, TARGETS, TIMEOUT,
+from conftest import (matrix, DEADLINE, PYUNWIND, ROOT, RUNNING, TARGETS, TIMEOUT,
                       Sampling, Target, allow_core, interpreters, labelled,
                       longer, pyunwind, samples_for, until_shown)
 
@@ -25,9 +25,9 @@ PYTHONS = interpreters()
 BY_LABEL = dict(PYTHONS)
 SAMPLE_PAIR = os.path.join(os.path.dirname(PYUNWIND), "sample_pair")
 # the tests that need no particular version run on these
-SOME = [p for p in PYTHONS if p[0].startswith(("3.11.2-debian", "3.13.5t",
-                                               "3.14.7", "3.15.2-debian"))
-        and not p[0].endswith("-dbg") and p[0] != "3.14.7t"]
+SOME = [p for p in PYTHONS if p[0].startswith(("3.11.2-debian", matrix("3.13t"),
+                                               matrix("3.14"), "3.15.2-debian"))
+        and not p[0].endswith("-dbg") and p[0] != matrix("3.14t")]
 PY315 = [p for p in PYTHONS if p[0].startswith("3.15")]
 # the frame objects of 3.9 and 3.10 (their own walk, objects.c)
 OBJECTS = [p for p in PYTHONS if p[0] in ("3.9.2-bullseye",
@@ -371,7 +371,7 @@ def test_blocking_run_hands_on_every_signal(workdir):
     at -r max against a target that counts them (tests/targets/signals.py),
     all arrive.  (A thread caught on a signal's way in was let go with the
     signal dropped: 6-9 of 2,000 were lost.)"""
-    python = next((py for label, py in PYTHONS if label == "3.13.5t"),
+    python = next((py for label, py in PYTHONS if label == matrix("3.13t")),
                   PYTHONS[0][1])
     t = subprocess.Popen([python, os.path.join(TARGETS, "signals.py"), "2"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -14,7 +14,7 @@ import pytest
 
 import conftest
 
-from conftest import (RUNNING, PYUNWIND, TARGETS, TIMEOUT, Target,
+from conftest import (matrix, RUNNING, PYUNWIND, TARGETS, TIMEOUT, Target,
                       interpreters, pyunwind, until_shown, wait_until)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN,
                        ForeignServer, Gdb, Lldb, Server, process_state)
@@ -23,7 +23,7 @@ from test_sample import assert_split, calls, collapsed, enough
 
 pytestmark = pytest.mark.debugger
 PYTHONS = interpreters()
-SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", "3.13.5", "3.14.7t",
+SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", matrix("3.13"), matrix("3.14t"),
                                        "3.15.2-debian")]
 gdb = Gdb()
 

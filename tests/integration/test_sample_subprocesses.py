@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from conftest import (PYUNWIND, RUNNING, TARGETS, TIMEOUT, Sampling,
+from conftest import (matrix, PYUNWIND, RUNNING, TARGETS, TIMEOUT, Sampling,
                       interpreters, pyunwind, samples_for, until_shown,
                       wait_until)
 from debuggers import DEBUGGERS, Server, require_plugin
@@ -28,8 +28,8 @@ BY_LABEL = dict(PYTHONS)
 LINE = re.compile(r"^pid:(\d+);tid:(\d+)((?:;[^;]*)*) (\d+)$")
 # the start methods, one an interpreter (each method on some version)
 SPLITS = [(label, method) for label, method in (
-    ("3.11.2-debian", "fork"), ("3.13.5", "spawn"), ("3.13.5t", "fork"),
-    ("3.14.7", "forkserver"), ("3.14.7t", "spawn"),
+    ("3.11.2-debian", "fork"), (matrix("3.13"), "spawn"), (matrix("3.13t"), "fork"),
+    (matrix("3.14"), "forkserver"), (matrix("3.14t"), "spawn"),
     ("3.15.2-debian", "forkserver")) if label in BY_LABEL]
 
 
@@ -87,7 +87,7 @@ def measured(workdir, pids):
 def launched(workdir, rate, *args):
     """sample --subprocesses -r RATE -- workers.py TRUTH ARGS... (3.14):
     (the run, the truth, by_process() of its profile)."""
-    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    python = BY_LABEL.get(matrix("3.14"), PYTHONS[-1][1])
     truth_path = os.path.join(workdir, "truth.json")
     out = os.path.join(workdir, "profile.txt")
     r = pyunwind("sample", "--subprocesses", "-r", rate, "--format",
@@ -244,7 +244,7 @@ def test_ctrl_c_lets_every_target_go(workdir):
     """--blocking stops each process for each sample: Ctrl-C in the middle
     of a run over a tree leaves none of them stopped, and the profile is
     written."""
-    python = BY_LABEL.get("3.13.5", PYTHONS[-1][1])
+    python = BY_LABEL.get(matrix("3.13"), PYTHONS[-1][1])
     with workers(python, workdir, "fork") as (p, truth):
         pids = [truth["parent"]] + truth["workers"]
         with Sampling("--subprocesses", "--blocking", "-r", "max",
@@ -338,7 +338,7 @@ def test_a_child_that_cannot_be_read_is_left_out(workdir):
     by that user samples the parent, and leaves the child out with a line
     that names it and says why; the exit status says the profile is not
     whole (5)."""
-    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    python = BY_LABEL.get(matrix("3.14"), PYTHONS[-1][1])
     as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup",
                  "--clear-groups"]
     p = subprocess.Popen(as_nobody + [python, "-c", NOT_DUMPABLE],
@@ -376,7 +376,7 @@ def test_the_debuggers_read_the_inferiors_descendants(dbg, workdir):
     why not."""
     require_plugin(dbg)
     python = BY_LABEL.get("3.15.2-debian" if dbg.name == "lldb" else
-                          "3.13.5", PYTHONS[-1][1])
+                          matrix("3.13"), PYTHONS[-1][1])
     with workers(python, workdir, "fork") as (p, truth):
         parent = truth["parent"]
         setup, args, teardown = dbg.attach(parent)
@@ -441,7 +441,7 @@ def test_a_forking_server_and_its_workers(workdir):
     """socketserver.ForkingMixIn on loopback, two clients: the process
     forked for each connection is found and sampled under its pid, its
     split of time as it measured it; the server waits in serve_forever."""
-    python = BY_LABEL.get("3.13.5", PYTHONS[-1][1])
+    python = BY_LABEL.get(matrix("3.13"), PYTHONS[-1][1])
     server = subprocess.Popen([python, os.path.join(TARGETS, "prefork.py")],
                               stdout=subprocess.PIPE, text=True,
                               start_new_session=True)
@@ -500,7 +500,7 @@ def test_a_child_in_another_pid_namespace(workdir):
     under the pid this namespace gives it."""
     if os.geteuid() != 0:
         pytest.fail("this test runs as root (unshare --pid)")
-    python = BY_LABEL.get("3.14.7", PYTHONS[-1][1])
+    python = BY_LABEL.get(matrix("3.14"), PYTHONS[-1][1])
     code = ("import subprocess, sys\n"
             "c = subprocess.Popen(['unshare', '--pid', '--fork', sys.executable,"
             " '-c', 'import os, time\\n"
@@ -553,9 +553,9 @@ os.execv(sys.executable, [sys.executable, sys.argv[0], "again"])
 
 # (Debian's 3.11, not position-independent, and a 3.14 built here, which
 # is: 3.14.7t when PYU_ONLY left no 3.14.7)
-EXEC_SELF_ON = [lab for lab in ("3.11.2-debian", "3.14.7") if lab in BY_LABEL]
-if "3.14.7" not in BY_LABEL and "3.14.7t" in BY_LABEL:
-    EXEC_SELF_ON.append("3.14.7t")
+EXEC_SELF_ON = [lab for lab in ("3.11.2-debian", matrix("3.14")) if lab in BY_LABEL]
+if matrix("3.14") not in BY_LABEL and matrix("3.14t") in BY_LABEL:
+    EXEC_SELF_ON.append(matrix("3.14t"))
 
 
 @pytest.mark.parametrize("label", EXEC_SELF_ON)
