@@ -67,6 +67,18 @@ void pyu_wait_until(pyu_waiter *w, uint64_t at,
         ;
 }
 
+uint64_t pyu_sched_next(uint64_t start, uint64_t interval, uint64_t late,
+                        uint64_t tick, uint64_t now, uint64_t *missed)
+{
+    /* (tick j is missed when its interval ended `late` ns or more ago:
+     * now >= start + (j + 1) * interval + late; the first served is
+     * then the first j >= (now - start - late) / interval) */
+    uint64_t first = interval && now >= start + late
+                         ? (now - start - late) / interval : 0;
+    *missed = first > tick + 1 ? first - tick - 1 : 0;
+    return tick + 1 + *missed;
+}
+
 /* A run that misses more than 1 % of its ticks over this many (the rate
  * asked is more than it can serve from there: each sample also costs
  * switches of the target's CPU, and the thread, switched out, may be

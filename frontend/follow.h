@@ -35,6 +35,24 @@ void pyu_wait_end(pyu_waiter *w);
 /* Waits until `at` (CLOCK_MONOTONIC ns), or until *stop is set. */
 void pyu_wait_until(pyu_waiter *w, uint64_t at, volatile sig_atomic_t *stop);
 
+/* The schedule: tick k is due in the interval from start + k * interval
+ * (at a random point of it, sample.c).  A tick whose time is past when
+ * the sample before it ends is served at once, up to PYU_LATE_NS after
+ * its own interval ended, and missed later than that.  The sampler loses
+ * its CPU now and then for milliseconds, even on an idle machine (a
+ * virtual CPU the host takes back: a loop reading the clock here lost 5
+ * to 44 ms in 3 s, in gaps up to 8.6 ms); without this its ticks were
+ * missed, 11 % of them at half the rate -r max reaches, and with it none
+ * (bench/README.md, "The asked rate, served").  The ticks served late
+ * come close together after such a gap, at the moments after it: as
+ * likely any moment of the program as the ones it took. */
+#define PYU_LATE_NS 10000000
+/* The tick to serve after `tick`, at now (ns, as start), ticks served up
+ * to `late` ns late: tick + 1, or a later one; *missed is set to the
+ * ticks passed over. */
+uint64_t pyu_sched_next(uint64_t start, uint64_t interval, uint64_t late,
+                        uint64_t tick, uint64_t now, uint64_t *missed);
+
 /* Reading a running thread from its own CPU.  A thread read from another
  * CPU runs on under the read: its stack is copied over a microsecond or
  * more, part by part, and a call that lasts less than that is often read

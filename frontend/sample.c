@@ -68,17 +68,43 @@ void pyu_cmd_sample_summary(FILE *diag, const pyu_profile_info *in,
             in->missed, expected,
             expected ? 100.0 * (double)in->missed / (double)expected : 0.0,
             ended ? "; " : "", ended ? ended : "");
-    /* more than 1% missed: the asked rate is more than the target allows
-     * (samples back to back would take this many a second) */
-    if (in->interval_ns && in->missed * 100 > expected && in->busy_ns &&
-        in->samples)
-        fprintf(diag,
-                "pyunwind: the asked rate (%.0f/s) is more than this target "
-                "allows: a sample took %.1f us on average (at most about "
-                "%.0f/s, -r max)\n",
-                1e9 / (double)in->interval_ns,
-                (double)in->busy_ns / 1e3 / (double)in->samples,
-                (double)in->samples * 1e9 / (double)in->busy_ns);
+}
+
+/* What the schedule saw of the ticks it missed: each time ticks were
+ * missed, whether the tick before had taken long (its samples: the
+ * target's reads, or the machine's CPUs taken from the sampler while it
+ * read) or had begun late (the sampler's wake-up past its tick). */
+typedef struct missed_why {
+    uint64_t slow, late;               /* ticks missed so */
+    uint64_t slow_max_ns, late_max_ns; /* the longest tick, latest wake */
+} missed_why;
+
+/* More than 1 % of the ticks missed: says why, with what was measured. */
+static void missed_line(FILE *diag, const pyu_profile_info *in,
+                        const missed_why *w)
+{
+    uint64_t expected = in->samples + in->missed;
+    if (!in->interval_ns || in->missed * 100 <= expected || !in->samples)
+        return;
+    double avg = (double)in->busy_ns / 1e3 / (double)in->samples;
+    fprintf(diag, "pyunwind: why ticks were missed (%.0f/s asked, one tick "
+                  "every %.1f us; a sample took %.1f us on average, at most "
+                  "about %.0f/s back to back, -r max):",
+            1e9 / (double)in->interval_ns, (double)in->interval_ns / 1e3, avg,
+            avg > 0 ? 1e6 / avg : 0.0);
+    if (w->slow)
+        fprintf(diag, " %" PRIu64 " after ticks that took long (up to %.1f "
+                      "us: %s)%s",
+                w->slow, (double)w->slow_max_ns / 1e3,
+                avg * 1e3 > (double)in->interval_ns * 0.9
+                    ? "the rate asked is more than this target allows"
+                    : "slow reads, or the machine's CPUs busy",
+                w->late ? "," : "");
+    if (w->late)
+        fprintf(diag, " %" PRIu64 " after the sampler woke late (up to %.1f "
+                      "us: the machine's CPUs busy)",
+                w->late, (double)w->late_max_ns / 1e3);
+    fputc('\n', diag);
 }
 
 static void stats_line(FILE *diag, const pyu_sampler_stats *st)
@@ -580,6 +606,8 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                               !(o->sample_flags & PYU_SAMPLE_BLOCKING),
                      interval);
     uint64_t seed = start | 1;
+    uint64_t waited = 0; /* (the tick the last wait was for, or 0) */
+    missed_why why = {0};
     const char *ended = NULL;
     for (;;) {
         if (h->stop && *h->stop) {
@@ -633,18 +661,26 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         if (!interval)
             continue;
         /* an absolute schedule: tick k is due in the interval from start
-         * + k * interval, at a random point of it; ticks whose interval
-         * is past when the sample ends are missed */
-        tick++;
-        uint64_t now = now_ns(), due = start + tick * interval,
-                 missed_before = in->missed;
-        if (now >= due + interval) {
-            uint64_t behind = (now - due) / interval;
+         * + k * interval, at a random point of it; served at once when
+         * that is past, unless it is too late (follow.h) */
+        uint64_t now = now_ns(), missed_before = in->missed, behind;
+        tick = pyu_sched_next(start, interval, PYU_LATE_NS, tick, now,
+                              &behind);
+        if (behind) {
+            uint64_t took = now - t, woke = waited && t > waited
+                                                ? t - waited : 0;
             in->missed += behind;
-            tick += behind;
-            due = start + tick * interval;
+            if (took >= woke) {
+                why.slow += behind;
+                why.slow_max_ns = took > why.slow_max_ns ? took
+                                                         : why.slow_max_ns;
+            } else {
+                why.late += behind;
+                why.late_max_ns = woke > why.late_max_ns ? woke
+                                                         : why.late_max_ns;
+            }
         }
-        due += pick(&seed) % interval;
+        uint64_t due = start + tick * interval + pick(&seed) % interval;
         if (due > deadline)
             due = deadline;
         /* (a scan of the tree between two ticks far apart) */
@@ -662,12 +698,25 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                 break;
             }
         pyu_follow_tick(&fl, &wt, in->missed != missed_before);
-        if (due > now)
+        waited = 0;
+        if (due > now) {
             pyu_wait_until(&wt, due, h->stop);
+            waited = due;
+        }
     }
+    /* (the ticks of the run's intervals still to be served at its end,
+     * late: missed; but the one due at the end, which no run serves) */
+    uint64_t loop_end = now_ns();
+    if (loop_end > deadline)
+        loop_end = deadline;
+    uint64_t due_end = interval ? (loop_end - start) / interval : 0;
     pyu_wait_end(&wt);
     pyu_follow_end(&fl);
     in->duration_ns = now_ns() - start;
+    if (due_end > tick + 1) {
+        why.slow += due_end - tick - 1;
+        in->missed += due_end - tick - 1;
+    }
     if (r.cap && pyu_capture_end(r.cap) < 0 && ex == PYU_EXIT_OK) {
         snprintf(msg, msglen, "writing the capture failed: %s",
                  strerror(errno));
@@ -681,6 +730,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
         many_summary(diag, pyu_profile_get(p), ticks, ended);
     } else if (diag) {
         pyu_cmd_sample_summary(diag, in, ended);
+        missed_line(diag, in, &why);
         if (o->verbose) {
             pyu_sampler_stats st;
             pyu_sampler_stats_get(r.t[0].sm, &st);

@@ -10,6 +10,7 @@
  */
 #include "internal.h"
 #include "sampler/sampling.h"
+#include "follow.h"
 #include "ticks.h"
 
 #include <elf.h>
@@ -2156,6 +2157,46 @@ static void test_ticks(void)
     CHECK_EQ(pyu_cmd_ticks_missed(2000000000, 0, 5), 0);
 }
 
+/* ------------------------------------------------- the CLI's schedule */
+
+static void test_schedule(void)
+{
+    uint64_t missed = 99;
+    /* the next tick, however late, while its interval ([10, 20) for
+     * tick 1 of 10 ns from 0) ended under `late` ns ago */
+    uint64_t late = 80;
+    CHECK_EQ(pyu_sched_next(0, 10, late, 0, 5, &missed), 1);
+    CHECK_EQ(missed, 0);
+    CHECK_EQ(pyu_sched_next(0, 10, late, 0, 20 + late - 1, &missed), 1);
+    CHECK_EQ(missed, 0);
+    /* then missed, one by one: the first tick served is the first whose
+     * interval is not that far past */
+    CHECK_EQ(pyu_sched_next(0, 10, late, 0, 20 + late, &missed), 2);
+    CHECK_EQ(missed, 1);
+    CHECK_EQ(pyu_sched_next(1000, 10, late, 4, 1000 + 10 * 5 + late + 373,
+                            &missed), 42);
+    CHECK_EQ(missed, 37);
+    /* not late at all (the schedule before 2026-12-07): missed once its
+     * own interval is over */
+    CHECK_EQ(pyu_sched_next(0, 10, 0, 0, 19, &missed), 1);
+    CHECK_EQ(pyu_sched_next(0, 10, 0, 0, 20, &missed), 2);
+    CHECK_EQ(missed, 1);
+    /* a clock read before the start, or no interval: the next tick */
+    CHECK_EQ(pyu_sched_next(1000, 10, late, 0, 999, &missed), 1);
+    CHECK_EQ(missed, 0);
+    CHECK_EQ(pyu_sched_next(0, 0, 0, 7, 12345, &missed), 8);
+    CHECK_EQ(missed, 0);
+    /* the CLI's: 10 ms, at 100,000/s as at 1/s */
+    CHECK_EQ(pyu_sched_next(0, 10000, PYU_LATE_NS, 0, 10019999, &missed),
+             1);
+    CHECK_EQ(pyu_sched_next(0, 10000, PYU_LATE_NS, 0, 10020000, &missed),
+             2);
+    CHECK_EQ(pyu_sched_next(0, 1000000000, PYU_LATE_NS, 0, 2009999999,
+                            &missed), 1);
+    CHECK_EQ(pyu_sched_next(0, 1000000000, PYU_LATE_NS, 0, 2010000000,
+                            &missed), 2);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && (strcmp(argv[1], "lines") == 0 ||
@@ -2185,6 +2226,7 @@ int main(int argc, char **argv)
     test_profile_instrs();
     test_json_sink();
     test_ticks();
+    test_schedule();
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }
