@@ -18,10 +18,11 @@ import test_pyframes_gdb
 
 pytestmark = pytest.mark.debugger  # (the plugin: release build only)
 GDB = Gdb()
-# a source build with subinterpreters (3.13+) and debug symbols: gdb's
-# frame numbers in `bt` are those the helper below reads
-PYTHONS = [p for p in interpreters() if p[0].startswith(("3.13.", "3.14."))
-           and not p[0].endswith(("t", "-shared", "-debian"))][:1]
+# a 3.13 or 3.14 with a GIL and debug symbols (pyenv's; until 2026-12-07
+# one built from source): gdb's frame numbers in `bt` are those the
+# helper below reads
+PYTHONS = [p for p in interpreters()
+           if re.fullmatch(r"3\.1[34]\.\d+-pyenv", p[0])][:1]
 
 HELPER = test_pyframes_gdb.HELPER + '''
 def select_lwp(lwp):
@@ -31,8 +32,8 @@ def select_lwp(lwp):
 '''
 
 
-@pytest.mark.skipif(not PYTHONS, reason="no CPython 3.13 or 3.14 built "
-                    "from source among the interpreters (PYU_ONLY)")
+@pytest.mark.skipif(not PYTHONS, reason="no pyenv CPython 3.13 or 3.14 (with "
+                    "symbols) among the interpreters (PYU_ONLY)")
 def test_thread_running_a_subinterpreter(tmp_path):
     require_plugin(GDB)
     label, python = PYTHONS[0]

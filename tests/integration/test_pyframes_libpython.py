@@ -3,10 +3,10 @@ python-gdb.py (Tools/gdb/libpython.py) on the same stopped process, and
 the two loaded together.
 
 Per interpreter with DWARF (where python-gdb.py can work at all:
-Debian's python3.11 with python3.11-dbg's symbols, the source builds of
-3.13 and 3.14, Debian's python3.15d): one tests/targets/pyframes.py
-process (<module> -> main -> Pipeline.run -> sorted() -> key_of -> leaf,
-two eval-loop calls), read by gdb with
+Debian's python3.11 with python3.11-dbg's symbols, the free-threaded
+source builds of 3.13 and 3.14, Debian's python3.15d): one
+tests/targets/pyframes.py process (<module> -> main -> Pipeline.run ->
+sorted() -> key_of -> leaf, two eval-loop calls), read by gdb with
 
 - python-gdb.py alone (`source` of the interpreter's libpython.py, gdb's
   auto-loading off);
@@ -38,7 +38,7 @@ DEBIAN_311 = "/usr/share/gdb/auto-load/usr/bin/python3.11-gdb.py"
 # scripts/get-pythons' labels of the interpreters with DWARF, and which
 # kind each is
 KINDS = ((r"^3\.11\.\d+-debian$", "debian"),     # + python3.11-dbg
-         (r"^3\.1[34]\.\d+$", "source"),           # built with -g -O3
+         (r"^3\.1[34]\.\d+t$", "source"),           # built with -g -O3
          (r"^3\.15\.\d+-debian-dbg$", "debian-dbg"))  # python3.15d
 
 
@@ -53,8 +53,8 @@ def libpython_of(label, python):
     if kind == "debian":
         path = DEBIAN_311
     elif kind == "source":
-        path = os.path.join(CACHE, "src", "Python-" + label, "Tools", "gdb",
-                            "libpython.py")
+        path = os.path.join(CACHE, "src", "Python-" + label.rstrip("t"),
+                            "Tools", "gdb", "libpython.py")
     elif kind == "debian-dbg":
         root = os.path.dirname(os.path.dirname(os.path.dirname(python)))
         path = os.path.join(root, "usr", "share", "gdb", "auto-load", "usr",
@@ -250,8 +250,10 @@ def test_against_python_gdb(target):
     if readable == [True, True]:
         # gdb reads each eval-loop call's Python frame (3.11's Debian
         # build with python3.11-dbg's symbols: through `cframe`; 3.15's
-        # debug build: through `frame`): python-gdb.py sees every frame.
-        assert t.kind in ("debian", "debian-dbg")
+        # debug build: through `frame`; 3.13's free-threaded source build,
+        # whose eval loop keeps `frame`): python-gdb.py sees every frame.
+        assert t.kind in ("debian", "debian-dbg") or \
+            t.label.startswith("3.13.") and t.label.endswith("t"), t.label
         # py-bt: the same frames, lines and source lines in the same
         # order.  Differences: python-gdb.py names a function by its
         # co_name ("run"), pyunwind by its co_qualname ("Pipeline.run");
