@@ -606,7 +606,7 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
                               !(o->sample_flags & PYU_SAMPLE_BLOCKING),
                      interval);
     uint64_t seed = start | 1;
-    uint64_t waited = 0; /* (the tick the last wait was for, or 0) */
+    uint64_t waited = 0; /* (when the last wait was to end, or 0) */
     missed_why why = {0};
     const char *ended = NULL;
     for (;;) {

@@ -24,7 +24,7 @@ import sys
 import pytest
 
 import conftest
-from conftest import (matrix, ROOT, TARGETS, TIMEOUT, interpreters, pyunwind,
+from conftest import (ROOT, TARGETS, TIMEOUT, interpreters, matrix, pyunwind,
                       until_shown)
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "helpers"))
@@ -34,10 +34,10 @@ PYTHONS = [p for p in interpreters() if not p[0].endswith("-dbg")]
 IDS = [p[0] for p in PYTHONS]
 # one interpreter of each build for the shares (a shared-library build or a
 # distribution's build of the same version reads the same way)
-KINDS = [p for p in PYTHONS if p[0] in ("3.9.2-bullseye",
-                                        "3.10.13-pyenv-stripped",
-                                        "3.11.2-debian", matrix("3.13"), matrix("3.13t"),
-                                        matrix("3.14"), matrix("3.14t"), "3.15.2-debian")]
+KINDS = [p for p in PYTHONS if p[0] in (
+    "3.9.2-bullseye", "3.10.13-pyenv-stripped", "3.11.2-debian",
+    matrix("3.13"), matrix("3.13t"), matrix("3.14"), matrix("3.14t"),
+    "3.15.2-debian")]
 
 
 # the versions whose frames are frame objects, reused from free lists
@@ -66,7 +66,8 @@ CASES = [(label, python, "sorting")
          for label, python in chosen(matrix("3.13"), matrix("3.14"))] + \
     [(label, python, "generators")
      for label, python in chosen("3.10.13-pyenv-stripped", "3.11.2-debian",
-                                 matrix("3.13t"), matrix("3.14t"), "3.15.2-debian")]
+                                 matrix("3.13t"), matrix("3.14t"),
+                                 "3.15.2-debian")]
 # the standard library's phases on 3.11, and on 3.14t, which swung from
 # one process to the next
 STDLIB = chosen("3.11.2-debian", matrix("3.14t"))

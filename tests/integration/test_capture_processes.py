@@ -11,8 +11,8 @@ import re
 import signal
 import subprocess
 
-from conftest import (matrix, python_version, PYUNWIND, ROOT, OnPty, Sampling, interpreters,
-                      labelled, pyunwind, wait_until)
+from conftest import (OnPty, PYUNWIND, ROOT, Sampling, interpreters, labelled,
+                      matrix, python_version, pyunwind, wait_until)
 from test_subprocesses import tree
 
 PYTHONS = interpreters()

@@ -6,7 +6,7 @@ person would, against the pids the tree recorded itself."""
 import os
 import re
 
-from conftest import matrix, python_version, interpreters, labelled, pyunwind
+from conftest import interpreters, labelled, matrix, python_version, pyunwind
 from test_formats import web_harness
 from test_subprocesses import tree
 

@@ -13,23 +13,25 @@ import subprocess
 
 import pytest
 
-from conftest import matrix, python_version, Sampling, interpreters, labelled, pyunwind
+from conftest import (Sampling, interpreters, labelled, matrix, python_version,
+                      pyunwind)
 from test_formats import FirefoxProfiler, go_pprof, speedscope_app
 from test_subprocesses import tree
 
 PYTHONS = interpreters()
-VERSION = []  # (the version `parked` runs)
 ROLES = ("pool", "spawned", "forkserved", "shelled")
+
+
+def python314():
+    """The plain CPython 3.14 (3.14t when PYU_ONLY left that)."""
+    return labelled(PYTHONS, matrix("3.14"), matrix("3.14t"))
 
 
 @pytest.fixture(scope="module")
 def parked(tmp_path_factory):
-    """The tree under the plain CPython 3.14 (3.14t when PYU_ONLY left
-    that; its version's name: VERSION[0]),
-    for the tests that leave it as it is: (pid, truth, {pid: its park
-    function}, {pid: its command line})."""
-    python = labelled(PYTHONS, matrix("3.14"), matrix("3.14t"))
-    VERSION[:] = [python_version(python)]
+    """The tree under python314(), for the tests that leave it as it is:
+    (pid, truth, {pid: its park function}, {pid: its command line})."""
+    python = python314()
     with tree(python, str(tmp_path_factory.mktemp("tree"))) as (pid, truth):
         yield (pid, truth) + parks_and_commands(pid, truth)
 
@@ -100,7 +102,7 @@ def test_pprof_labels_each_process(parked, workdir):
     top = go_pprof("-top", "-tagfocus", "pid=%d" % worker, path)
     assert "pool_park" in top and "parent_park" not in top, top
     assert "pyunwind: %d processes, CPython %s, wall mode" % \
-        (len(by_pid), VERSION[0]) in top, top
+        (len(by_pid), python_version(python314())) in top, top
 
 
 def test_speedscope_names_each_process(parked, workdir):
@@ -146,7 +148,7 @@ def test_json_processes(parked, workdir):
     by_pid = {p["pid"]: i for i, p in enumerate(procs)}
     assert len(by_pid) == len(procs) and truth["shell"] not in by_pid
     for p in procs:
-        assert p["python"] == VERSION[0], p
+        assert p["python"] == python_version(python314()), p
         assert p["free_threaded"] is (matrix("3.14") not in dict(PYTHONS)), p
         assert p["end_ns"] is None and p["start_ns"] < data["duration_ns"], p
     # (near the start by the run's ticks, not the clock's: the first look
@@ -182,7 +184,8 @@ def test_gecko_a_track_per_process(parked, workdir):
     try:
         info = fx("profile", "info", "--all")
         assert info["name"] == "pyunwind: %d processes, CPython %s, " \
-            "wall mode" % (len(info["processes"]), VERSION[0]), info["name"]
+            "wall mode" % (len(info["processes"]),
+                           python_version(python314())), info["name"]
         procs = {int(p["pid"]): p for p in info["processes"]}
         assert len(procs) == len(info["processes"])
         assert truth["shell"] not in procs
@@ -213,7 +216,7 @@ def test_gecko_a_process_that_runs_another_program(workdir):
     processes of one pid: the Profiler shows the first ending when the
     second begins (its end and start times), the second as "PID.1" (a
     track of its own), each with its own stack."""
-    first = labelled(PYTHONS, matrix("3.14"), matrix("3.14t"))
+    first = python314()
     then = labelled(PYTHONS, "3.11.2-debian")
     # (the exec when the test says, a line on its standard input, once the
     # run has sampled the first program; the run ends once it has sampled

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from conftest import (matrix, DEADLINE, Target, allow_core, has_guard_regions,
-                      interpreters, kernel_cores_land_here, py315, pyunwind)
+from conftest import (DEADLINE, Target, allow_core, has_guard_regions,
+                      interpreters, kernel_cores_land_here, matrix, py315,
+                      pyunwind)
 
 # (`builds`: the variables read hold on every build, 3.9 and 3.10
 # among them, conftest.OTHER_BUILDS)

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (matrix, DEADLINE, RUNNING, TARGETS, TIMEOUT, Target,
-                      interpreters, kernel_cores_land_here, labelled,
+from conftest import (DEADLINE, RUNNING, TARGETS, TIMEOUT, Target,
+                      interpreters, kernel_cores_land_here, labelled, matrix,
                       pyunwind, traced_by_strace)
 
 PYTHONS = interpreters()

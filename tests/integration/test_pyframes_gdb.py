@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from conftest import (matrix, RUNNING, TARGETS, Target, interpreters,
-                      kernel_cores_land_here)
+from conftest import (RUNNING, TARGETS, Target, interpreters,
+                      kernel_cores_land_here, matrix)
 from debuggers import Gdb, Server, process_state, require_plugin
 
 PYTHONS = [p for p in interpreters() if p[0] in

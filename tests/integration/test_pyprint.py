@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from conftest import matrix, TARGETS, Target, interpreters
+from conftest import TARGETS, Target, interpreters, matrix
 from debuggers import Gdb, Lldb, require_plugin
 
 GDB, LLDB = Gdb(), Lldb()

@@ -17,17 +17,17 @@ import time
 
 import pytest
 
-from conftest import (matrix, DEADLINE, PYUNWIND, ROOT, RUNNING, TARGETS, TIMEOUT,
-                      Sampling, Target, allow_core, interpreters, labelled,
-                      longer, pyunwind, samples_for, until_shown)
+from conftest import (DEADLINE, PYUNWIND, ROOT, RUNNING, Sampling, TARGETS,
+                      TIMEOUT, Target, allow_core, interpreters, labelled,
+                      longer, matrix, pyunwind, samples_for, until_shown)
 
 PYTHONS = interpreters()
 BY_LABEL = dict(PYTHONS)
 SAMPLE_PAIR = os.path.join(os.path.dirname(PYUNWIND), "sample_pair")
 # the tests that need no particular version run on these
-SOME = [p for p in PYTHONS if p[0].startswith(("3.11.2-debian", matrix("3.13t"),
-                                               matrix("3.14"), "3.15.2-debian"))
-        and not p[0].endswith("-dbg") and p[0] != matrix("3.14t")]
+SOME = [p for p in PYTHONS
+        if p[0] in ("3.11.2-debian", matrix("3.13t"), matrix("3.14"),
+                    "3.15.2-debian")]
 PY315 = [p for p in PYTHONS if p[0].startswith("3.15")]
 # the frame objects of 3.9 and 3.10 (their own walk, objects.c)
 OBJECTS = [p for p in PYTHONS if p[0] in ("3.9.2-bullseye",

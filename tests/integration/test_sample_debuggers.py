@@ -14,8 +14,8 @@ import pytest
 
 import conftest
 
-from conftest import (matrix, RUNNING, PYUNWIND, TARGETS, TIMEOUT, Target,
-                      interpreters, pyunwind, until_shown, wait_until)
+from conftest import (PYUNWIND, RUNNING, TARGETS, TIMEOUT, Target,
+                      interpreters, matrix, pyunwind, until_shown, wait_until)
 from debuggers import (DEBUGGERS, GDB_SCRIPT, LLDB, LLDB_PLUGIN,
                        ForeignServer, Gdb, Lldb, Server, process_state)
 from test_opcodes import check_instrs
@@ -23,8 +23,8 @@ from test_sample import assert_split, calls, collapsed, enough
 
 pytestmark = pytest.mark.debugger
 PYTHONS = interpreters()
-SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", matrix("3.13"), matrix("3.14t"),
-                                       "3.15.2-debian")]
+SOME = [p for p in PYTHONS if p[0] in ("3.11.2-debian", matrix("3.13"),
+                                       matrix("3.14t"), "3.15.2-debian")]
 gdb = Gdb()
 
 

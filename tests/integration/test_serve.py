@@ -13,15 +13,17 @@ import time
 
 import pytest
 
-from conftest import (matrix, PYUNWIND, RUNNING, TIMEOUT, Target, allow_core,
-                      interpreters, samples_for, until_shown, wait_until)
+from conftest import (PYUNWIND, RUNNING, TIMEOUT, Target, allow_core,
+                      interpreters, matrix, samples_for, until_shown,
+                      wait_until)
 from test_formats import pprof_raw
 from test_sample import split_target, state_of
 
 # one interpreter of each version and one free-threaded: 3.11 (Debian's,
 # stripped), 3.13, 3.14 free-threaded, 3.15 (Debian's, stripped)
 KINDS = [p for p in interpreters() if p[0] in
-         ("3.11.2-debian", matrix("3.13"), matrix("3.14t"), "3.15.2-debian")] or \
+         ("3.11.2-debian", matrix("3.13"), matrix("3.14t"),
+          "3.15.2-debian")] or \
     interpreters()[:1]
 ONE = KINDS[:1]
 CURL = shutil.which("curl")
