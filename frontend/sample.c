@@ -79,18 +79,21 @@ typedef struct missed_why {
     uint64_t slow_max_ns, late_max_ns; /* the longest tick, latest wake */
 } missed_why;
 
-/* More than 1 % of the ticks missed: says why, with what was measured. */
+/* More than 1 % of the ticks missed: says why, with what was measured.
+ * served: the ticks served (several processes: each tick samples every
+ * process sampled then, and its time is theirs together). */
 static void missed_line(FILE *diag, const pyu_profile_info *in,
-                        const missed_why *w)
+                        uint64_t served, bool many, const missed_why *w)
 {
-    uint64_t expected = in->samples + in->missed;
-    if (!in->interval_ns || in->missed * 100 <= expected || !in->samples)
+    uint64_t expected = served + in->missed;
+    if (!in->interval_ns || in->missed * 100 <= expected || !served)
         return;
-    double avg = (double)in->busy_ns / 1e3 / (double)in->samples;
+    double avg = (double)in->busy_ns / 1e3 / (double)served;
     fprintf(diag, "pyunwind: why ticks were missed (%.0f/s asked, one tick "
-                  "every %.1f us; a sample took %.1f us on average, at most "
+                  "every %.1f us; a %s took %.1f us on average, at most "
                   "about %.0f/s back to back, -r max):",
-            1e9 / (double)in->interval_ns, (double)in->interval_ns / 1e3, avg,
+            1e9 / (double)in->interval_ns, (double)in->interval_ns / 1e3,
+            many ? "tick (every process once)" : "sample", avg,
             avg > 0 ? 1e6 / avg : 0.0);
     if (w->slow)
         fprintf(diag, " %" PRIu64 " after ticks that took long (up to %.1f "
@@ -728,9 +731,10 @@ int pyu_cmd_sample_run(pyu_session *s, const pyu_cmd_opts *o,
     }
     if (diag && r.many) {
         many_summary(diag, pyu_profile_get(p), ticks, ended);
+        missed_line(diag, in, ticks, true, &why);
     } else if (diag) {
         pyu_cmd_sample_summary(diag, in, ended);
-        missed_line(diag, in, &why);
+        missed_line(diag, in, in->samples, false, &why);
         if (o->verbose) {
             pyu_sampler_stats st;
             pyu_sampler_stats_get(r.t[0].sm, &st);

@@ -319,6 +319,44 @@ def test_status_line_on_a_terminal(workdir):
         t.close()
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_rate_past_the_target_says_why(processes, workdir):
+    """-r 1000k asks a tick a microsecond: more than a read of another
+    process can serve (a sample of split.py takes a few microseconds on
+    any machine, and a busy one only makes it longer), so most ticks are
+    missed, and the summary says why: with the rate asked, the time a
+    sample (or a tick of every process) took on average, what that
+    allows back to back, and that the rate asked is more than the target
+    allows when the average is past 0.9 of the interval.  The clause is
+    judged against the line's own figures, never against a clock."""
+    python = (PY315 or PYTHONS)[0][1]
+    targets = [split_target(python, workdir) for _ in range(processes)]
+    try:
+        r = pyunwind("sample", "-r", "1000k", "-d", "0.5", "--format",
+                     "collapsed", *[str(t.pid) for t in targets])
+        assert r.returncode == 0, r.stderr
+        m = re.search(r"missed of (\d+) ticks \(([\d.]+)%\)", r.stderr)
+        assert m and float(m.group(2)) > 1, r.stderr
+        why = re.search(r"why ticks were missed \(1000000/s asked, one tick "
+                        r"every 1\.0 us; a (sample|tick \(every process "
+                        r"once\)) took ([\d.]+) us on average, at most "
+                        r"about (\d+)/s back to back, -r max\): (\d+) after "
+                        r"ticks that took long \(up to [\d.]+ us: "
+                        r"([^)]*)\)", r.stderr)
+        assert why, r.stderr
+        assert why.group(1) == ("sample" if processes == 1 else
+                                "tick (every process once)"), r.stderr
+        avg = float(why.group(2))
+        assert abs(int(why.group(3)) - 1e6 / avg) <= 1e6 / avg * 0.01 + 1
+        assert 0 < int(why.group(4)) <= int(m.group(1))
+        if abs(avg - 0.9) > 0.05:  # (the line's average is rounded)
+            assert (why.group(5) == "the rate asked is more than this "
+                    "target allows") == (avg > 0.9), r.stderr
+    finally:
+        for t in targets:
+            t.close()
+
+
 def test_target_exec_ends_the_run(workdir):
     """A target that runs exec mid-run (here into a shell script that
     sleeps): the run ends at once, with the profile so far."""
