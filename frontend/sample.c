@@ -100,7 +100,8 @@ static void missed_line(FILE *diag, const pyu_profile_info *in,
                       "us: %s)%s",
                 w->slow, (double)w->slow_max_ns / 1e3,
                 avg * 1e3 > (double)in->interval_ns * 0.9
-                    ? "the rate asked is more than this target allows"
+                    ? many ? "the rate asked is more than these targets allow"
+                           : "the rate asked is more than this target allows"
                     : "slow reads, or the machine's CPUs busy",
                 w->late ? "," : "");
     if (w->late)
