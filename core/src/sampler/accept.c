@@ -355,6 +355,32 @@ bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
     return r->reached == 0;
 }
 
+uint32_t pyu_accept_call_of(pyu_sampler *sm, const pyu_frame_raw *c,
+                            const pyu_sframe *e)
+{
+    pyu_session *s = sm->s;
+    if (!s->off.object_frames || c->owner != PYU_OWNER_THREAD || e->gen)
+        return PYU_INSTR_UNKNOWN;
+    const pyu_code *cc = pyu_code_cached(s, c->code);
+    const pyu_code *ce = pyu_code_cached(s, e->r.code);
+    const pyu_sites_slot *m = cc && ce && ce->str_addr[1] ? sites_of(sm, cc)
+                                                          : NULL;
+    uint32_t at = cc ? pyu_code_instr(s, cc, c->instr_ptr, c->tlbc)
+                     : PYU_INSTR_UNKNOWN;
+    if (!m || at == PYU_INSTR_UNKNOWN)
+        return PYU_INSTR_UNKNOWN;
+    uint32_t one = PYU_INSTR_UNKNOWN;
+    for (size_t i = 0; i < m->n; i++) {
+        const pyu_call_site *x = &m->site[i];
+        if (x->name != ce->str_addr[1])
+            continue;
+        if ((x->start <= at && at <= x->at) || one != PYU_INSTR_UNKNOWN)
+            return PYU_INSTR_UNKNOWN; /* (at that call; or two of them) */
+        one = x->at;
+    }
+    return one;
+}
+
 void pyu_accept_free(pyu_sampler *sm)
 {
     if (sm->sites)

@@ -75,6 +75,34 @@
  * frame objects change functions all the time; `LINES=1` counts a
  * caller at another line than its call too).
  *
+ * These rules refuse true stacks too, and a stack refused is read again
+ * a moment later, where longer calls are likelier: the short ones lose
+ * their share.  A caller copied after its callee returned, and after it
+ * returned itself (not running: the first rule) or was called again,
+ * back in its loop, before the call (`score -> weight` with score at its
+ * first line: weight, called once at score's end, lasts 0.1 us; 3.10's
+ * `calls` from another CPU gave weight 0.004 of the samples against
+ * 0.028); a callback of C code that returned between the copies, whose
+ * caller does not name it (`sorted()`'s `__lt__`).  What the rules ask
+ * is whether the caller's frame object ran the code it shows when its
+ * callee was called.  A code's frame object that returned is kept for
+ * the code's next call (its zombie frame), with its f_back; it goes to
+ * the free list, where any call takes it, only when the code already
+ * has one kept (a recursion, or two threads in it at once).  So a frame
+ * object that the thread's passed walks have met running one code
+ * PYU_OBJ_BOUND times in a row, and never another (PYU_OBJ_REBOUND
+ * times once it was seen with two: a free list's objects hold one code
+ * many times in a row by chance), is that code's own (bound()): it ran
+ * that code then too.  Such a caller needs no word of its code for a
+ * changed link, is not judged by calls by name, and is taken when it had
+ * returned (kept, not running, its f_back set: the walk goes on to its
+ * caller, which must pass the rules in turn; a free list's link leads
+ * to an object that is not running, and ends at NULL).  Its copy is of
+ * a later moment: it is put back at its code's call of its callee's name
+ * when there is one only (placed()).  A churny loop's frame objects,
+ * which hold other codes from one sample to the next (`recurring`), are
+ * judged as before.
+ *
  * A walk that does not pass is made again from a fresh snapshot of the
  * thread alone (sampler.c), which reads where that walk found its frames,
  * up to OBJ_RETRIES times: read from another CPU than the target's, a
@@ -83,6 +111,7 @@
  */
 #include "sampling.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct obj_walk {
@@ -142,6 +171,17 @@ static bool yielded(const pyu_offsets *o, const uint8_t *buf, size_t fsize)
            pyu_u64(buf, fsize, PYU_OFF(o, fr_gen)) != 0;
 }
 
+/* Whether caller c's frame object is its code's own (above): met running
+ * it in the last PYU_OBJ_BOUND passed walks that met it (PYU_OBJ_REBOUND
+ * once met running another). */
+static bool bound(const pyu_sthread *t, const pyu_frame_raw *c)
+{
+    const struct pyu_obj_bind *b =
+        t->binds ? &t->binds[pyu_slot(c->addr, PYU_OBJ_BINDS)] : NULL;
+    return b && b->addr == c->addr && b->code == c->code &&
+           b->runs >= (b->moves ? PYU_OBJ_REBOUND : PYU_OBJ_BOUND);
+}
+
 static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
                      size_t avail)
 {
@@ -151,7 +191,10 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     (void)avail;
     size_t fsize = w->sm->fsize;
     bool running = pyu_objects_running(o, buf, fsize);
-    if (t->nfr ? !running || !alive(o, buf, fsize)
+    /* (a caller that returned since, its code's own frame object: kept for
+     * its next call with its caller, f_back, still; see above) */
+    bool left = t->nfr && !alive(o, buf, fsize) && f->prev && bound(t, f);
+    if (t->nfr ? (!running || !alive(o, buf, fsize)) && !left
                : !running && !f->prev && !yielded(o, buf, fsize)) {
         w->stale = true;
         return 1;
@@ -163,6 +206,7 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     pyu_sframe *sf = &t->fr[t->nfr++];
     memset(sf, 0, sizeof *sf);
     sf->r = *f;
+    sf->dead = !alive(o, buf, fsize);
     sf->gen = PYU_HAS(o, fr_gen) && pyu_u64(buf, fsize, PYU_OFF(o, fr_gen));
     /* (its second copy, when the spans held it: code 0 when that copy
      * is of no frame of this chain any more) */
@@ -175,6 +219,32 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
             sf->r2.code = 0;
     }
     return 0;
+}
+
+/* Whether caller c cannot have called e by the time its copy stands at
+ * (accept.c), and its frame object is not its code's own. */
+static bool uncalled(pyu_sampler *sm, const pyu_sthread *t,
+                     const pyu_frame_raw *c, const pyu_sframe *e)
+{
+    return pyu_accept_uncalled(sm, c, e) && !bound(t, c);
+}
+
+/* Notes the code each frame object of t's passed walk runs. */
+static void learn_binds(pyu_sthread *t)
+{
+    if (!t->binds && !(t->binds = calloc(PYU_OBJ_BINDS, sizeof *t->binds)))
+        return; /* (no memo: every caller is judged) */
+    for (size_t i = 0; i < t->nfr; i++) {
+        const pyu_frame_raw *f = &t->fr[i].r;
+        struct pyu_obj_bind *b = &t->binds[pyu_slot(f->addr, PYU_OBJ_BINDS)];
+        if (b->addr != f->addr)
+            *b = (struct pyu_obj_bind){f->addr, f->code, 1, 0};
+        else if (b->code != f->code)
+            *b = (struct pyu_obj_bind){f->addr, f->code, 1,
+                                       b->moves + (b->moves < UINT32_MAX)};
+        else if (b->runs < UINT32_MAX)
+            b->runs++;
+    }
 }
 
 /* Whether frame e's second copy is of the frame its first copy is. */
@@ -208,16 +278,33 @@ static bool same_again(pyu_sampler *sm, const pyu_sthread *t)
     if (same == t->nfr)
         return !same; /* (every frame changed: read again) */
     for (size_t i = 0; i < same; i++)
-        if (!pyu_accept_vouched(sm, &t->fr[i + 1].r, &t->fr[i]) ||
-            pyu_accept_uncalled(sm, &t->fr[i + 1].r, &t->fr[i]))
+        if ((!pyu_accept_vouched(sm, &t->fr[i + 1].r, &t->fr[i]) &&
+             !bound(t, &t->fr[i + 1].r)) ||
+            uncalled(sm, t, &t->fr[i + 1].r, &t->fr[i]))
             return false;
     /* (a frame copied once, or its caller: no second copy vouches for
      * the link) */
     for (size_t i = same; i + 1 < t->nfr; i++)
         if ((!t->fr[i].twice || !t->fr[i + 1].twice) &&
-            pyu_accept_uncalled(sm, &t->fr[i + 1].r, &t->fr[i]))
+            uncalled(sm, t, &t->fr[i + 1].r, &t->fr[i]))
             return false;
     return true;
+}
+
+/* The callers of t's passed walk copied after the frame above them had
+ * returned (the innermost, or a caller kept as its code's own frame
+ * object) stand at a later moment than the walk's: each is put back at
+ * its code's call of that frame's name, when it has one only. */
+static void placed(pyu_sampler *sm, pyu_sthread *t)
+{
+    for (size_t i = 0; i + 1 < t->nfr; i++) {
+        if (!t->fr[i].dead)
+            continue;
+        pyu_frame_raw *c = &t->fr[i + 1].r;
+        uint32_t at = pyu_accept_call_of(sm, c, &t->fr[i]);
+        if (at != PYU_INSTR_UNKNOWN)
+            c->instr_ptr = c->ip = c->code + 2 * (uint64_t)at;
+    }
 }
 
 /* Whether the innermost frame, whose copy had returned (no reference
@@ -227,7 +314,7 @@ static bool same_again(pyu_sampler *sm, const pyu_sthread *t)
  * it, and the caller may have made that call (accept.c). */
 static bool idle_called(pyu_sampler *sm, const pyu_sthread *t)
 {
-    return !pyu_accept_uncalled(sm, &t->fr[1].r, &t->fr[0]);
+    return !uncalled(sm, t, &t->fr[1].r, &t->fr[0]);
 }
 
 int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
@@ -245,6 +332,10 @@ int pyu_objects_walk(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     bool ok = !w.stale && it.end == PYU_CHAIN_NULL && t->nfr > 0 &&
               same_again(sm, t) &&
               (!w.idle || t->nfr < 2 || idle_called(sm, t));
+    if (ok) {
+        learn_binds(t);
+        placed(sm, t);
+    }
     /* (the frames met, the innermost last: first in the list) */
     for (size_t i = t->nfr; ok && i-- > 0;) {
         uint64_t a = t->fr[i].r.addr;

@@ -46,6 +46,7 @@ void pyu_plan_thread_free(pyu_sthread *t)
     free(t->fr);
     free(t->fr1);
     free(t->gen_memo);
+    free(t->binds);
     free(t->gen_via);
     free(t->slots);
     free(t->cfwin);

@@ -48,6 +48,10 @@
                             them at most */
 #define PYU_OBJ_RECENT 16 /* 3.9, 3.10: frame objects a thread's stacks had
                              lately, read with its thread state */
+#define PYU_OBJ_BINDS 64  /* 3.9, 3.10: frame objects whose code is known */
+#define PYU_OBJ_BOUND 16  /* ... seen with one code in this many passed
+                             walks in a row: its code's own (objects.c) */
+#define PYU_OBJ_REBOUND 1024 /* ... in this many, once seen with two */
 
 /* A frame of a stack read in this sample. */
 typedef struct pyu_sframe {
@@ -58,6 +62,7 @@ typedef struct pyu_sframe {
     uint16_t ret;     /* return_offset (3.13+), from the same copy */
     bool popped;      /* popped since the thread state was read: its code
                          told by its instruction pointer (sampler.c) */
+    bool dead;        /* 3.9, 3.10: its copy had returned (objects.c) */
     bool gen;         /* 3.9, 3.10: a generator's frame object (objects.c) */
     /* the second copy of the innermost frames' ranges, read right after
      * the first (accept.c): the same fields */
@@ -213,6 +218,13 @@ typedef struct pyu_sthread {
                          passed walks met lately, the last first (each
                          code's frame object is used again by its next
                          call: a loop's calls come back to the same few) */
+    struct pyu_obj_bind { /* 3.9, 3.10: PYU_OBJ_BINDS frame objects, by
+                         address, with the code its passed walks saw each
+                         run lately, and in how many in a row (owned, made
+                         when the first walk passes: objects.c) */
+        uint64_t addr, code;
+        uint32_t runs, moves; /* (moves: times seen with another code) */
+    } *binds;
 } pyu_sthread;
 
 typedef struct thread_read thread_read;
@@ -665,6 +677,12 @@ PYU_HIDDEN bool pyu_accept_named(pyu_sampler *sm, const pyu_frame_raw *c,
  * bytecode once per code object, and once per new question. */
 PYU_HIDDEN bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
                                      const pyu_sframe *e);
+/* Caller c (a frame object) copied after its callee e had returned, at a
+ * later moment of its own: the one instruction (code units) of c's code
+ * that calls e's name, when c's copy is at none of them; else
+ * PYU_INSTR_UNKNOWN (no such call, several, or c at one). */
+PYU_HIDDEN uint32_t pyu_accept_call_of(pyu_sampler *sm, const pyu_frame_raw *c,
+                                       const pyu_sframe *e);
 /* pyu_accept_named(), or caller c stands at an instruction that pushes a
  * frame without a call (a generator's resumption, a getter: accept.c). */
 PYU_HIDDEN bool pyu_accept_vouched(pyu_sampler *sm, const pyu_frame_raw *c,
