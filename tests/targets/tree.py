@@ -13,8 +13,8 @@ Starts, with the interpreter running it:
                 Python between two that are
 
 Each child writes its pid to a file of its role; once every one has,
-TRUTH.json gets {"parent": pid, role: [pids], "shell": pid}, "ready" is
-printed and the parent parks in parent_park().  Start it in a session of
+TRUTH.json gets {"parent": pid, role: [pids], "shell": pid}, and the
+parent parks in parent_park(), which prints "ready".  Start it in a session of
 its own (the test ends the tree with os.killpg).
 """
 import json
@@ -51,6 +51,10 @@ def shelled_park(directory):
 
 
 def parent_park():
+    # ("ready" from here: a reader that starts at once finds the parent
+    # parked, where one that followed a print in main() could find main()
+    # still, its thread switched out between the two on a loaded machine)
+    print("ready", flush=True)
     while True:
         time.sleep(3600)
 
@@ -86,7 +90,6 @@ def main():
     roles.update(parent=os.getpid(), shell=shell.pid)
     with open(truth_path, "w") as f:
         json.dump(roles, f)
-    print("ready", flush=True)
     parent_park()
 
 
