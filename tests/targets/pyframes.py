@@ -105,7 +105,13 @@ def leaf(depth, label):
     threading.Thread(target=record, args=(threading.get_ident(),
                                           threading.get_native_id())).start()
     while True:
-        time.sleep(3600)
+        try:
+            time.sleep(3600)
+        except OSError:
+            # (python-gdb.py calls pthread_getspecific() in the process
+            # to find a 3.14 thread state that sleeps: the kernel's
+            # restart of the interrupted sleep is then lost, errno 514)
+            pass
     return depth, label, ratio, flags
 
 
