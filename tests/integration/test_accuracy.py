@@ -513,6 +513,28 @@ def test_churny_targets_are_read_cleanly(label, python, mode):
         w.close()
 
 
+# Before 3.15, impossible stacks come in bursts on a loaded machine: a
+# run (a new target process) has none, or a few dozen in 40,000 samples
+# (bench/README.md: 2 of 53 runs of 3.10 and of 3.12 while the suite ran
+# beside, 0.8 to 1.75 in 1,000, past a run's bound).  A burst is the
+# benchmark's to count; what a test must catch is a rate the rules let
+# through in every run (3.11 had 1 in 100 in every run until 28f1d22).
+# So a run past its bound is made again on a new process, up to TRIES
+# runs in all: at 1 run in 25 with a burst, three in a row come by chance
+# once in about 15,600 tests.
+TRIES = 3
+
+
+def impossible_runs(python, mode, allowed, *args):
+    """impossible_run() again on a new process while its impossible stacks
+    are more than allowed(total) of them, TRIES runs at most: the last."""
+    for _ in range(TRIES):
+        got = impossible_run(python, mode, *args)
+        if got[1] <= allowed(got[0]):
+            break
+    return got
+
+
 def impossible_run(python, mode, *args):
     """10,000 samples or more, 20,000 a second, of workloads.py MODE
     (pyunwind sample's ARGS too): (samples, impossible ones, ones with
@@ -546,10 +568,16 @@ def test_no_impossible_stacks(label, python, workdir):
     copy can mix two turns of the loop (accept.c): most runs have none,
     and the rest come in bursts, so one run allows 1 in 1,000 and the
     rate over many runs is bench/impossible-run's (3.11 had 1 in 100,
-    b1 -> leaf, in every run until 28f1d22)."""
-    total, bad, unknown, failed, text = impossible_run(python, "alternate")
+    b1 -> leaf, in every run until 28f1d22): a run past that is made
+    again (TRIES).  3.15 has no such room, and no second run."""
+    if label.startswith("3.15"):
+        got = impossible_run(python, "alternate")
+        allowed = 0
+    else:
+        got = impossible_runs(python, "alternate", lambda n: n // 1000)
+        allowed = got[0] // 1000
+    total, bad, unknown, failed, text = got
     assert total > 10000, total
-    allowed = 0 if label.startswith("3.15") else total // 1000
     assert bad <= allowed, (bad, total)
     assert unknown * 100 <= total, (unknown, total)
     assert failed >= unknown, (failed, unknown)  # (one thread)
@@ -584,12 +612,13 @@ def test_no_impossible_stacks_of_reused_frame_objects(label, python, where):
     pyu_accept_uncalled()); with it 0.1 to 0.5 in 1,000, the worst of
     about 50 runs 1.2 (bench/impossible-run WORKLOAD=recurring
     ARGS=--other-cpu, bench/README.md).  They come in bursts: the bound
-    is 5 in 1,000 a run, four times the worst run seen, not a proven
-    rate (a burst past it is a benchmark's question, and the note's);
-    the lines of callers are the benchmark's (LINES=1)."""
+    is 5 in 1,000 a run, four times the worst run seen, and a run past
+    it is made again on a new process (TRIES): CI's failure of stop 59
+    was one such burst; the lines of callers are the benchmark's
+    (LINES=1)."""
     args = ["--other-cpu"] if where == "other-cpu" else []
-    total, bad, unknown, failed, text = impossible_run(python, "recurring",
-                                                       *args)
+    total, bad, unknown, failed, text = impossible_runs(
+        python, "recurring", lambda n: n * 5 // 1000, *args)
     assert total > 10000, total
     assert bad <= total * 5 // 1000, (bad, total)
     # (read from another CPU at 20 kHz, a walk of this loop fails its
