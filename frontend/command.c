@@ -431,30 +431,45 @@ bool pyu_cmd_format_is(const pyu_cmd_opts *o, const char *name)
     return o->format && strcmp(o->format->name, name) == 0;
 }
 
-/* A process id on the command line into o->pid. */
-static int take_pid(pyu_cmd_opts *o, const char *arg, char *msg,
-                    size_t msglen)
+/* A process id on the command line into o->pid.  core: the command reads
+ * core files with --core (a file named in a PID's place is pointed
+ * there). */
+static int take_pid(pyu_cmd_opts *o, const char *arg, const char *core,
+                    char *msg, size_t msglen)
 {
     char *end;
     errno = 0;
     long pid = strtol(arg, &end, 10);
-    if (errno || *end || pid <= 0 || pid > 0x3fffffff)
+    if (errno || *end || pid <= 0 || pid > 0x3fffffff) {
+        if (core && access(arg, F_OK) == 0)
+            return usage(msg, msglen, "'%s' is not a process id: to read "
+                         "it as a core file, %s --core %s", arg, core, arg);
         return usage(msg, msglen, "'%s' is not a process id", arg);
+    }
     o->pid = (int)pid;
     return PYU_EXIT_OK;
 }
 
-/* The PIDs that end a command line (argv[optind...]) into o->targets, the
- * first also into o->pid. */
-static int take_pids(pyu_cmd_opts *o, int argc, char **argv, char *msg,
-                     size_t msglen)
+/* The PIDs that end a command line (argv[optind...]) into o->targets, each
+ * once (a PID named twice is read once), the first also into o->pid.
+ * core: as take_pid()'s. */
+static int take_pids(pyu_cmd_opts *o, int argc, char **argv,
+                     const char *core, char *msg, size_t msglen)
 {
-    for (int i = optind; i < argc; i++)
-        if (take_pid(o, argv[i], msg, msglen) != PYU_EXIT_OK)
+    int n = 0;
+    for (int i = optind; i < argc; i++) {
+        if (take_pid(o, argv[i], core, msg, msglen) != PYU_EXIT_OK)
             return PYU_EXIT_USAGE;
-    take_pid(o, argv[optind], msg, msglen);
+        int pid = o->pid;
+        bool seen = false;
+        for (int j = optind; j < optind + n && !seen; j++)
+            seen = (int)strtol(argv[j], NULL, 10) == pid;
+        if (!seen)
+            argv[optind + n++] = argv[i];
+    }
+    take_pid(o, argv[optind], core, msg, msglen);
     o->targets = argv + optind;
-    o->ntargets = argc - optind;
+    o->ntargets = n;
     if (o->thread && o->ntargets > 1)
         return usage(msg, msglen, "--thread names a thread of one process: "
                      "give one PID");
@@ -502,7 +517,7 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
     if (optind == argc)
         return usage(msg, msglen, "give a process id, or -- PROGRAM "
                      "[ARGS...] (see %s --help)", name);
-    return take_pids(o, argc, argv, msg, msglen);
+    return take_pids(o, argc, argv, NULL, msg, msglen);
 }
 
 int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
@@ -682,7 +697,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
                      "%s --help)", name);
     if (o->exe || o->sysroot)
         return usage(msg, msglen, "--exe and --sysroot go with --core");
-    return take_pids(o, argc, argv, msg, msglen);
+    return take_pids(o, argc, argv, name, msg, msglen);
 }
 
 int pyu_cmd_exit_for(int rc)

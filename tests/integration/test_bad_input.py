@@ -50,6 +50,16 @@ def test_usage_errors():
     assert pyunwind().returncode == 2
     assert pyunwind("dump").returncode == 2
     assert_one_line_error(pyunwind("dump", "abc"), 2, "not a process id")
+    # a file in a PID's place: pointed to --core (dump, tasks), which
+    # sample does not have
+    here = os.path.abspath(__file__)
+    for cmd in ("dump", "tasks"):
+        assert_one_line_error(
+            pyunwind(cmd, here), 2, "'%s' is not a process id: to read it "
+            "as a core file, pyunwind %s --core %s" % (here, cmd, here))
+    r = pyunwind("sample", here)
+    assert_one_line_error(r, 2, "'%s' is not a process id" % here)
+    assert "--core" not in r.stderr
     assert_one_line_error(pyunwind("dump", "--core", "x", "123"), 2)
     assert pyunwind("frobnicate").returncode == 2
     assert pyunwind("dump", "--help").returncode == 0

@@ -95,6 +95,18 @@ def test_several_pids_and_the_worst_exit(workdir):
         assert [p["pid"] for p in both] == [t.pid for t in targets]
         for t, p in zip(targets, both):
             assert_matches_truth(p, t.truth)
+        # a PID named again is read once, where it was first named
+        r = pyunwind("dump", "--json", pids[1], pids[0], "0" + pids[1])
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert [p["pid"] for p in json.loads(r.stdout)] == \
+            [targets[1].pid, targets[0].pid]
+        r = pyunwind("dump", "--json", pids[0], pids[0])
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert_matches_truth(json.loads(r.stdout), targets[0].truth)
+        r = pyunwind("sample", "-d", "0.5", "-r", "100", "--format",
+                     "collapsed", pids[1], pids[1])
+        assert r.returncode == 0, r.stderr
+        assert "process" not in r.stderr.split("\n")[0], r.stderr
         # tasks of a 3.11 process (no tasks there: an error line) and a
         # 3.15 one: only the second's table, no blank line before it
         r = pyunwind("tasks", *pids)
