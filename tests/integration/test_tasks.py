@@ -229,6 +229,24 @@ def test_cycle(label, python, tmp_path):
         t.close()
 
 
+@pytest.mark.parametrize("label,python", ASYNC, ids=[p[0] for p in ASYNC])
+def test_no_tasks(label, python):
+    """A process that never ran asyncio: the table and the tree say there
+    are none (`python -m asyncio ps` and `pstree` print a bare header and
+    nothing), the JSON's list is empty; exit 0."""
+    with sleeping(python) as p:
+        r = pyunwind("tasks", str(p.pid))
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith("tid ") and set(lines[1]) == {"-"}
+        assert lines[2:] == ["(no asyncio tasks)"], r.stdout
+        r = pyunwind("tasks", "--tree", str(p.pid))
+        assert (r.returncode, r.stdout, r.stderr) == \
+            (0, "(no asyncio tasks)\n", "")
+        r = pyunwind("tasks", "--json", str(p.pid))
+        assert r.returncode == 0 and json.loads(r.stdout)["tasks"] == []
+
+
 @pytest.mark.parametrize("label,python", OLD, ids=[p[0] for p in OLD])
 def test_before_314(label, python):
     with sleeping(python) as p:

@@ -144,6 +144,8 @@ int pyu_tasks_write_table(const pyu_tasks *t, FILE *out)
     for (int i = 0; i < 180; i++)
         fputc('-', out);
     fputc('\n', out);
+    if (!t->ntasks && !t->truncated)
+        fputs("(no asyncio tasks)\n", out);
     for (size_t i = 0; i < t->ntasks; i++) {
         const pyu_task *task = &t->tasks[i];
         if (!task->nawaited_by)
@@ -343,6 +345,11 @@ out:
 int pyu_tasks_write_tree(const pyu_tasks *t, FILE *out, int *has_cycle)
 {
     int rc = 0;
+    if (!t->ntasks && !t->truncated) {
+        if (has_cycle)
+            *has_cycle = 0;
+        return fputs("(no asyncio tasks)\n", out) < 0 ? -PYU_E_IO : 0;
+    }
     index_entry *ix = make_index(t);
     size_t **children = calloc(t->ntasks ? t->ntasks : 1, sizeof *children);
     size_t *nchildren = calloc(t->ntasks ? t->ntasks : 1, sizeof *nchildren);
