@@ -155,6 +155,17 @@ static int start_child(char **argv, child *c, char *msg, size_t msglen)
     return 0;
 }
 
+/* How the program ended, in words: "exit status N", "killed by signal N". */
+static void status_of(const child *c, char *buf, size_t len)
+{
+    if (WIFEXITED(c->status))
+        snprintf(buf, len, "exit status %d", WEXITSTATUS(c->status));
+    else if (WIFSIGNALED(c->status))
+        snprintf(buf, len, "killed by signal %d", WTERMSIG(c->status));
+    else
+        snprintf(buf, len, "status 0x%x", (unsigned)c->status);
+}
+
 /* Has the program's CPython started (a thread with a frame, or at least
  * a thread state)? */
 static int count_thread(void *arg, const pyu_walk_thread *t)
@@ -165,10 +176,14 @@ static int count_thread(void *arg, const pyu_walk_thread *t)
 }
 
 /* Opens the program once its runtime can be read: polls every 2 ms until
- * it has a thread, or until it ends. */
+ * it has a thread, or until it ends.  A program that ended first is told
+ * by what the last look at it while it ran found (not Python: exit 4,
+ * whatever its own status; see docs/exit-codes.md). */
 static int open_child(pyu_session **sp, child *c, char *msg, size_t msglen)
 {
     struct timespec pause = {0, 2000000};
+    int alive_code = 0;
+    char alive_err[512] = "";
     for (;;) {
         pyu_session *s = pyu_session_new();
         if (!s) {
@@ -187,13 +202,21 @@ static int open_child(pyu_session **sp, child *c, char *msg, size_t msglen)
         snprintf(err, sizeof err, "%s", pyu_errmsg(s));
         pyu_session_free(s);
         if (child_gone(c)) {
-            snprintf(msg, msglen, "the program ended before a CPython "
-                     "runtime could be read in it%s%s",
+            if (code == PYU_E_NOPROC && alive_code) {
+                code = alive_code; /* (it had run meanwhile) */
+                snprintf(err, sizeof err, "%s", alive_err);
+            }
+            char status[64];
+            status_of(c, status, sizeof status);
+            snprintf(msg, msglen, "the program ended (%s) before a CPython "
+                     "runtime could be read in it%s%s", status,
                      *err ? ": " : "", err);
             return code == PYU_E_NOTPY || code == PYU_E_VERSION
                        ? PYU_EXIT_NOTPY
                        : PYU_EXIT_TARGET;
         }
+        alive_code = code;
+        snprintf(alive_err, sizeof alive_err, "%s", err);
         nanosleep(&pause, NULL);
     }
 }
@@ -351,8 +374,10 @@ static int run_sample(pyu_cmd_opts o)
             return fail(msg, PYU_EXIT_TARGET);
         ex = open_child(&s, &c, msg, sizeof msg);
         if (ex != PYU_EXIT_OK) {
+            /* (a program that is not Python: 4, not its own status) */
             fail(msg, ex);
-            return c.exited ? child_exit_code(&c) : ex;
+            return c.exited && ex != PYU_EXIT_NOTPY ? child_exit_code(&c)
+                                                     : ex;
         }
     } else {
         if (!(s = pyu_session_new()))
