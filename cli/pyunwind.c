@@ -369,6 +369,8 @@ static int run_sample(pyu_cmd_opts o)
     catch_stop_signals();
     child c = {0, false, 0};
     pyu_session *s = NULL;
+    if ((ex = pyu_cmd_output_ready(&o, msg, sizeof msg)) != PYU_EXIT_OK)
+        return fail(msg, ex); /* (before the run, not after it) */
     if (o.launch) {
         if (start_child(o.launch, &c, msg, sizeof msg) < 0)
             return fail(msg, PYU_EXIT_TARGET);
@@ -509,7 +511,10 @@ static int run_report(const pyu_cmd_opts *o)
 {
     char msg[512];
     pyu_profile *p, *base = NULL;
-    int ex = read_capture(o->capture, o, &p);
+    int ex = pyu_cmd_output_ready(o, msg, sizeof msg);
+    if (ex != PYU_EXIT_OK)
+        return fail(msg, ex);
+    ex = read_capture(o->capture, o, &p);
     if (ex == PYU_EXIT_OK && o->diff)
         ex = read_capture(o->diff, o, &base);
     if (ex == PYU_EXIT_OK) {

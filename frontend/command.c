@@ -3,6 +3,7 @@
 #include "command.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -831,6 +832,21 @@ static FILE *open_output(const pyu_cmd_opts *o, FILE *out, char *msg,
         snprintf(msg, msglen, "cannot write %s: %s", o->output,
                  strerror(errno));
     return f;
+}
+
+int pyu_cmd_output_ready(const pyu_cmd_opts *o, char *msg, size_t msglen)
+{
+    int fd = o->output ? open(o->output, O_WRONLY | O_CREAT | O_CLOEXEC,
+                              0666)
+                       : -2;
+    if (fd == -1) {
+        snprintf(msg, msglen, "cannot write %s: %s", o->output,
+                 strerror(errno));
+        return PYU_EXIT_INTERNAL;
+    }
+    if (fd >= 0)
+        close(fd);
+    return PYU_EXIT_OK;
 }
 
 /* Flushes and closes what open_output gave; rc is the writer's result. */

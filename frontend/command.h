@@ -210,6 +210,13 @@ const char *pyu_cmd_format_list(void);
 /* Whether o's format is the one named. */
 bool pyu_cmd_format_is(const pyu_cmd_opts *o, const char *name);
 
+/* Whether o->output can be written (it is made, empty, when it is not
+ * there; one that is there is left as it is until the profile is written):
+ * checked before the first sample, so that a run is not lost to a path
+ * that cannot be written.  PYU_EXIT_OK, or PYU_EXIT_INTERNAL with
+ * "cannot write FILE: why" in msg. */
+int pyu_cmd_output_ready(const pyu_cmd_opts *o, char *msg, size_t msglen);
+
 /* Writes the profile in o->format (the differential flame graph against
  * base, when not NULL) to o->output, or to out when there is
  * none.  Returns PYU_EXIT_OK or PYU_EXIT_INTERNAL (message in msg). */

@@ -131,6 +131,9 @@ int pyu_cmd_ticks_run(pyu_session *s, const pyu_cmd_opts *o,
                       char *msg, size_t msglen)
 {
     t->early[0] = '\0';
+    int ex = pyu_cmd_output_ready(o, msg, msglen);
+    if (ex != PYU_EXIT_OK)
+        return ex;
     if (o->subprocesses) {
         snprintf(msg, msglen, "--subprocesses reads the inferior's "
                  "descendants by pid while it runs: a local inferior, "

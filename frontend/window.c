@@ -57,6 +57,12 @@ int pyu_cmd_window_start(int pid, const pyu_cmd_opts *o, pyu_profile *p,
         return PYU_EXIT_INTERNAL;
     }
     w->pid = pid;
+    int ex = pyu_cmd_output_ready(o, msg, msglen);
+    if (ex != PYU_EXIT_OK) {
+        pyu_session_free(w->s);
+        free(w);
+        return ex;
+    }
     int rc = pyu_open_pid(w->s, pid, PYU_OPEN_NONBLOCKING);
     if (rc < 0) {
         snprintf(msg, msglen, "%s", pyu_errmsg(w->s));

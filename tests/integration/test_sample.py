@@ -319,6 +319,33 @@ def test_status_line_on_a_terminal(workdir):
         t.close()
 
 
+def test_output_that_cannot_be_written_is_refused_first(workdir):
+    """-o into a directory that does not exist: the one-line error before
+    the first sample, not after a run of 30 s (no summary line: nothing was
+    sampled), and before a program is started; `report` the same before it
+    reads its capture."""
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir)
+    try:
+        bad = os.path.join(workdir, "no", "such", "profile.html")
+        r = pyunwind("sample", "-d", "30", "-o", bad, str(t.pid))
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == "pyunwind: error: cannot write %s: No such file " \
+            "or directory\n" % bad, r.stderr
+        r = pyunwind("sample", "-o", bad, "--", python, "-c", "pass")
+        assert r.returncode == 1 and "cannot write" in r.stderr, r.stderr
+        capture = os.path.join(workdir, "c.raw")
+        r = pyunwind("sample", "-d", "0.2", "--format", "raw", "-o", capture,
+                     str(t.pid))
+        assert r.returncode == 0, r.stderr
+        r = pyunwind("report", "-o", bad, capture)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == "pyunwind: error: cannot write %s: No such file " \
+            "or directory\n" % bad, r.stderr
+    finally:
+        t.close()
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_rate_past_the_target_says_why(processes, workdir):
     """-r 1000k asks a tick a microsecond: more than a read of another

@@ -200,6 +200,27 @@ def test_core_is_refused_in_one_line(dbg, tmp_path):
     assert ("= 42" if dbg.name == "gdb" else "lldb version") in tr[alive]
 
 
+def test_output_that_cannot_be_written_is_refused_first(dbg, tmp_path):
+    """py-sample -o into a directory that does not exist: the one-line
+    error before the first sample (no window of 30 s lost), the debugger
+    still attached."""
+    t = Target(py315(), "split.py", str(tmp_path), expect_threads=False)
+    try:
+        setup, args, teardown = dbg.attach(t.pid)
+        bad = str(tmp_path / "no" / "such" / "profile.txt")
+        alive = "print 40 + 2" if dbg.name == "gdb" else "version"
+        tr = dbg.run(["py-sample -d 30 -o %s" % bad, alive, *teardown],
+                     args, setup=setup)
+        text = tr["py-sample"]
+        assert "cannot write %s: No such file or directory" % bad in text, \
+            text
+        assert "samples in" not in text, text
+        assert len([l for l in text.splitlines() if l.strip()]) == 1, text
+        assert ("= 42" if dbg.name == "gdb" else "lldb version") in tr[alive]
+    finally:
+        t.close()
+
+
 def check_ticks(text, truth, debugger):
     """The profile a remote window wrote (collapsed), stopped by the
     debugger at each tick: one stack of the main thread per tick served,
