@@ -29,6 +29,43 @@ static int fail(const char *msg, int code)
     return code;
 }
 
+/* After a profile was written to -o FILE: which file, and how to open it. */
+static void wrote(const pyu_cmd_opts *o)
+{
+    static const struct {
+        const char *format, *how;
+    } hows[] = {
+        {"flamegraph", "an HTML page: open it in a web browser"},
+        {"heatmap", "an HTML page: open it in a web browser"},
+        {"pprof", "go tool pprof -http=: FILE"},
+        {"speedscope", "npx speedscope FILE, or drop it on "
+                       "https://www.speedscope.app"},
+        {"gecko", "load it at https://profiler.firefox.com"},
+        {"raw", "pyunwind report FILE, in any format"},
+        {"collapsed", "flamegraph.pl FILE > flame.svg"},
+        {"json", "docs/json.md"},
+    };
+    if (!o->output)
+        return;
+    const char *how = NULL;
+    for (size_t i = 0; i < sizeof hows / sizeof hows[0] && !how; i++)
+        if (pyu_cmd_format_is(o, hows[i].format))
+            how = hows[i].how;
+    fprintf(stderr, "pyunwind: wrote %s (%s", o->output,
+            o->format ? o->format->name : "top");
+    if (how) {
+        fputs(": ", stderr);
+        for (const char *c = how; *c; c++) /* (FILE: the file's name) */
+            if (strncmp(c, "FILE", 4) == 0) {
+                fputs(o->output, stderr);
+                c += 3;
+            } else {
+                fputc(*c, stderr);
+            }
+    }
+    fputs(")\n", stderr);
+}
+
 static int run_sample(pyu_cmd_opts o);
 static int run_report(const pyu_cmd_opts *o);
 
@@ -44,6 +81,8 @@ static int run(enum pyu_cmd_kind kind, int argc, char **argv)
         fputs(pyu_cmd_help(kind, PYU_CMD_CLI), stdout);
         return PYU_EXIT_OK;
     }
+    if (*o.format_warning)
+        fprintf(stderr, "pyunwind: warning: %s\n", o.format_warning);
     if (kind == PYU_CMD_SAMPLE)
         return run_sample(o);
     if (kind == PYU_CMD_REPORT)
@@ -443,6 +482,8 @@ static int run_sample(pyu_cmd_opts o)
         /* (with --live and no -o the view was the output) */
         wex = pyu_cmd_write_profile(p, NULL, &o, stdout, msg, sizeof msg);
     }
+    if (wex == PYU_EXIT_OK)
+        wrote(&o); /* (-o FILE: which, and how to open it) */
     if (wex != PYU_EXIT_OK) {
         fail(msg, wex);
         ex = wex;
@@ -521,6 +562,8 @@ static int run_report(const pyu_cmd_opts *o)
         ex = pyu_cmd_write_profile(p, base, o, stdout, msg, sizeof msg);
         if (ex != PYU_EXIT_OK)
             fail(msg, ex);
+        else
+            wrote(o);
     }
     pyu_profile_free(p);
     pyu_profile_free(base);

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #define CLI_ONLY 1u   /* options that name a target */
@@ -229,6 +230,9 @@ static const char cli_sample_help[] =
     "  --subprocesses  each process's descendants that run CPython too, found\n"
     "                  as they start (the run ends when the last one exits)\n"
     "  -o, --output FILE  write the profile to FILE instead of standard output\n"
+    "                  (without --format, the format its name ends in: .html,\n"
+    "                  .pprof, .pb.gz, .speedscope.json, .gecko.json, .json,\n"
+    "                  .collapsed, .folded, .txt, .raw)\n"
     "  --live          a top-like view, redrawn 4 times a second while it\n"
     "                  samples: keys s/t/n sort by self, total or name, T\n"
     "                  shows the next thread (or all), P the next process\n"
@@ -248,6 +252,9 @@ static const char debugger_sample_help[] =
     SAMPLE_OPTIONS
     "  -o, --output FILE  write the profile to FILE instead of the debugger's\n"
     "                  output\n"
+    "                  (without --format, the format its name ends in: .html,\n"
+    "                  .pprof, .pb.gz, .speedscope.json, .gecko.json, .json,\n"
+    "                  .collapsed, .folded, .txt, .raw)\n"
     "  --subprocesses  the inferior's descendants that run CPython too, found\n"
     "                  as they start and read by pid (a local inferior,\n"
     "                  without --blocking)\n"
@@ -274,6 +281,9 @@ static const char report_help[] =
     "  --sort KEY      top: self (default), total or name\n"
     "  --limit N       top: at most N rows (default 40; 0: all)\n"
     "  -o, --output FILE  write to FILE instead of standard output\n"
+    "                  (without --format, the format its name ends in: .html,\n"
+    "                  .pprof, .pb.gz, .speedscope.json, .gecko.json, .json,\n"
+    "                  .collapsed, .folded, .txt, .raw)\n"
     "  -h, --help      print this help\n";
 
 /* The --format lines of a help text: each format with its summary,
@@ -477,13 +487,70 @@ static int take_pids(pyu_cmd_opts *o, int argc, char **argv,
     return PYU_EXIT_OK;
 }
 
-/* A binary format with no -o: refused on a terminal, and in a debugger
- * (whose output is text). */
+/* Whether format f is an HTML page. */
+static bool html(const pyu_format *f)
+{
+    return strcmp(f->name, "flamegraph") == 0 ||
+           strcmp(f->name, "heatmap") == 0;
+}
+
+/* A binary format, or an HTML page, with no -o: refused on a terminal,
+ * and in a debugger (whose output is text). */
 static bool binary_to_terminal(const pyu_cmd_opts *o,
                                enum pyu_cmd_frontend fe)
 {
-    return o->format->binary && !o->output &&
+    return (o->format->binary || html(o->format)) && !o->output &&
            (fe == PYU_CMD_DEBUGGER || isatty(STDOUT_FILENO));
+}
+
+/* The formats file names end with, the longest ends first; a family
+ * (html, json) takes any format of it. */
+static const struct {
+    const char *ext, *format, *family;
+} exts[] = {
+    {".speedscope.json", "speedscope", NULL},
+    {".gecko.json", "gecko", NULL},
+    {".html", "flamegraph", "html"},
+    {".htm", "flamegraph", "html"},
+    {".pprof", "pprof", NULL},
+    {".pb.gz", "pprof", NULL},
+    {".collapsed", "collapsed", NULL},
+    {".folded", "collapsed", NULL},
+    {".txt", "collapsed", NULL},
+    {".raw", "raw", NULL},
+    {".json", "json", "json"},
+};
+
+static bool in_family(const char *family, const char *format)
+{
+    if (strcmp(family, "html") == 0)
+        return strcmp(format, "flamegraph") == 0 ||
+               strcmp(format, "heatmap") == 0;
+    return strcmp(format, "json") == 0 || strcmp(format, "speedscope") == 0 ||
+           strcmp(format, "gecko") == 0;
+}
+
+/* -o FILE's extension: the format when --format was not given; a warning
+ * (o->format_warning) when it was and the extension names another. */
+static void format_of_output(pyu_cmd_opts *o, bool given)
+{
+    size_t len = o->output ? strlen(o->output) : 0;
+    for (size_t i = 0; len && i < sizeof exts / sizeof exts[0]; i++) {
+        size_t n = strlen(exts[i].ext);
+        if (len <= n || strcasecmp(o->output + len - n, exts[i].ext) != 0)
+            continue;
+        if (!given)
+            o->format = pyu_profile_format(exts[i].format);
+        else if (exts[i].family ? !in_family(exts[i].family, o->format->name)
+                                : strcmp(exts[i].format,
+                                         o->format->name) != 0)
+            snprintf(o->format_warning, sizeof o->format_warning,
+                     "%s is written as --format %s, though its name ends "
+                     "in %s (--format %s)",
+                     o->output, o->format->name, exts[i].ext,
+                     exts[i].format);
+        return;
+    }
 }
 
 /* The rest of a sample command line: a PID or -- PROGRAM (CLI). */
@@ -497,8 +564,9 @@ static int check_sample(pyu_cmd_opts *o, enum pyu_cmd_frontend fe, int argc,
         (o->sample_flags & PYU_SAMPLE_NATIVE))
         return usage(msg, msglen, "--async and --native do not go together");
     if (binary_to_terminal(o, fe))
-        return usage(msg, msglen, "--format %s is binary: write it to a "
+        return usage(msg, msglen, "--format %s is %s: write it to a "
                      "file with -o FILE%s", o->format->name,
+                     html(o->format) ? "an HTML page" : "binary",
                      fe == PYU_CMD_CLI ? " (or to a pipe)" : "");
     if (fe == PYU_CMD_DEBUGGER) {
         if (optind != argc)
@@ -546,6 +614,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     optind = 0; /* GNU: start over, reinitialising getopt's state */
     opterr = 0; /* our own one-line messages */
     int c;
+    bool format_given = false;
     const char *shorts = kind == PYU_CMD_SAMPLE ? ":o:hd:r:" : ":o:h";
     while ((c = getopt_long(argc, argv, shorts, longopts, NULL)) != -1) {
         switch (c) {
@@ -612,6 +681,7 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
             break;
         }
         case OPT_FORMAT:
+            format_given = true;
             if (!(o->format = pyu_profile_format(optarg)))
                 return usage(msg, msglen, "'%s' is not a format (%s)",
                              optarg, pyu_cmd_format_list());
@@ -654,13 +724,16 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     if (o->thread && o->subprocesses)
         return usage(msg, msglen, "--thread names a thread of one process: "
                      "not with --subprocesses");
+    if (kind == PYU_CMD_SAMPLE || kind == PYU_CMD_REPORT)
+        format_of_output(o, format_given);
     if (kind == PYU_CMD_SAMPLE)
         return check_sample(o, fe, argc, argv, name, msg, msglen);
     if (kind == PYU_CMD_REPORT) {
         if (binary_to_terminal(o, fe))
-            return usage(msg, msglen, "--format %s is binary: write it to a "
+            return usage(msg, msglen, "--format %s is %s: write it to a "
                          "file with -o FILE (or to a pipe)",
-                         o->format->name);
+                         o->format->name,
+                         html(o->format) ? "an HTML page" : "binary");
         if (o->to && o->to <= o->from)
             return usage(msg, msglen, "--to must come after --from");
         if (o->diff && !pyu_cmd_format_is(o, "flamegraph"))

@@ -79,6 +79,9 @@ typedef struct pyu_cmd_opts {
     bool live;            /* sample --live (CLI) */
     double from, to;      /* --from, --to SECONDS (to 0: the end) */
     bool mode_given;      /* --mode was given */
+    char format_warning[200]; /* sample, report: a --format that -o's
+                             extension names otherwise ("" none: the
+                             front end says it) */
 } pyu_cmd_opts;
 
 /* The help text of a command in a front end ("py-dump", "pyunwind

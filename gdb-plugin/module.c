@@ -140,6 +140,8 @@ int parse_command(const char *command, PyObject *list, argvec *a,
         raise_error(ex, msg);
         return -1;
     }
+    if (*o->format_warning) /* (as the CLI says it) */
+        PySys_WriteStderr("pyunwind: warning: %.200s\n", o->format_warning);
     return 0;
 }
 

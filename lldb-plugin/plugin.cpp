@@ -605,9 +605,12 @@ int parse_args(enum pyu_cmd_kind kind, std::vector<std::string> &args,
     for (std::string &a : args)
         argv.push_back(&a[0]);
     argv.push_back(nullptr);
-    return pyu_cmd_parse(o, kind, PYU_CMD_DEBUGGER,
-                         static_cast<int>(args.size()), argv.data(), msg,
-                         msglen);
+    int ex = pyu_cmd_parse(o, kind, PYU_CMD_DEBUGGER,
+                           static_cast<int>(args.size()), argv.data(), msg,
+                           msglen);
+    if (ex == PYU_EXIT_OK && *o->format_warning) // (as the CLI says it)
+        fprintf(stderr, "pyunwind: warning: %s\n", o->format_warning);
+    return ex;
 }
 
 class Command : public lldb::SBCommandPluginInterface {

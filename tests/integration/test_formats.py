@@ -142,14 +142,17 @@ def test_pprof_read_by_go_tool_pprof(label, python, workdir):
             named
 
 
-def test_pprof_is_not_written_to_a_terminal(workdir):
-    """Binary output on a terminal is refused in one line (a pipe or -o
-    takes it)."""
+@pytest.mark.parametrize("fmt,what", [("pprof", "binary"),
+                                      ("flamegraph", "an HTML page"),
+                                      ("heatmap", "an HTML page")])
+def test_pprof_is_not_written_to_a_terminal(fmt, what, workdir):
+    """Binary output, and an HTML page, on a terminal is refused in one
+    line (a pipe or -o takes it)."""
     import pty
     pid, fd = pty.fork()
     if pid == 0:
         from conftest import PYUNWIND
-        os.execv(PYUNWIND, [PYUNWIND, "sample", "--format", "pprof", "1"])
+        os.execv(PYUNWIND, [PYUNWIND, "sample", "--format", fmt, "1"])
     out = b""
     while True:
         try:
@@ -162,8 +165,68 @@ def test_pprof_is_not_written_to_a_terminal(workdir):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 2, out
     text = out.decode()
-    assert "--format pprof is binary: write it to a file with -o FILE" \
-        in text and len(text.strip().splitlines()) == 1, text
+    assert "--format %s is %s: write it to a file with -o FILE" % (
+        fmt, what) in text and len(text.strip().splitlines()) == 1, text
+
+
+def test_format_from_the_output_name(workdir):
+    """-o FILE without --format: the format its name ends in, and one line
+    saying which file was written and how to open it; --format that the
+    name says otherwise is kept, with a warning (an HTML name takes
+    either HTML format, a .json name any JSON one); a name that names no
+    format keeps the default, top."""
+    python = labelled(PYTHONS, "3.15.2-debian")
+    t = split_target(python, workdir)
+    try:
+        def run(name, *args, cmd="sample"):
+            path = os.path.join(workdir, name)
+            extra = ["-d", "0.3", str(t.pid)] if cmd == "sample" else \
+                [os.path.join(workdir, "p.raw")]
+            r = pyunwind(cmd, "-o", path, *args, *extra)
+            assert r.returncode == 0, r.stderr
+            lines = [line for line in r.stderr.splitlines()
+                     if not re.match(r"pyunwind: \d+ samples in", line)]
+            return path, lines
+
+        path, lines = run("p.pprof")
+        assert lines == ["pyunwind: wrote %s (pprof: go tool pprof -http=: "
+                         "%s)" % (path, path)], lines
+        assert pprof_raw(path)[2], path  # (go tool pprof reads it)
+        path, lines = run("p.pb.gz")
+        assert pprof_raw(path)[2], path
+        path, lines = run("p.speedscope.json")
+        assert json.load(open(path))["$schema"].startswith(
+            "https://www.speedscope.app/"), path
+        assert lines[0].startswith("pyunwind: wrote %s (speedscope: "
+                                   % path), lines
+        path, lines = run("p.gecko.json")
+        assert "meta" in json.load(open(path)) and "threads" in \
+            json.load(open(path)), path
+        path, lines = run("p.json")
+        assert "samples" in json.load(open(path)), path
+        for name in ("p.collapsed", "p.folded"):
+            path, lines = run(name)
+            assert collapsed(open(path).read()), path
+        path, lines = run("p.raw")
+        assert lines == ["pyunwind: wrote %s (raw: pyunwind report %s, in "
+                         "any format)" % (path, path)], lines
+        path, lines = run("r.html", cmd="report")
+        assert open(path).read().startswith("<!DOCTYPE html>"), path
+        assert lines == ["pyunwind: wrote %s (flamegraph: an HTML page: "
+                         "open it in a web browser)" % path], lines
+        path, lines = run("p.html", "--format", "heatmap")
+        assert lines[-1].endswith("(heatmap: an HTML page: open it in a "
+                                  "web browser)") and len(lines) == 1, lines
+        path, lines = run("p.html", "--format", "json")
+        assert lines[0] == "pyunwind: warning: %s is written as --format "\
+            "json, though its name ends in .html (--format flamegraph)" % \
+            path, lines
+        assert "samples" in json.load(open(path)), path
+        path, lines = run("p.profile")
+        assert lines == ["pyunwind: wrote %s (top)" % path], lines
+        assert "self%" in open(path).read()
+    finally:
+        t.close()
 
 
 @pytest.mark.debugger
