@@ -581,7 +581,112 @@ static const char overview[] =
     "       pyunwind --version\n"
     "`pyunwind COMMAND --help` lists a command's options.\n";
 
+/* py-spy's words, one table: each either maps onto pyunwind's spelling,
+ * which takes its place on the command line (a value after it kept), or
+ * is answered with that spelling.  Words after `--` are PROGRAM's. */
+static const struct alias {
+    const char *cmd;  /* the command it is an option of; NULL: a command */
+    const char *word; /* as typed ("--pid", or "--pid=N" taken apart) */
+    const char *to[3]; /* what takes its place; {NULL} with positional: its
+                         value alone (a PID); {NULL} without: dropped */
+    bool value;       /* it takes a value (the next word, or after '=') */
+    bool positional;  /* ... which stands alone */
+    const char *no;   /* when set: refused, with this answer */
+} aliases[] = {
+    {NULL, "record", {"sample"}, false, false, NULL},
+    {NULL, "top", {"sample", "--live"}, false, false, NULL},
+    {"sample", "--pid", {NULL}, true, true, NULL},
+    {"sample", "-p", {NULL}, true, true, NULL},
+    {"sample", "--rate", {"-r"}, true, false, NULL},
+    {"sample", "--duration", {"-d"}, true, false, NULL},
+    {"sample", "--gil", {"--mode", "gil"}, false, false, NULL},
+    {"sample", "--idle", {"--mode", "wall"}, false, false, NULL},
+    {"sample", "--nonblocking", {NULL}, false, false, NULL},
+    {"sample", "--flamegraph", {"--format", "flamegraph"}, false, false,
+     NULL},
+    {"sample", "-s", {"--subprocesses"}, false, false, NULL},
+    {"sample", "-n", {"--native"}, false, false, NULL},
+    {"sample", "--threads", {NULL}, false, false,
+     "every profile keeps each thread's stacks apart (collapsed: tid:N "
+     "first); --thread TID keeps one"},
+    {"sample", "--function", {NULL}, false, false,
+     "--format top lists functions (self and total)"},
+    {"dump", "--pid", {NULL}, true, true, NULL},
+    {"dump", "-p", {NULL}, true, true, NULL},
+    {"dump", "-n", {"--native"}, false, false, NULL},
+    {"dump", "-l", {"--locals"}, false, false, NULL},
+};
+
+/* argv with py-spy's words in pyunwind's spelling (aliases), into *out
+ * (owned by the caller; the strings are argv's or static): the count, or
+ * -1 with msg set (a word answered, or out of memory). */
+static int spelled(int argc, char **argv, char ***out, char *msg,
+                   size_t msglen)
+{
+    char **v = malloc(((size_t)argc * 3 + 1) * sizeof *v);
+    if (!v) {
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    int n = 0;
+    const char *cmd = NULL;
+    bool program = false; /* (after --: PROGRAM's words) */
+    for (int i = 0; i < argc; i++) {
+        const char *w = argv[i];
+        const struct alias *a = NULL;
+        size_t len = strcspn(w, "=");
+        for (size_t k = 0; !program && i > 0 && !a &&
+                           k < sizeof aliases / sizeof aliases[0]; k++) {
+            const struct alias *x = &aliases[k];
+            bool here = x->cmd ? cmd && strcmp(x->cmd, cmd) == 0
+                               : i == 1;
+            if (here && strlen(x->word) == len &&
+                strncmp(w, x->word, len) == 0 && (x->value || !w[len]))
+                a = x;
+        }
+        if (i == 1)
+            cmd = a ? a->to[0] : w;
+        program |= strcmp(w, "--") == 0 && cmd;
+        if (!a) {
+            v[n++] = argv[i];
+            continue;
+        }
+        if (a->no) {
+            snprintf(msg, msglen, "'%s' is py-spy's: %s", a->word, a->no);
+            free(v);
+            return -1;
+        }
+        for (int k = 0; k < 3 && a->to[k]; k++)
+            v[n++] = (char *)a->to[k];
+        if (a->value && w[len] == '=') {
+            v[n++] = (char *)w + len + 1;
+        } else if (a->value && i + 1 < argc) {
+            v[n++] = argv[++i];
+        } else if (a->value) {
+            snprintf(msg, msglen, "option '%s' needs a value", w);
+            free(v);
+            return -1;
+        }
+    }
+    v[n] = NULL;
+    *out = v;
+    return n;
+}
+
+static int dispatch(int argc, char **argv);
+
 int main(int argc, char **argv)
+{
+    char **spelt = NULL, msg[512];
+    if (argc >= 2 && (argc = spelled(argc, argv, &spelt, msg,
+                                      sizeof msg)) < 0)
+        return fail(msg, PYU_EXIT_USAGE);
+    int ex = dispatch(argc, spelt ? spelt : argv);
+    free(spelt);
+    return ex;
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(overview, stderr);

@@ -724,8 +724,15 @@ int pyu_cmd_parse(pyu_cmd_opts *o, enum pyu_cmd_kind kind,
     if (o->thread && o->subprocesses)
         return usage(msg, msglen, "--thread names a thread of one process: "
                      "not with --subprocesses");
-    if (kind == PYU_CMD_SAMPLE || kind == PYU_CMD_REPORT)
+    if (kind == PYU_CMD_SAMPLE || kind == PYU_CMD_REPORT) {
+        size_t len = o->output ? strlen(o->output) : 0;
+        if (!format_given && len > 4 &&
+            strcasecmp(o->output + len - 4, ".svg") == 0)
+            return usage(msg, msglen, "pyunwind writes no SVG: its flame "
+                         "graph is an HTML page (-o NAME.html), and "
+                         "flamegraph.pl makes an SVG of --format collapsed");
         format_of_output(o, format_given);
+    }
     if (kind == PYU_CMD_SAMPLE)
         return check_sample(o, fe, argc, argv, name, msg, msglen);
     if (kind == PYU_CMD_REPORT) {

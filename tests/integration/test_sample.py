@@ -346,6 +346,45 @@ def test_output_that_cannot_be_written_is_refused_first(workdir):
         t.close()
 
 
+def test_py_spys_words(workdir):
+    """py-spy's command line, as a py-spy user types it: record and top
+    are sample (top: --live), --pid/-p a PID, --rate and --duration -r
+    and -d, --gil and --idle modes, --nonblocking the default; words with
+    no such match are answered with pyunwind's way, and an .svg name is
+    refused (no SVG here); PROGRAM's own words after -- are its."""
+    python = (PY315 or PYTHONS)[0][1]
+    t = split_target(python, workdir)
+    try:
+        out = os.path.join(workdir, "profile.html")
+        r = pyunwind("record", "-o", out, "--pid", str(t.pid), "--duration",
+                     "0.5", "--rate", "200", "--nonblocking")
+        assert r.returncode == 0, r.stderr
+        assert "wrote %s (flamegraph" % out in r.stderr, r.stderr
+        assert open(out).read().startswith("<!DOCTYPE html>")
+        r = pyunwind("record", "-p", str(t.pid), "-d", "0.3", "--gil")
+        assert r.returncode == 0 and " gil mode, " in r.stdout, r.stdout
+        r = pyunwind("record", "--pid=%d" % t.pid, "-d", "0.3", "--idle")
+        assert r.returncode == 0 and " wall mode, " in r.stdout, r.stdout
+        a = pyunwind("dump", "--json", "--pid", str(t.pid))
+        assert a.returncode == 0, a.stderr
+        assert json.loads(a.stdout)["pid"] == t.pid
+        r = pyunwind("record", "--threads", "--pid", str(t.pid))
+        assert r.returncode == 2 and r.stderr == (
+            "pyunwind: error: '--threads' is py-spy's: every profile keeps "
+            "each thread's stacks apart (collapsed: tid:N first); --thread "
+            "TID keeps one\n"), r.stderr
+        r = pyunwind("record", "-o", os.path.join(workdir, "p.svg"),
+                     "--pid", str(t.pid))
+        assert r.returncode == 2 and "writes no SVG" in r.stderr, r.stderr
+        r = pyunwind("sample", "--", python, "-c",
+                     "import sys; print(sys.argv[1:])", "--pid", "5",
+                     "--rate", "3")
+        assert r.stdout.splitlines()[0] == "['--pid', '5', '--rate', '3']", \
+            r.stdout
+    finally:
+        t.close()
+
+
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_rate_past_the_target_says_why(processes, workdir):
     """-r 1000k asks a tick a microsecond: more than a read of another
