@@ -1165,6 +1165,46 @@ def test_heatmap_in_chromium(workdir):
     assert got["flashes"] == 2 and got["visible"], got
 
 
+def test_heatmap_of_a_target_in_a_container(workdir):
+    """A target in mount and pid namespaces of its own (a container seen
+    from the host): its script lies on a file system only the namespace
+    has (a tmpfs mounted there), at a path the host does not have.  The
+    heat map, written while it runs, shows the script's source all the
+    same (read below /proc/PID/root), as Debian's chromium renders it;
+    the dump shows its lines too."""
+    python = labelled(PYTHONS, "3.15.2-debian")
+    where = os.path.join(workdir, "ns")
+    os.mkdir(where)
+    src = os.path.join(where, "busy.py")
+    script = ("mount -t tmpfs none %s && cat > %s <<'PY'\n"
+              "import time\n\n\ndef spin():\n    while True:\n"
+              "        sum(range(1000))\n\n\nprint('ready', flush=True)\n"
+              "spin()\nPY\nexec %s %s\n" % (where, src, python, src))
+    p = subprocess.Popen(["unshare", "--mount", "--pid", "--fork",
+                          "--kill-child", "--mount-proc", "sh", "-c",
+                          script], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        assert not os.path.exists(src)  # (the host has no such file)
+        host = int(subprocess.run(["pgrep", "-f", "-P", str(p.pid), src],
+                                  capture_output=True, text=True)
+                   .stdout.split()[0])
+        page = os.path.join(workdir, "heat.html")
+        r = pyunwind("sample", "-d", "1", "-o", page, "--format",
+                     "heatmap", str(host))
+        assert r.returncode == 0, r.stderr
+        r = pyunwind("dump", str(host))
+        assert "    sum(range(1000))" in r.stdout.splitlines(), r.stdout
+    finally:
+        p.kill()
+        p.wait()
+    got = web_harness("heatmap.mjs", page, "heatmap-container", src, "spin")
+    assert got["errors"] == [] and not got["nosource"], got
+    assert any(line.startswith("        sum(range(1000))")
+               for line in got["source"]), got["source"]
+
+
 # --------------------------------------------------------------------- live
 
 def live_on_pty(pid, out):

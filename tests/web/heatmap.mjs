@@ -2,7 +2,8 @@
 // reads the index, opens the file FILE, reads every line's counts, then
 // clicks the first "calls FUNC" link twice and reports how many times the
 // target line started to flash (each click must restart it).  Prints one
-// JSON object {errors, index: [[self, path]], hot: [{path, text, href}]
+// JSON object {errors, index: [[self, path]], source: [the text of FILE's
+// lines as shown], nosource (the page says it has none), hot: [{path, text, href}]
 // (the index's hottest line of each file), hotOpened (the line FILE's
 // hottest-line link opened, highlighted), tree: [{kind (dir or file),
 // depth, self, path}], lines: {LINE: [self,
@@ -46,6 +47,11 @@ await run(modules, fileUrl(page_), { width: 1200, height: 700 },
   }, file);
   if (!opened) throw new Error('no file ' + file + ' in the index');
   await page.waitForSelector('table.src');
+  // (the source's text as shown, line by line: empty when the page had
+  // none to show)
+  out.source = await page.evaluate(() => [...document.querySelectorAll(
+      'tr[data-line] td.code')].map((c) => c.textContent));
+  out.nosource = await page.evaluate(() => !!document.querySelector('.nosource'));
   out.lines = await page.evaluate(() => Object.fromEntries(
       [...document.querySelectorAll('tr[data-line]')]
           .filter((r) => Number(r.dataset.total) > 0)

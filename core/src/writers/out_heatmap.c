@@ -7,8 +7,11 @@
  *
  * Source lines are read here from the files as the profile names them
  * (on the machine that writes the page; at most FILE_MAX bytes a file;
- * only regular files named *.py or *.pyw): a file that is not there is
- * shown by its counts alone.
+ * only regular files named *.py or *.pyw), below the root of each of
+ * the profile's processes still running first (/proc/PID/root: a
+ * container's file, which the host may not have at that path, or have
+ * another), as the dump reads them (source_file.c): a file that is not
+ * there is shown by its counts alone.
  *
  * The data: {"info": {...as the flame graph's}, "total": N, "files":
  * [{"path", "source": [lines] or null, "self": {LINE: N}, "total":
@@ -25,7 +28,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define FILE_MAX (4u << 20)
 #define FILES_MAX 4096
@@ -93,35 +95,50 @@ static int cmp_count(const void *a, const void *b)
     return (x->to_line > y->to_line) - (x->to_line < y->to_line);
 }
 
-/* Is path a Python source file: an absolute path to a regular file named
- * *.py or *.pyw?  (The paths come from the profile, which may come from a
- * capture of unknown origin: nothing else is read into the page.) */
+/* Is path a Python source file's name: an absolute path named *.py or
+ * *.pyw?  (The paths come from the profile, which may come from a capture
+ * of unknown origin: nothing else is read into the page; and only
+ * regular files, source_file.c.) */
 static bool python_source(const char *path)
 {
     size_t n = strlen(path);
-    struct stat st;
     return path[0] == '/' &&
            ((n > 3 && strcmp(path + n - 3, ".py") == 0) ||
-            (n > 4 && strcmp(path + n - 4, ".pyw") == 0)) &&
-           stat(path, &st) == 0 && S_ISREG(st.st_mode);
+            (n > 4 && strcmp(path + n - 4, ".pyw") == 0));
+}
+
+/* The text of source file path: below the root of each of d's processes
+ * that runs still, then as it is; NULL when none can be read. */
+static char *source_text(const pyu_profile_data *d, const char *path,
+                         size_t *len)
+{
+    pyu_source src = {0};
+    size_t n = d->nprocesses ? d->nprocesses : 1;
+    for (size_t i = 0; i < n && !src.text; i++) {
+        int pid = d->nprocesses ? d->processes[i].pid : d->info->process.pid;
+        bool gone = d->nprocesses && d->processes[i].exited;
+        char root[64] = "";
+        if (pid > 0 && !gone)
+            snprintf(root, sizeof root, "/proc/%d/root", pid);
+        if (*root || i + 1 == n) /* (the plain path: at the last) */
+            pyu_source_load(root, path, NULL, false, &src);
+    }
+    if (src.text && src.len > FILE_MAX)
+        src.text[src.len = FILE_MAX] = '\0';
+    *len = src.len;
+    return src.text;
 }
 
 /* Writes a file's lines as a JSON array, or null when it cannot be read. */
-static void put_source(FILE *out, const char *path)
+static void put_source(FILE *out, const pyu_profile_data *d,
+                       const char *path)
 {
-    FILE *f = python_source(path) ? fopen(path, "r") : NULL;
-    char *text = NULL;
     size_t len = 0;
-    if (f) {
-        text = malloc(FILE_MAX + 1);
-        len = text ? fread(text, 1, FILE_MAX, f) : 0;
-        fclose(f);
-    }
+    char *text = python_source(path) ? source_text(d, path, &len) : NULL;
     if (!text) {
         fputs("null", out);
         return;
     }
-    text[len] = 0;
     fputc('[', out);
     char *line = text;
     for (bool first = true; *line || first; first = false) {
@@ -338,7 +355,7 @@ int pyu_profile_write_heatmap(pyu_profile *p, FILE *out)
             fputs(f ? ",\n{\"path\": " : "\n{\"path\": ", m);
             pyu_json_str(m, files[f]);
             fputs(", \"source\": ", m);
-            put_source(m, files[f]);
+            put_source(m, d, files[f]);
             fputs(",\n \"self\": ", m);
             put_lines(m, &self, &at[0], (uint32_t)f);
             fputs(", \"total\": ", m);
