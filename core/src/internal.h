@@ -699,6 +699,15 @@ typedef int (*pyu_item_fn)(void *arg, uint64_t key, uint64_t value);
 /* Calls fn for each entry of the dict object at dict, in insertion order,
  * looking at no more than max entries; *used gets its ma_used.  Returns 0,
  * fn's non-zero value, or a negated error (record set). */
+/* threading's names of an interpreter's threads (lookup.c): from the
+ * interpreter frame at frame (threading.py's, whose globals hold
+ * `_active`; or one whose scopes hold the threading module), each entry
+ * of threading._active: a thread's ident and its Thread's _name (a str),
+ * to fn, which returns non-zero to stop.  0, or a negated error. */
+PYU_HIDDEN int pyu_thread_names(pyu_session *s, uint64_t frame,
+                                int (*fn)(void *arg, uint64_t ident,
+                                          const char *name),
+                                void *arg);
 PYU_HIDDEN int pyu_dict_each(pyu_session *s, uint64_t dict, size_t max,
                              pyu_item_fn fn, void *arg, int64_t *used);
 /* The same over a dict's keys object and, for a split table (a dict's

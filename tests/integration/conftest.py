@@ -575,8 +575,12 @@ def frames_of(thread):
             for f in thread["frames"]]
 
 
-def assert_matches_truth(dump, truth):
-    """Every thread of the dump equals what the target recorded itself."""
+def assert_matches_truth(dump, truth, names=True):
+    """Every thread of the dump equals what the target recorded itself.
+    names: threading's names too -- which a dump reads through the type
+    objects of the interpreter binary's data (str, dict): a kernel core
+    read without the binary (gone, or the memory lldb's own reader gives
+    of a kernel core, which leaves the file's pages out) has none."""
     got = {"%d:%d" % (t["interpreter_id"], t["thread_id"]): t
            for t in dump["threads"]}
     want = truth["threads"]
@@ -588,6 +592,9 @@ def assert_matches_truth(dump, truth):
         assert g["error"] is None, g["error"]
         assert g["truncated"] is False
         assert g["native_thread_id"] == w["native_id"], ident
+        # threading's name, as the thread had it
+        assert g["name"] == (w["name"] if names else None), (
+            ident, g["name"], w["name"])
         if ident.startswith("0:"):  # main thread of the main interpreter
             assert g["main"] == (ident == "0:%d" % truth["main_ident"]), ident
         gf, wf = frames_of(g), w["frames"]

@@ -204,7 +204,9 @@ def test_kernel_core(dbg, target, tmp_path):
     assert_no_python_error(tr)
     assert "through %s's memory" % dbg.name in tr.text, tr.text[-2000:]
     other = json.loads(via_gdb.read_text())
-    assert_matches_truth(other, target.truth)
+    # (lldb's reader of a kernel core gives none of the pages the core
+    # leaves to the interpreter's file: no threading names there)
+    assert_matches_truth(other, target.truth, names=dbg.name == "gdb")
     assert other["signal"] == dump["signal"]
 
 

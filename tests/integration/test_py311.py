@@ -78,7 +78,7 @@ def test_binaries_gone(tmp_path):
     dump = json.loads(r.stdout)
     assert dump["python"]["version"] == "3.11"
     truth = dict(truth, version="3.11")
-    assert_matches_truth(dump, truth)
+    assert_matches_truth(dump, truth, names=False)  # (the binary's gone)
 
 
 SPIN = r"""

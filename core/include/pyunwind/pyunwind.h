@@ -611,6 +611,9 @@ typedef struct pyu_thread {
                                run (the outermost ones: the native stack
                                was cut short); shown after the others */
     const char *native_error; /* why there is no native stack, or NULL */
+    const char *name; /* threading's name of it (Thread.name), read from
+                         threading._active through a frame of its
+                         interpreter; NULL when that cannot be read */
 } pyu_thread;
 
 typedef struct pyu_dump {

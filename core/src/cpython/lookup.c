@@ -589,6 +589,53 @@ int pyu_frame_lookup(pyu_session *s, uint64_t frame, const char *expr,
     return 0;
 }
 
+/* ------------------------------------------------- threads' names */
+
+#define THREADS_MAX 100000 /* entries of threading._active looked at */
+
+typedef struct thread_names {
+    pyu_session *s;
+    int (*fn)(void *arg, uint64_t ident, const char *name);
+    void *arg;
+} thread_names;
+
+static int thread_entry(void *arg, uint64_t key, uint64_t value)
+{
+    thread_names *w = arg;
+    char buf[32], type[PYU_TYPE_NAME_MAX], name[NAME_MAX_BYTES * 4 + 1];
+    pyu_repr(w->s, key, buf, sizeof buf, type, sizeof type);
+    char *end;
+    errno = 0;
+    unsigned long long ident = strtoull(buf, &end, 10);
+    val v = {.obj = value};
+    if (strcmp(type, "int") != 0 || errno || *end || end == buf ||
+        attribute(w->s, &v, "_name", "thread") < 0 ||
+        !key_text(w->s, v.obj, name, sizeof name)) {
+        pyu_err_clear(&w->s->err);
+        return 0; /* (not a thread's entry as threading makes them) */
+    }
+    return w->fn(w->arg, (uint64_t)ident, name);
+}
+
+int pyu_thread_names(pyu_session *s, uint64_t frame,
+                     int (*fn)(void *arg, uint64_t ident, const char *name),
+                     void *arg)
+{
+    int scope;
+    val v;
+    if (evaluate(s, frame, "_active", &scope, &v) < 0 || v.tagged) {
+        pyu_err_clear(&s->err);
+        if (evaluate(s, frame, "threading._active", &scope, &v) < 0)
+            return -PYU_E_NOTFOUND;
+        if (v.tagged)
+            return pyu_err_set(&s->err, PYU_E_NOTFOUND, "no _active");
+    }
+    thread_names w = {s, fn, arg};
+    int64_t used;
+    int rc = pyu_dict_each(s, v.obj, THREADS_MAX, thread_entry, &w, &used);
+    return rc < 0 ? rc : 0;
+}
+
 /* --------------------------------------------------------- completion */
 
 typedef struct names {

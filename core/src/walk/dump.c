@@ -307,6 +307,74 @@ static int on_thread_end(void *arg, const pyu_walk_thread *wt,
     return PYU_WALK_NEXT;
 }
 
+/* ------------------------------------------------ threading's names */
+
+#define NAME_TRIES 4 /* frames of an interpreter a name lookup starts from */
+
+typedef struct named {
+    dump_impl *d;
+    int64_t interp;
+    size_t found;
+} named;
+
+static int set_name(void *arg, uint64_t ident, const char *name)
+{
+    named *n = arg;
+    pyu_dump *pub = &n->d->pub;
+    for (size_t i = 0; i < pub->nthreads; i++) {
+        pyu_thread *t = &pub->threads[i];
+        if (t->interpreter_id != n->interp || t->thread_id != ident ||
+            t->name)
+            continue;
+        if (!(t->name = pyu_store_str(n->d->store, 0, name)))
+            return -1;
+        n->found++;
+    }
+    return 0;
+}
+
+static bool threading_frame(const pyu_frame *f)
+{
+    size_t n = f->file ? strlen(f->file) : 0;
+    return f->addr && n >= 12 && strcmp(f->file + n - 12, "threading.py") == 0;
+}
+
+/* Each thread's name from threading._active of its interpreter, looked up
+ * from a frame of that interpreter: threading.py's first (its globals),
+ * else the outermost frames (a module that imported threading). */
+static void thread_names(dump_impl *d)
+{
+    pyu_dump *pub = &d->pub;
+    for (size_t i = 0; i < pub->nthreads; i++) {
+        int64_t interp = pub->threads[i].interpreter_id;
+        bool seen = false;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = pub->threads[j].interpreter_id == interp;
+        if (seen)
+            continue;
+        uint64_t from[NAME_TRIES];
+        size_t n = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t j = i; j < pub->nthreads && n < NAME_TRIES; j++) {
+                const pyu_thread *t = &pub->threads[j];
+                if (t->interpreter_id != interp || !t->nframes)
+                    continue;
+                const pyu_frame *f = &t->frames[t->nframes - 1];
+                for (size_t k = 0; pass == 0 && k < t->nframes; k++)
+                    if (threading_frame(&t->frames[k])) {
+                        f = &t->frames[k];
+                        break;
+                    }
+                if ((pass == 0) == threading_frame(f) && f->addr)
+                    from[n++] = f->addr;
+            }
+        named nm = {d, interp, 0};
+        for (size_t k = 0; k < n && !nm.found; k++)
+            if (pyu_thread_names(d->s, from[k], set_name, &nm) < 0)
+                pyu_err_clear(&d->s->err);
+    }
+}
+
 int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
 {
     if (!s || !out)
@@ -356,6 +424,7 @@ int pyu_dump_take(pyu_session *s, unsigned flags, pyu_dump **out)
         pyu_dump_free(&d->pub);
         return rc < 0 ? rc : -PYU_E_IO;
     }
+    thread_names(d);
     *out = &d->pub;
     return 0;
 }

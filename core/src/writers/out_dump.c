@@ -275,8 +275,14 @@ static void print_thread(FILE *out, const pyu_thread *t, src_cache *src,
                          unsigned flags, const pyu_dump *d)
 {
     bool locals = d->has_locals;
-    fprintf(out, "Thread 0x%" PRIx64 " (native %" PRIu64, t->thread_id,
-            t->native_thread_id);
+    fprintf(out, "Thread 0x%" PRIx64, t->thread_id);
+    if (t->name) { /* (threading's name, quoted; control bytes shown as ?) */
+        fputs(" \"", out);
+        for (const char *c = t->name; *c; c++)
+            fputc((unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c, out);
+        fputc('"', out);
+    }
+    fprintf(out, " (native %" PRIu64, t->native_thread_id);
     if (t->main)
         fputs(", main thread", out);
     if (t->interpreter_id != 0)
@@ -426,6 +432,10 @@ static void jo_thread(pyu_json_out *o, const pyu_dump *d, const pyu_thread *t,
     pyu_jo_int(o, "interpreter_id", t->interpreter_id);
     pyu_jo_uint(o, "thread_id", t->thread_id);
     pyu_jo_uint(o, "native_thread_id", t->native_thread_id);
+    if (t->name)
+        pyu_jo_str(o, "name", t->name);
+    else
+        pyu_jo_null(o, "name");
     pyu_jo_bool(o, "main", t->main);
     pyu_jo_open(o, "status", '[', 0);
     for (size_t k = 0; k < NSTATUS; k++)
