@@ -31,6 +31,17 @@ exceptions = {}               # role -> what sys.exception() was when parked
 stop_busy = False
 
 
+def asleep(native_id):
+    """Whether thread native_id of this process is in time.sleep's system
+    call (select or pselect6 before 3.11, clock_nanosleep after; the
+    kernel's word, /proc/self/task/TID/syscall)."""
+    try:
+        with open("/proc/self/task/%d/syscall" % native_id) as f:
+            return f.read().split()[0] in ("23", "35", "230", "270")
+    except (OSError, IndexError):
+        return False
+
+
 def checkpoint():
     """Called by the recorder once the truth is written: a debugger that
     runs this program stops here with a breakpoint on getppid()."""
@@ -210,7 +221,7 @@ def write():
 def park(alone=False):
     me = describe(sys._getframe())
     me[0]["line"] = sys._getframe().f_lineno + 4
-    truth[str(threading.get_ident())] = {"native_id": threading.get_native_id(), "frames": me}
+    truth[str(threading.get_ident())] = {"native_id": threading.get_native_id(), "name": threading.current_thread().name, "frames": me}
     parked.release()
     if alone: write()  # noqa: E701  (one line: the sleep's is counted)
     time.sleep(1e6)
@@ -352,6 +363,7 @@ def main():
         # sys._current_frames() may list other interpreters' threads too:
         # keep this interpreter's
         native = {t.ident: t.native_id for t in threading.enumerate()}
+        names = {t.ident: t.name for t in threading.enumerate()}
         snap = {i: f for i, f in snap.items() if i in native}
         if sub:  # now the subinterpreter: it records itself
             sub_go.set()
@@ -369,6 +381,7 @@ def main():
             # the recorder itself, for tests that stop it in checkpoint()
             "recorder": {"ident": me, "native_id": threading.get_native_id()},
             "threads": {"0:%d" % ident: {"native_id": native.get(ident),
+                                         "name": names.get(ident),
                                          "frames": frames}
                         for ident, frames in snap.items()},
         }
@@ -376,6 +389,17 @@ def main():
             with open(sub_truth, encoding="utf-8") as f:
                 for ident, t in json.load(f).items():
                     truth["threads"]["%d:%s" % (sub["id"], ident)] = t
+            # the subinterpreter's threads describe themselves at the line
+            # of the sleep they park in, then go there: wait until each is
+            # in it (a thread a loaded machine keeps off the CPU between
+            # its truth and its sleep was dumped in write(): 8 tests of
+            # one process failed so)
+            for _ in range(1200):
+                if all(asleep(t["native_id"])
+                       for key, t in truth["threads"].items()
+                       if key.startswith("%d:" % sub["id"])):
+                    break
+                time.sleep(0.05)
         tmp = args.truth + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             json.dump(truth, f, ensure_ascii=False, indent=1)
