@@ -611,6 +611,33 @@ static int shim_first(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
     return 0;
 }
 
+/* 3.12: the walk from the current frame read after the frames, which
+ * passed, when the first walk (from the named loop's word, its entry
+ * frame, the loop below) gave nothing to graft on it: a callback of C
+ * code over by then, the C code between two calls of it (workloads.py
+ * sorting from another CPU: 7 % of the samples, nearly all `sorting`
+ * itself).  The thread state's top of the data stack is of its moment:
+ * when it lay above that walk's innermost frame, the frames between are
+ * put on it as shim_first() puts them on an entry frame (above_top():
+ * their sizes, code object by code object, must end exactly at the top;
+ * one not started, at the top, is not counted).  1 passed, 0 not (t's
+ * walk kept), -1. */
+int pyu_links_later_top(pyu_sampler *sm, pyu_sthread *t,
+                        const pyu_tstate *ts, bool spans, thread_read *r)
+{
+    if (!sm->shims || !ts->ds_top || !t->nfr ||
+        t->fr[0].r.owner >= PYU_OWNER_ENTRY)
+        return 0;
+    uint64_t at[TOP_STEPS], stuck, under;
+    size_t nstuck;
+    long n = above_top(sm, t, ts, 0, false, at, &stuck, &nstuck, &under);
+    if (n <= 0 || !pyu_snap_in_top_chunk(t, ts, &t->fr[0].r))
+        return 0; /* (above_top() may start past frame 0) */
+    int ok = onto_top(sm, t, ts, spans, r, 0, at, (size_t)n);
+    sm->st.topped += ok > 0;
+    return ok;
+}
+
 /* 3.12: where the loops' entry frames lie.  An eval loop keeps its
  * _PyCFrame and its entry frame as locals of _PyEval_EvalFrameDefault, at
  * one distance from each other in a build; an accepted walk from the word

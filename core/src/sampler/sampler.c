@@ -319,7 +319,10 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             if (rc < 0 || (ok = pyu_links_judge(sm, t, ts, r)) < 0)
                 return -1;
             if (ok) {
-                if (pyu_links_graft(sm, t, ts) < 0)
+                size_t before = t->nfr;
+                if (pyu_links_graft(sm, t, ts) < 0 ||
+                    (t->nfr == before &&
+                     pyu_links_later_top(sm, t, ts, spans, r) < 0))
                     return -1;
                 r->ok = (long)t->nfr;
                 sm->st.later++;

@@ -595,6 +595,12 @@ PYU_HIDDEN int pyu_links_as_met(pyu_sampler *sm, pyu_sthread *t,
  * or called them.  0, or -1. */
 PYU_HIDDEN int pyu_links_graft(pyu_sampler *sm, pyu_sthread *t,
                                const pyu_tstate *ts);
+/* 3.12: the frames of the data stack above the passed walk from the
+ * current frame read after the frames, up to the thread state's top, put
+ * on it: 1 passed, 0 not (t's walk kept), -1. */
+PYU_HIDDEN int pyu_links_later_top(pyu_sampler *sm, pyu_sthread *t,
+                                   const pyu_tstate *ts, bool spans,
+                                   thread_read *r);
 /* 3.11: the walk made from the entry frame of the loop the thread state
  * names: 1 passed, 0 not, -1. */
 PYU_HIDDEN int pyu_links_from_entry(pyu_sampler *sm, pyu_sthread *t,
