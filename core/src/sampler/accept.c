@@ -316,41 +316,60 @@ static const pyu_sites_slot *sites_of(pyu_sampler *sm, const pyu_code *cc)
     return m;
 }
 
-bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
-                          const pyu_sframe *e)
+/* What the calls by name say of a link from caller c (a frame object of
+ * the thread's data, 3.9/3.10) to frame e: c's code, its calls by name,
+ * e's name and the instruction c stands at.  False when they cannot be
+ * told (no such caller, a generator's frame, a code or instruction
+ * unknown, no calls). */
+typedef struct call_query {
+    const pyu_code *cc;
+    const pyu_sites_slot *m;
+    uint64_t want;
+    uint32_t at;
+} call_query;
+
+static bool call_query_of(pyu_sampler *sm, const pyu_frame_raw *c,
+                          const pyu_sframe *e, call_query *q)
 {
     pyu_session *s = sm->s;
     if (!s->off.object_frames || c->owner != PYU_OWNER_THREAD || e->gen)
         return false;
-    const pyu_code *cc = pyu_code_cached(s, c->code);
     const pyu_code *ce = pyu_code_cached(s, e->r.code);
-    if (!cc || !ce || !ce->str_addr[1])
+    if (!(q->cc = pyu_code_cached(s, c->code)) || !ce || !ce->str_addr[1])
         return false;
-    const pyu_sites_slot *m = sites_of(sm, cc);
-    uint32_t at = pyu_code_instr(s, cc, c->instr_ptr, c->tlbc);
-    if (!m || !m->n || at == PYU_INSTR_UNKNOWN)
+    q->want = ce->str_addr[1];
+    q->m = sites_of(sm, q->cc);
+    q->at = pyu_code_instr(s, q->cc, c->instr_ptr, c->tlbc);
+    return q->m && q->m->n && q->at != PYU_INSTR_UNKNOWN;
+}
+
+bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
+                          const pyu_sframe *e)
+{
+    pyu_session *s = sm->s;
+    call_query q;
+    if (!call_query_of(sm, c, e, &q))
         return false;
-    uint64_t want = ce->str_addr[1];
     uint32_t from[REACH_FROM];
     size_t n = 0;
-    for (size_t i = 0; i < m->n && n < REACH_FROM; i++) {
-        const pyu_call_site *x = &m->site[i];
-        if (x->name != want)
+    for (size_t i = 0; i < q.m->n && n < REACH_FROM; i++) {
+        const pyu_call_site *x = &q.m->site[i];
+        if (x->name != q.want)
             continue;
-        if (x->start <= at && at <= x->at)
+        if (x->start <= q.at && q.at <= x->at)
             return false; /* (at that call) */
         from[n++] = x->at;
     }
     if (!n)
         return false;
     pyu_reach_slot *r =
-        &sm->reach[pyu_slot(cc->addr ^ want * 31 ^ (uint64_t)at << 40,
+        &sm->reach[pyu_slot(q.cc->addr ^ q.want * 31 ^ (uint64_t)q.at << 40,
                             PYU_REACH_MEMO)];
-    if (r->code != cc->addr || r->name != want || r->at != at) {
-        int reached = pyu_code_reaches(s, cc, from, n, at);
+    if (r->code != q.cc->addr || r->name != q.want || r->at != q.at) {
+        int reached = pyu_code_reaches(s, q.cc, from, n, q.at);
         if (sm->sites_epoch != s->code_epoch)
             return false; /* (a read flushed the caches) */
-        *r = (pyu_reach_slot){cc->addr, want, at, (int8_t)reached};
+        *r = (pyu_reach_slot){q.cc->addr, q.want, q.at, (int8_t)reached};
     }
     return r->reached == 0;
 }
@@ -358,23 +377,15 @@ bool pyu_accept_uncalled(pyu_sampler *sm, const pyu_frame_raw *c,
 uint32_t pyu_accept_call_of(pyu_sampler *sm, const pyu_frame_raw *c,
                             const pyu_sframe *e)
 {
-    pyu_session *s = sm->s;
-    if (!s->off.object_frames || c->owner != PYU_OWNER_THREAD || e->gen)
-        return PYU_INSTR_UNKNOWN;
-    const pyu_code *cc = pyu_code_cached(s, c->code);
-    const pyu_code *ce = pyu_code_cached(s, e->r.code);
-    const pyu_sites_slot *m = cc && ce && ce->str_addr[1] ? sites_of(sm, cc)
-                                                          : NULL;
-    uint32_t at = cc ? pyu_code_instr(s, cc, c->instr_ptr, c->tlbc)
-                     : PYU_INSTR_UNKNOWN;
-    if (!m || at == PYU_INSTR_UNKNOWN)
-        return PYU_INSTR_UNKNOWN;
+    call_query q;
     uint32_t one = PYU_INSTR_UNKNOWN;
-    for (size_t i = 0; i < m->n; i++) {
-        const pyu_call_site *x = &m->site[i];
-        if (x->name != ce->str_addr[1])
+    if (!call_query_of(sm, c, e, &q))
+        return PYU_INSTR_UNKNOWN;
+    for (size_t i = 0; i < q.m->n; i++) {
+        const pyu_call_site *x = &q.m->site[i];
+        if (x->name != q.want)
             continue;
-        if ((x->start <= at && at <= x->at) || one != PYU_INSTR_UNKNOWN)
+        if ((x->start <= q.at && q.at <= x->at) || one != PYU_INSTR_UNKNOWN)
             return PYU_INSTR_UNKNOWN; /* (at that call; or two of them) */
         one = x->at;
     }

@@ -190,23 +190,24 @@ static int on_object(void *arg, const pyu_frame_raw *f, const uint8_t *buf,
     const pyu_offsets *o = &w->sm->s->off;
     (void)avail;
     size_t fsize = w->sm->fsize;
-    bool running = pyu_objects_running(o, buf, fsize);
+    bool running = pyu_objects_running(o, buf, fsize),
+         dead = !alive(o, buf, fsize);
     /* (a caller that returned since, its code's own frame object: kept for
      * its next call with its caller, f_back, still; see above) */
-    bool left = t->nfr && !alive(o, buf, fsize) && f->prev && bound(t, f);
-    if (t->nfr ? (!running || !alive(o, buf, fsize)) && !left
+    bool left = t->nfr && dead && f->prev && bound(t, f);
+    if (t->nfr ? (!running || dead) && !left
                : !running && !f->prev && !yielded(o, buf, fsize)) {
         w->stale = true;
         return 1;
     }
-    w->idle |= !t->nfr && !running && !alive(o, buf, fsize);
+    w->idle |= !t->nfr && !running && dead;
     if (t->nfr == t->frcap &&
         !pyu_grow((void **)&t->fr, t->nfr, &t->frcap, sizeof *t->fr))
         return -1;
     pyu_sframe *sf = &t->fr[t->nfr++];
     memset(sf, 0, sizeof *sf);
     sf->r = *f;
-    sf->dead = !alive(o, buf, fsize);
+    sf->dead = dead;
     sf->gen = PYU_HAS(o, fr_gen) && pyu_u64(buf, fsize, PYU_OFF(o, fr_gen));
     /* (its second copy, when the spans held it: code 0 when that copy
      * is of no frame of this chain any more) */
