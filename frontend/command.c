@@ -269,7 +269,6 @@ static const char report_help[] =
     "select.\n"
     "\n"
     FORMATS
-    "                  (raw: the selection, as a new capture)\n"
     "  --pid PID       only the process PID (a capture of several processes)\n"
     "  --thread TID    only the thread with this native id or Python ident\n"
     "  --mode MODE     the capture's mode, or from a wall-mode capture gil\n"
