@@ -14,6 +14,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -45,8 +46,9 @@ static void wrote(const pyu_cmd_opts *o)
         {"collapsed", "flamegraph.pl FILE > flame.svg"},
         {"json", "docs/json.md"},
     };
-    if (!o->output)
-        return;
+    struct stat st;
+    if (!o->output || stat(o->output, &st) != 0 || !S_ISREG(st.st_mode))
+        return; /* (not a file to open later: /dev/null, a pipe) */
     const char *how = NULL;
     for (size_t i = 0; i < sizeof hows / sizeof hows[0] && !how; i++)
         if (pyu_cmd_format_is(o, hows[i].format))

@@ -228,6 +228,10 @@ def test_format_from_the_output_name(workdir):
         path, lines = run("p.profile")
         assert lines == ["pyunwind: wrote %s (top)" % path], lines
         assert "self%" in open(path).read()
+        # (not a file to open: no word of it)
+        r = pyunwind("report", "-o", "/dev/null",
+                     os.path.join(workdir, "p.raw"))
+        assert r.returncode == 0 and r.stderr == "", r.stderr
     finally:
         t.close()
 
