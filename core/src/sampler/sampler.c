@@ -64,6 +64,20 @@ static unsigned status_wanted(const pyu_sampler *sm)
                 : 0u);
 }
 
+/* 3.11 and 3.12: the thread state names an eval loop's _PyCFrame (not
+ * its root one) whose current frame reads as none.  A loop has a frame
+ * from its first instructions to its last but a few: its word read so was
+ * read in those few instructions, or after the loop had ended and its C
+ * stack was reused (a callback of C code, read from a running thread).
+ * Not a thread without Python frames, as the zero alone would say: the
+ * stack is read again. */
+static bool loop_without_frame(const pyu_session *s, const pyu_tstate *ts)
+{
+    return !ts->current_frame && ts->cframe &&
+           PYU_HAS(&s->off, ts_root_cframe) &&
+           ts->cframe != ts->addr + PYU_OFF(&s->off, ts_root_cframe);
+}
+
 /* Swaps the two copies of t's early spans. */
 static void swap_early(pyu_sthread *t)
 {
@@ -223,13 +237,14 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
     r->status = pyu_status_of(s, in, ts, status_wanted(sm));
     if (!selected(sm, ts, r->status))
         return 0;
-    if (!ts->current_frame) {
+    bool unlooped = loop_without_frame(s, ts);
+    if (!ts->current_frame && !unlooped) {
         t->cache.valid = t->cache.anchored = false;
         return 0; /* (no Python frames) */
     }
     if (s->off.object_frames)
         return read_objects(sm, in, t, ts, tsbuf, r);
-    if (sm->anchors) {
+    if (sm->anchors && !unlooped) {
         int hit = from_anchor(sm, t, ts);
         if (hit < 0)
             return -1;
@@ -245,10 +260,10 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
      * own would be a later moment, on which a thread seen out of the
      * anchored frame (a callback of C code, a short call) is more likely
      * back in it */
-    if (t->win_read && t->taken && !t->spans_read)
+    if (t->win_read && t->taken && !t->spans_read && !unlooped)
         t->spans_read = pyu_snap_window_spans(t);
-    bool spans = t->spans_read;
-    bool moment = !spans && t->taken;
+    bool spans = t->spans_read && !unlooped;
+    bool moment = !spans && t->taken && !unlooped;
     /* (frames read with the window, outside it, and those the walk met
      * beyond it were copied once: accept.c wants more of their links) */
     bool one_copy = spans && t->win_read;
@@ -261,6 +276,16 @@ static int read_thread(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
             r->status = pyu_status_of(s, in, ts, status_wanted(sm));
             if (!selected(sm, ts, r->status))
                 return 0;
+            if (loop_without_frame(s, ts)) {
+                sm->st.torn++;
+                if (tries++ < RETRIES)
+                    continue;
+                /* (a sample that failed, not a thread without frames) */
+                t->nfr = 0;
+                r->ok = 0;
+                r->what = THREAD_READ;
+                return 0;
+            }
             if (!ts->current_frame) {
                 t->cache.valid = false;
                 return 0;
@@ -385,6 +410,10 @@ static int count_thread(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
             unknown = true;
             t->cache.valid = false;
         }
+        /* (a walk of entry frames alone, no Python frame among them: a
+         * sample that failed, never a thread shown with no frames) */
+        if (!unknown && pyu_fcache_leaf(sm, t, false, 0) == 0)
+            unknown = true;
         if (r->imputed) {
             /* (frames of an earlier stack on top: no anchor on them) */
             sm->st.cache_miss++;
