@@ -491,6 +491,34 @@ static bool grow_recs(struct pyu_threads *t, size_t need)
     return true;
 }
 
+/* A list read while it changed (--nonblocking; threads that come and go)
+ * can end before its main thread: a thread's state freed as it was read,
+ * its next pointer gone.  When the interpreter names its main thread
+ * (3.13+) and the list did not hold it, that state is read from the
+ * interpreter's own pointer (it must say it is of this interpreter) and
+ * put with the others, and the list is said cut: the threads read are
+ * listed, the main one first as always. */
+static void main_as_last(pyu_session *s, const pyu_threads_cb *cb,
+                         const pyu_interp *in, size_t *n, bool *truncated)
+{
+    struct pyu_threads *t = s->threads;
+    const pyu_offsets *o = &s->off;
+    if (!PYU_HAS(o, is_threads_main) || !in->threads_main)
+        return;
+    for (size_t i = 0; i < *n; i++)
+        if (t->recs[i].main)
+            return;
+    *truncated = true;
+    uint64_t next;
+    if (!grow_recs(t, *n + 1) ||
+        pyu_read_quiet(s, in->threads_main, t->tsbuf, t->tslen) < 0 ||
+        pyu_u64(t->tsbuf, t->tslen, PYU_OFF(o, ts_interp)) != in->addr)
+        return;
+    pyu_tstate_take(s, in, cb->extra_off, in->threads_main, t->tsbuf,
+                    t->tslen, &t->recs[*n], &next, NULL);
+    (*n)++;
+}
+
 /* Reads an interpreter's thread states into t->recs, in walk order. */
 static int read_threads(pyu_session *s, const pyu_threads_cb *cb,
                         const pyu_interp *in, bool have_first, size_t *n,
@@ -524,6 +552,7 @@ static int read_threads(pyu_session *s, const pyu_threads_cb *cb,
     }
     if (cb->flags & PYU_WALK_LIST_ORDER)
         return 0;
+    main_as_last(s, cb, in, n, truncated);
     /* oldest first (the list is newest first), the main thread first */
     pyu_tstate *r = t->recs;
     for (size_t i = 0; i < *n / 2; i++) {
