@@ -258,7 +258,7 @@ def sessions(body):
     return out
 
 
-def run_command(command, args, values, last_rc):
+def run_command(command, workdir, values, last_rc):
     """What a shell command of a block prints: (exit code, stderr then
     stdout)."""
     words = shlex.split(command, comments=True)
@@ -271,7 +271,7 @@ def run_command(command, args, values, last_rc):
         argv = ["setpriv", "--reuid=nobody", "--regid=nogroup",
                 "--clear-groups"] + argv
     r = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT,
-                       cwd=args["workdir"])
+                       cwd=workdir)
     return r.returncode, r.stdout, r.stderr
 
 
@@ -316,8 +316,8 @@ def one_try(body, tokens, options, values, workdir):
             # order they were written, which a pipe does not keep: its
             # own lines, "pyunwind: ...", are compared with its stderr,
             # in their order, and the others with its stdout)
-            last_rc, out, err = run_command(command, {"workdir": workdir},
-                                            values, last_rc)
+            last_rc, out, err = run_command(command, workdir, values,
+                                            last_rc)
             if not any(MISSED.match(x) for x in lines):
                 err = "".join(x for x in err.splitlines(True)
                               if not MISSED.match(x))
