@@ -1300,6 +1300,42 @@ static void test_sampler_torn_thread(void)
     }
 }
 
+/* 3.14 clears a frame it pops but for its instruction pointer; a frame
+ * C code pushes starts with no previous frame, then gets its function
+ * and code, its instruction pointer last.  A current frame copied with
+ * neither a previous frame nor code was popped and its slot is being
+ * filled again (accept.c): its code is the one its instruction names. */
+static void test_frame_popped(void)
+{
+    static fake_mem m;
+    build_fake_version(&m, 0x030E0AF0);
+    pyu_session *s = pyu_session_new();
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, &m, 99, RT), 0);
+    pyu_frame_raw f = {.addr = FRAMES, .owner = PYU_OWNER_THREAD,
+                       .instr_ptr = CODE + 0xC0};
+    CHECK(pyu_frame_popped(s, &f)); /* (being filled again) */
+    f.func = 0x1234;
+    CHECK(pyu_frame_popped(s, &f)); /* (its function in, not its code) */
+    f.code = CODE;
+    CHECK(!pyu_frame_popped(s, &f)); /* (a new call, not linked yet) */
+    f.prev = FRAMES + 0x100;
+    f.sp = FRAMES + 0x60; /* (past its locals: running) */
+    CHECK(!pyu_frame_popped(s, &f));
+    f.code = 0;
+    CHECK(pyu_frame_popped(s, &f)); /* (popped, still linked) */
+    f.owner = 3; /* an entry frame, on the C stack */
+    f.prev = 0;
+    CHECK(!pyu_frame_popped(s, &f));
+    pyu_session_free(s);
+    /* 3.13 clears nothing: a frame with no code there is no frame */
+    build_fake_version(&m, 0x030D05F0);
+    s = pyu_session_new();
+    CHECK_EQ(pyu_open_memory(s, &fake_ops, &m, 99, RT), 0);
+    f.owner = PYU_OWNER_THREAD;
+    CHECK(!pyu_frame_popped(s, &f));
+    pyu_session_free(s);
+}
+
 /* The innermost function of the stack whose count grew since the counts
  * in before[] (updated), or NULL. */
 static const char *leaf_name(pyu_profile *p, uint64_t *before, size_t max)
@@ -2210,6 +2246,7 @@ int main(int argc, char **argv)
     test_versions();
     test_py311();
     test_frame_objects();
+    test_frame_popped();
     test_fake_runtime();
     test_task_rendering();
     test_walk();

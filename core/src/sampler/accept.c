@@ -436,16 +436,21 @@ uint16_t pyu_sframe_ret(const pyu_sampler *sm, const uint8_t *buf)
  * locals start: a running frame's stack starts after them), then its
  * function, then its code.  A generator's frame is cleared so when the
  * generator returns (its code too, which a generator that yielded
- * keeps). */
+ * keeps).  A frame with neither a previous frame nor code is one popped
+ * whose slot C code is filling with its next call (a sort's next
+ * comparison): a frame C code pushes starts with no previous (the eval
+ * loop links it to its entry frame), then gets its function and code,
+ * and its instruction pointer last -- until then the popped frame's. */
 bool pyu_frame_popped(pyu_session *s, const pyu_frame_raw *f)
 {
     const pyu_offsets *o = &s->off;
     if (o->version_hex >= 0x030E0000 && f->owner == PYU_OWNER_GENERATOR &&
         !f->code)
         return true;
-    if (o->version_hex < 0x030E0000 || f->owner != PYU_OWNER_THREAD ||
-        !f->prev)
+    if (o->version_hex < 0x030E0000 || f->owner != PYU_OWNER_THREAD)
         return false;
+    if (!f->prev)
+        return !f->code;
     if (!f->code || !f->func)
         return true;
     const pyu_code *c;

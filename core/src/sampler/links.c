@@ -45,16 +45,19 @@ int pyu_links_walk_whole(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
 }
 
 /* Judges t's walk by the acceptance rules, leaving out the popped frames
- * their callers cannot have called any more.  1 when the stack passed
- * whole (r->ok == t->nfr), 0 when not, -1 on an error that ends the
- * sample. */
+ * their callers cannot have called any more.  A walk of popped frames
+ * alone (the link below them gone: a call from C code, its slot being
+ * filled again) stays as it is, for pyu_links_from_below() and
+ * pyu_links_graft() to find the caller on the data stack of the thread
+ * state's moment.  1 when the stack passed whole (r->ok == t->nfr), 0
+ * when not, -1 on an error that ends the sample. */
 int pyu_links_judge(pyu_sampler *sm, pyu_sthread *t, const pyu_tstate *ts,
                     thread_read *r)
 {
     r->ok = pyu_accept_chain(sm, t, ts);
     if (r->ok < 0)
         return -1;
-    if (t->nfr && (size_t)r->ok < t->nfr &&
+    if (r->ok > 0 && (size_t)r->ok < t->nfr &&
         t->nfr - (size_t)r->ok <= t->npopped)
         r->ok = pyu_snap_drop_popped(t, t->nfr - (size_t)r->ok);
     if (!t->nfr || (size_t)r->ok != t->nfr)

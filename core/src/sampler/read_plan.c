@@ -371,6 +371,45 @@ static bool ranges_for(pyu_sampler *sm, size_t need)
 }
 
 
+/* The ranges of a thread state at addr, copied into buf, into r: the
+ * cache line that holds its current frame first, then the rest (3.11 and
+ * 3.12, whose current frame is in the _PyCFrame: the whole state, one
+ * range).  The read of that word is the sample's moment; the thread
+ * writes other lines of its state as it calls and returns (the top of its
+ * data stack, its recursion count), and a line copied before that word
+ * takes the line from the thread's CPU: the thread stalls on its next
+ * write there, in the middle of a call, and the word read right after is
+ * likelier to name the caller.  Copied whole (one sweep need not fetch
+ * its lines in the order of their addresses), a sort's callbacks (each a
+ * microsecond, called from C) were current in fewer of the samples than
+ * a stopped thread shows (3.14.10, `workloads.py sorting` read from
+ * another CPU: 0.07-0.12 from --blocking, the test's bound 0.1;
+ * 0.01-0.06 with its line first and popped frames of slots filled
+ * again, accept.c).  On 3.12 the cframe's line first, then its loops'
+ * words, was further from --blocking than the state in one range (0.16
+ * against 0.10): kept so.  Returns how many ranges. */
+static size_t tstate_ranges(const pyu_sampler *sm, uint64_t addr,
+                            uint8_t *buf, pyu_range *r)
+{
+    const pyu_offsets *o = &sm->s->off;
+    uint64_t end = addr + sm->tslen;
+    if (sm->indirect || !PYU_HAS(o, ts_current_frame)) {
+        r[0] = (pyu_range){addr, buf, sm->tslen};
+        return 1;
+    }
+    uint64_t lo = (addr + PYU_OFF(o, ts_current_frame)) & ~(uint64_t)63;
+    uint64_t hi = lo + 64;
+    lo = lo < addr ? addr : lo;
+    hi = hi > end ? end : hi;
+    size_t n = 0;
+    r[n++] = (pyu_range){lo, buf + (lo - addr), (size_t)(hi - lo)};
+    if (lo > addr)
+        r[n++] = (pyu_range){addr, buf, (size_t)(lo - addr)};
+    if (hi < end)
+        r[n++] = (pyu_range){hi, buf + (hi - addr), (size_t)(end - hi)};
+    return n;
+}
+
 /* The ranges of t's recent cframes' current frames into r (3.11), for
  * the read with the thread state (which 0) or the one after the spans
  * (1).  They lie on the thread's C stack, a few hundred bytes apart: one
@@ -599,7 +638,7 @@ int pyu_plan_batch(pyu_sampler *sm)
     pyu_session *s = sm->s;
     const pyu_offsets *o = &s->off;
     size_t need = 1 + sm->ninterps * 10 +
-                  sm->nthreads * (4 + 2 * PYU_PLAN_SPANS + PYU_PLAN_EARLY +
+                  sm->nthreads * (6 + 2 * PYU_PLAN_SPANS + PYU_PLAN_EARLY +
                                   2 * PYU_CFRAMES),
            n = 0;
     if (!ranges_for(sm, need))
@@ -611,8 +650,8 @@ int pyu_plan_batch(pyu_sampler *sm)
         if (pyu_fcache_window(sm, t)) {
             /* proven last time: its thread state, then the frames from
              * the anchored one up (frame_cache.c) */
-            r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
-                                 sm->tslen};
+            n += tstate_ranges(sm, t->tstate, sm->tsbuf + j * sm->tslen,
+                               r + n);
             r[n++] = (pyu_range){t->win_lo, t->win, t->win_len};
             if (t->win2)
                 r[n++] = (pyu_range){t->win_lo, t->win2, t->win_len};
@@ -622,8 +661,8 @@ int pyu_plan_batch(pyu_sampler *sm)
                     (size_t)(t->wx[i].end - t->wx[i].start)};
             t->win_read = true;
         } else {
-            r[n++] = (pyu_range){t->tstate, sm->tsbuf + j * sm->tslen,
-                                 sm->tslen};
+            n += tstate_ranges(sm, t->tstate, sm->tsbuf + j * sm->tslen,
+                               r + n);
             /* 3.11: the current frame, in each cframe it had lately */
             if (sm->indirect)
                 n += cframe_ranges(sm, t, 0, r + n,
@@ -717,10 +756,10 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
                       pyu_tstate *ts, uint8_t *tsbuf)
 {
     pyu_session *s = sm->s;
-    pyu_range r[3 + 2 * PYU_PLAN_SPANS + PYU_PLAN_EARLY + 2 * PYU_CFRAMES];
+    pyu_range r[5 + 2 * PYU_PLAN_SPANS + PYU_PLAN_EARLY + 2 * PYU_CFRAMES];
     uint64_t peek_words[PYU_CFRAMES] = {0};
-    size_t n = 0, npeek = 0;
-    r[n++] = (pyu_range){t->tstate, tsbuf, sm->tslen};
+    size_t n = 0, npeek = 0, nts;
+    n += nts = tstate_ranges(sm, t->tstate, tsbuf, r);
     if (sm->indirect)
         n += npeek = cframe_ranges(sm, t, 0, r + n, peek_words);
     n += span_ranges(t, r + n, sm);
@@ -731,7 +770,7 @@ int pyu_plan_snapshot(pyu_sampler *sm, const pyu_interp *in, pyu_sthread *t,
         /* (a span may have been freed: the thread state alone) */
         t->nspan = 0;
         t->again = t->again_cf = 0;
-        rc = pyu_readv_quiet(s, r, 1 + npeek);
+        rc = pyu_readv_quiet(s, r, nts + npeek);
         if (rc == -PYU_E_NOPROC)
             return pyu_fail(&s->err, PYU_E_NOPROC, "the process has exited");
         if (rc < 0)
