@@ -57,7 +57,11 @@ def chosen(*labels):
 # objects are read their own way (objects.c);
 CALLS = chosen("3.9.2-bullseye", "3.10.13-pyenv-stripped", "3.11.2-debian",
                matrix("3.13t"), "3.15.2-debian")
-# sorting (functions C code calls) on 3.13 and 3.14; the generator
+# sorting (functions C code calls) on 3.13 and 3.14 (Debian's 3.14.10
+# was 0.07-0.12 from one process to the next, and failed CI twice in a
+# row at 0.127, until the thread state's line with the current frame was
+# read first and a popped frame whose slot C code was filling again was
+# put on the frame below: 0.01-0.06, 91421a4); the generator
 # pipeline on 3.11 and 3.15, whose profiles swung (below), and on 3.13t
 # and 3.14t, where each generator is resumed through C code and found by
 # what holds it: a bound on the reads that search made took 3.13t from
@@ -124,6 +128,38 @@ SHORTGEN_EACH = 0.04
 SHORTGEN_ROUNDS = 4  # (3,000 samples a method)
 SHORTGEN = chosen("3.11.2-debian", matrix("3.13t"), "3.15.2-debian")  # (where
 # --other-cpu was furthest off, and 3.15)
+
+# How far each figure swings from one target process to the next:
+# bench/accuracy-spread measures ten processes a case exactly as the
+# tests below measure one (2026-12-08, 91421a4; the table, with each
+# case's mean and standard deviation, is in bench/README.md).  A test
+# fails only when its first process and a second one are both past the
+# bound; a bound three standard deviations above the mean leaves a
+# process past it about once in 700 and a false failure about once in
+# 500,000 runs (under 1 in 10,000 while the true deviation is under 1.3
+# times what ten processes showed).  Every bound above is 4-11 deviations
+# out but three, a chance failure in 1 in 500 to 1 in 45,000 runs,
+# widened here to 3.5 deviations: generators on 3.10 (frame objects) read from another CPU,
+# 0.053 +- 0.025 (largest 0.096, against 0.1); on 3.13t, 0.036 +- 0.017
+# (0.063, against 0.08); shortgen on 3.11, 0.028 +- 0.012 as a whole
+# (0.058, against 0.05: one process in ten past it) and 0.019 +- 0.009 a
+# function (0.040, against 0.04).  CI failed at 3.14.10's sorting this
+# way (two processes at 0.127 against 0.1, when it was 0.07-0.12).
+WIDER = {("generators", "3.10.13-pyenv-stripped"): 0.14,
+         ("generators", matrix("3.13t")): 0.1}
+SHORTGEN_WIDER = {"3.11.2-debian": (0.07, 0.055)}
+
+
+def case_bound(label, mode):
+    """The bound of a callbacks-and-generators case's distance."""
+    return WIDER.get((mode, label),
+                     BOUND if label.endswith("t") else OPEN_BOUND)
+
+
+def shortgen_bounds(label):
+    """(the bound of shortgen's distance as a whole, of each function's
+    share) on an interpreter."""
+    return SHORTGEN_WIDER.get(label, (SHORTGEN_WHOLE, SHORTGEN_EACH))
 
 
 class Workload:
@@ -234,7 +270,7 @@ def test_callbacks_and_generators_keep_their_share(label, python, mode,
                                                    workdir):
     """Key functions and comparisons that C code calls (sorted, cmp_to_key)
     and a pipeline of generators, each stage a microsecond or two."""
-    bound = BOUND if label.endswith("t") else OPEN_BOUND
+    bound = case_bound(label, mode)
     ds, got, want = distance_to_reference(python, mode, workdir, bound)
     assert ds < bound, (ds, got, want)
 
@@ -256,10 +292,11 @@ def test_short_lived_generators_keep_their_share(label, python, workdir):
                     if s >= 0.05)
         return ds, worst, got, want
 
+    whole, each = shortgen_bounds(label)
     ds, worst, got, want = nearer_of_two(
-        one, lambda res: res[0] < SHORTGEN_WHOLE and res[1] < SHORTGEN_EACH)
-    assert ds < SHORTGEN_WHOLE, (ds, worst, got, want)
-    assert worst < SHORTGEN_EACH, (ds, worst, got, want)
+        one, lambda res: res[0] < whole and res[1] < each)
+    assert ds < whole, (ds, worst, got, want)
+    assert worst < each, (ds, worst, got, want)
 
 
 @pytest.mark.accuracy
