@@ -546,7 +546,8 @@ static void build_fake_version(fake_mem *m, uint64_t version)
     SET(is_ceval_gil, 0x40); SET(is_gil_runtime_state, 0x48);
     SET(is_gil_locked, 0x48); SET(is_gil_holder, 0x50);
     SET(is_gil_enabled, 0x58); SET(is_code_object_generation, 0x60);
-    SET(ts_size, 0x100); SET(ts_next, 8); SET(ts_current_frame, 0x20);
+    SET(ts_size, 0x100); SET(ts_next, 8); SET(ts_interp, 0x10);
+    SET(ts_current_frame, 0x20);
     SET(ts_thread_id, 0x28); SET(ts_native_thread_id, 0x30);
     SET(ts_status, 0x38); SET(ts_holds_gil, 0x3C); SET(ts_gil_requested, 0x40);
     SET(ts_current_exception, 0x48); SET(ts_exc_state, 0x50);
@@ -586,6 +587,7 @@ static void build_fake_version(fake_mem *m, uint64_t version)
     put64(m, RT + 0x400, INTERP);
     put64(m, INTERP + 0x10, TSTATE);
     put64(m, INTERP + 0x18, TSTATE);
+    put64(m, TSTATE + 0x10, INTERP);
     put64(m, TSTATE + 0x28, 0x7f0000001234);
     put64(m, TSTATE + 0x30, 4321);
     put64(m, TSTATE + 0x20, FRAMES);
@@ -848,12 +850,56 @@ static void three_threads(fake_mem *m)
     put64(m, TSTATE2 + 8, TSTATE);
     put64(m, TSTATE + 0x80 + 0x8, 0);
     for (uint64_t ts = TSTATE2, id = 2; ts <= TSTATE3; ts += 0x400, id++) {
+        put64(m, ts + 0x10, INTERP);
         put64(m, ts + 0x28, 0x7f0000000000 + id);
         put64(m, ts + 0x30, 4320 + id);
         put64(m, ts + 0x20, FRAMES);
     }
     /* the frames end at NULL, not at the base frame (as before 3.15) */
     put64(m, TSTATE + 0x20, FRAMES);
+}
+
+/* A thread list read while it changed can end before the main thread (a
+ * state freed as it was read, 3.13+): the main thread's state is read from
+ * the interpreter's own pointer, listed first as always, and the list is
+ * said cut.  A state that is not this interpreter's any more is left
+ * out. */
+static void test_main_thread_off_the_list(void)
+{
+    static fake_mem m;
+    pyu_session *s;
+    three_threads(&m);
+    put64(&m, TSTATE2 + 8, 0); /* the list: TSTATE3, TSTATE2 */
+    pyu_dump *d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->nthreads, 3);
+        CHECK(d->threads_truncated);
+        if (d->nthreads == 3) {
+            CHECK(d->threads[0].main);
+            CHECK_EQ(d->threads[0].native_thread_id, 4321);
+            CHECK_EQ(d->threads[1].native_thread_id, 4322);
+        }
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+    put64(&m, TSTATE + 0x10, INTERP + 0x800); /* (another's, or freed) */
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->nthreads, 2);
+        CHECK(d->threads_truncated);
+        CHECK(d->nthreads < 1 || !d->threads[0].main);
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
+    put64(&m, TSTATE2 + 8, TSTATE); /* whole again: nothing is said cut */
+    put64(&m, TSTATE + 0x10, INTERP);
+    d = fake_dump(&m, &s);
+    if (d) {
+        CHECK_EQ(d->nthreads, 3);
+        CHECK(!d->threads_truncated);
+        pyu_dump_free(d);
+    }
+    pyu_session_free(s);
 }
 
 static void test_walk(void)
@@ -2247,6 +2293,7 @@ int main(int argc, char **argv)
     test_py311();
     test_frame_objects();
     test_frame_popped();
+    test_main_thread_off_the_list();
     test_fake_runtime();
     test_task_rendering();
     test_walk();
