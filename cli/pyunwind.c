@@ -581,7 +581,13 @@ static const char overview[] =
     "       pyunwind serve [OPTIONS] PID... | --all     pprof endpoints over\n"
     "                                                   HTTP\n"
     "       pyunwind --version\n"
-    "`pyunwind COMMAND --help` lists a command's options.\n";
+    "`pyunwind COMMAND --help` lists a command's options.\n"
+    "\n"
+    "Exit codes: 0 done; 1 internal failure (out of memory, the output\n"
+    "cannot be written); 2 bad command line; 3 the target cannot be read;\n"
+    "4 not a CPython pyunwind reads; 5 written, but some stacks or tasks\n"
+    "could not be read whole; 6 tasks --tree: the await graph has a cycle.\n"
+    "sample -- PROGRAM exits with the program's status (docs/exit-codes.md).\n";
 
 /* py-spy's words, one table: each either maps onto pyunwind's spelling,
  * which takes its place on the command line (a value after it kept), or

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import (PYUNWIND, TIMEOUT, Target, allow_core,
+from conftest import (PYUNWIND, ROOT, TIMEOUT, Target, allow_core,
                       assert_matches_truth, interpreters,
                       kernel_cores_land_here, pyunwind, python_claiming,
                       sleeping, traced_by_strace, py315, until_shown,
@@ -68,6 +68,20 @@ def test_usage_errors():
     assert_one_line_error(pyunwind("dump", "-o"), 2, "needs a value")
     assert_one_line_error(pyunwind("dump"), 2, "give a process id")
 
+
+def test_help_names_every_exit_code():
+    """`pyunwind --help` says what each exit code means: the same codes
+    as docs/exit-codes.md's table, no more and no fewer."""
+    with open(os.path.join(ROOT, "docs", "exit-codes.md"),
+              encoding="utf-8") as f:
+        documented = {int(m.group(1)) for m in
+                      re.finditer(r"^\| (\d+) \|", f.read(), re.M)}
+    r = pyunwind("--help")
+    assert r.returncode == 0, r.stderr
+    said = r.stdout.partition("Exit codes:")[2]
+    assert said, r.stdout
+    codes = re.findall(r"(?:^\s*|; )(\d+) ", said, re.M)
+    assert {int(c) for c in codes} == documented, (said, documented)
 
 def free_pid():
     pid_max = int(open("/proc/sys/kernel/pid_max").read())
