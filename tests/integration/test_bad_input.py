@@ -83,6 +83,7 @@ def test_help_names_every_exit_code():
     codes = re.findall(r"(?:^\s*|; )(\d+) ", said, re.M)
     assert {int(c) for c in codes} == documented, (said, documented)
 
+
 def free_pid():
     pid_max = int(open("/proc/sys/kernel/pid_max").read())
     for pid in range(pid_max - 1, 1, -1):
